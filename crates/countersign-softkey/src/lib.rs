@@ -1,0 +1,1 @@
+//! Software authenticator (stub, owned by the softkey helper).
