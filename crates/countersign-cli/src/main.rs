@@ -1,1 +1,180 @@
-fn main() {}
+//! `countersign`: check WebAuthn-signed approvals of AI agent actions, offline.
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand, ValueEnum};
+use countersign::{
+    Case, MemoryReplayState, ProfileRegistry, ReplayState, Verdict, replay::danger::OfflineAudit,
+};
+use std::io::{Read as _, Write as _};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Exit codes are part of the contract (docs/SPEC.md §9).
+const EXIT_ALLOW: u8 = 0;
+const EXIT_DENY: u8 = 1;
+const EXIT_UNUSABLE: u8 = 2;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "countersign",
+    version,
+    about = "Verify that an enrolled human approved (or refused) exactly this action.",
+    long_about = "Countersign turns a human's approval of an AI agent's action into evidence anyone can \
+check: a WebAuthn signature by the approver's own authenticator over challenge = nonce || op_hash, where \
+op_hash = SHA-256(JCS({profile, decision, fields})).\n\nThis tool recomputes op_hash from the action you are \
+about to run, checks the signature against the enrolled public keys you trust, and prints a verdict.",
+    after_help = "Exit codes: 0 ALLOW, 1 DENY, 2 unusable input (the reason is on stderr).\n\
+Examples:\n  countersign verify fixtures/worked-example/approve-account-a.case.json\n  \
+echo '{\"profile\":\"countersign.tool-call/1\",\"decision\":\"APPROVED\",\"fields\":{\"agent_id\":\"a\",\"tool_name\":\"t\",\"params\":{}}}' | countersign op-hash"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the op_hash of {"profile", "decision", "fields"} read from stdin.
+    ///
+    /// The output is unpadded base64url and a newline (hex with --hex). The input goes through the
+    /// same strict admission as verification: duplicate keys, lone surrogates, out-of-range integers,
+    /// unassigned code points, unknown profiles and fields outside the profile are refused with exit
+    /// code 2 and the reason on stderr.
+    OpHash {
+        /// Print lowercase hex instead of base64url.
+        #[arg(long)]
+        hex: bool,
+    },
+    /// Verify a CASE file and print one JSON verdict.
+    ///
+    /// CASE is {"action": {"profile", "fields"}, "result": ApprovalResult or bare status string,
+    /// "registry": {"credentials": [...]}, "policy": {...}, "now": RFC 3339}. The verdict is
+    /// {"effective": "ALLOW"|"DENY", "decision", "reason_code", "identity_assurance": {"level", ...},
+    /// "approvers": [...]}. Exit 0 on ALLOW, 1 on DENY, 2 when the CASE itself is unusable.
+    /// Replay state (spent nonces, counters) lives in memory for the one run.
+    Verify {
+        /// The CASE file, or - for stdin.
+        case: PathBuf,
+        /// Signature backend: the fastest compiled in (default), or a named one.
+        #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+        backend: BackendChoice,
+        /// Offline audit: report replay, freshness and counter findings instead of enforcing them.
+        /// For verifying old records; never use it to decide whether an action may run.
+        #[arg(long)]
+        audit: bool,
+        /// Pretty-print the verdict.
+        #[arg(long)]
+        pretty: bool,
+    },
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum BackendChoice {
+    /// The fastest backend compiled in.
+    Auto,
+    /// Pure Rust (p256, p384, ed25519-dalek, rsa).
+    Rustcrypto,
+    /// ring (C and assembly).
+    Ring,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("countersign: {e:#}");
+            ExitCode::from(EXIT_UNUSABLE)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        Command::OpHash { hex } => op_hash(hex),
+        Command::Verify {
+            case,
+            backend,
+            audit,
+            pretty,
+        } => verify(&case, backend, audit, pretty),
+    }
+}
+
+fn read_input(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
+    if path.as_os_str() == "-" {
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut buf)
+            .context("reading stdin")?;
+        Ok(buf)
+    } else {
+        std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+    }
+}
+
+fn op_hash(hex: bool) -> anyhow::Result<u8> {
+    let mut input = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut input)
+        .context("reading stdin")?;
+    let registry = ProfileRegistry::builtin();
+    match countersign::op_hash_document(&registry, &input) {
+        Ok(h) => {
+            let text = if hex {
+                h.0.iter().map(|b| format!("{b:02x}")).collect()
+            } else {
+                countersign::b64::encode(&h.0)
+            };
+            println!("{text}");
+            Ok(EXIT_ALLOW)
+        }
+        Err(e) => {
+            eprintln!("countersign: inadmissible ({}): {e}", e.reason_code());
+            Ok(EXIT_UNUSABLE)
+        }
+    }
+}
+
+fn backend(
+    choice: BackendChoice,
+) -> anyhow::Result<&'static dyn countersign::webauthn::SignatureBackend> {
+    let wanted = match choice {
+        BackendChoice::Auto => return Ok(countersign::webauthn::default_backend()),
+        BackendChoice::Rustcrypto => "rustcrypto",
+        BackendChoice::Ring => "ring",
+    };
+    countersign::webauthn::all_backends()
+        .into_iter()
+        .find(|b| b.name() == wanted)
+        .with_context(|| format!("backend {wanted} is not compiled into this binary"))
+}
+
+fn verify(path: &PathBuf, choice: BackendChoice, audit: bool, pretty: bool) -> anyhow::Result<u8> {
+    let bytes = read_input(path)?;
+    let case = match Case::from_json(&bytes) {
+        Ok(case) => case,
+        Err(e) => {
+            eprintln!("countersign: unusable CASE: {e}");
+            return Ok(EXIT_UNUSABLE);
+        }
+    };
+    let backend = backend(choice)?;
+    let mut enforcing = MemoryReplayState::new();
+    let mut auditing = OfflineAudit::new();
+    let replay: &mut dyn ReplayState = if audit { &mut auditing } else { &mut enforcing };
+    let verdict: Verdict = case.verify_with(backend, replay);
+    let json = if pretty {
+        serde_json::to_string_pretty(&verdict)
+    } else {
+        serde_json::to_string(&verdict)
+    }
+    .context("serializing the verdict")?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{json}").context("writing the verdict")?;
+    Ok(if verdict.is_allow() {
+        EXIT_ALLOW
+    } else {
+        EXIT_DENY
+    })
+}

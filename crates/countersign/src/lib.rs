@@ -1,4 +1,13 @@
 //! Countersign: verify that an enrolled human approved (or refused) exactly this action.
+//!
+//! The entry point is [`verify_evidence`]: given the verifier's [`Policy`], the [`Action`] it is
+//! about to authorize, the [`ApprovalResult`] the approval callback returned, the
+//! [`CredentialRegistry`] of enrolled public keys and a [`ReplayState`], it returns a [`Verdict`]
+//! that is ALLOW only when every check passed. Lower layers are public too: canonicalization and
+//! op_hash ([`op_hash`]), and WebAuthn assertion verification ([`webauthn::verify_assertion`]),
+//! which takes the expected challenge as bytes.
+//!
+//! The crate does no I/O, starts no threads and must not panic on any input.
 #![forbid(unsafe_code)]
 // No input may panic the verifier: these lints keep panicking shortcuts out of library code.
 #![cfg_attr(
@@ -11,12 +20,36 @@
     )
 )]
 
+mod assurance;
+pub mod b64;
 mod canon;
+mod case;
+mod policy;
 mod reason;
+mod registry;
+pub mod replay;
+mod result;
+mod verify;
 pub mod webauthn;
 
+pub use assurance::{AssuranceBasis, AssuranceLevel, AssuranceSource, IdentityAssurance};
 pub use canon::{
     CanonError, CanonicalFields, Decision, FieldKind, FieldSpec, MAX_DEPTH, MAX_FIELDS_BYTES,
     OpHash, Profile, ProfileError, ProfileRegistry, admit_fields, op_hash, op_hash_document,
 };
+pub use case::{Case, CaseError};
+pub use policy::{DEFAULT_CLOCK_SKEW_SECONDS, DEFAULT_MAX_AGE_SECONDS, Policy};
 pub use reason::ReasonCode;
+pub use registry::{
+    Aaguid, AttestationRecord, CredentialRecord, CredentialRegistry, EnrolledCredential,
+    RegistryDocument, RegistryError,
+};
+pub use replay::{Enforcement, MemoryReplayState, ReplayState};
+pub use result::{
+    ApprovalResult, ApprovalStatus, EvidenceEntry, EvidenceSlot, ResultError,
+    WEBAUTHN_ASSERTION_FORMAT,
+};
+pub use verify::{
+    Action, Approver, Effect, EvidenceError, Finding, Verdict, VerifyError, verify_evidence,
+    verify_evidence_with,
+};

@@ -162,3 +162,8 @@ pub fn verify_assertion(
     let _ = (key, assertion, expect, backend);
     Err(AssertionError::Malformed("not implemented".into()))
 }
+
+/// Every backend compiled in.
+pub fn all_backends() -> Vec<&'static dyn SignatureBackend> {
+    vec![&RustCryptoBackend]
+}

@@ -1,0 +1,103 @@
+//! CASE: one self-contained verification question, as `countersign verify` and the conformance
+//! vectors take it: `{"action", "result", "registry", "policy", "now"}`.
+
+use crate::policy::Policy;
+use crate::registry::{CredentialRegistry, RegistryError};
+use crate::replay::ReplayState;
+use crate::result::{ApprovalResult, ResultError};
+use crate::verify::{Action, Verdict, verify_evidence_with};
+use crate::webauthn::SignatureBackend;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+/// A parsed CASE document.
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub action: Action,
+    pub result: ApprovalResult,
+    pub registry: CredentialRegistry,
+    pub policy: Policy,
+    pub now: OffsetDateTime,
+}
+
+/// Why a CASE document is unusable (the CLI's exit code 2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CaseError {
+    #[error("CASE is not a JSON object with action, result, registry, policy and now: {0}")]
+    Shape(String),
+    #[error("CASE action must be {{\"profile\": string, \"fields\": object}}: {0}")]
+    Action(String),
+    #[error("CASE result: {0}")]
+    Result(#[from] ResultError),
+    #[error("CASE registry: {0}")]
+    Registry(#[from] RegistryError),
+    #[error("CASE policy: {0}")]
+    Policy(String),
+    #[error("CASE now {0:?} is not an RFC 3339 timestamp")]
+    Now(String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCase<'a> {
+    #[serde(borrow)]
+    action: &'a RawValue,
+    #[serde(borrow)]
+    result: &'a RawValue,
+    #[serde(borrow)]
+    registry: &'a RawValue,
+    #[serde(borrow)]
+    policy: &'a RawValue,
+    now: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAction<'a> {
+    profile: String,
+    #[serde(borrow)]
+    fields: &'a RawValue,
+}
+
+impl Case {
+    /// Parse a CASE document. The action's fields stay raw: admission looks at their bytes.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, CaseError> {
+        let raw: RawCase<'_> =
+            serde_json::from_slice(bytes).map_err(|e| CaseError::Shape(e.to_string()))?;
+        let action: RawAction<'_> =
+            serde_json::from_str(raw.action.get()).map_err(|e| CaseError::Action(e.to_string()))?;
+        let result = ApprovalResult::from_json(raw.result.get().as_bytes())?;
+        let registry = CredentialRegistry::from_json(raw.registry.get().as_bytes())?;
+        let policy: Policy =
+            serde_json::from_str(raw.policy.get()).map_err(|e| CaseError::Policy(e.to_string()))?;
+        let now = OffsetDateTime::parse(&raw.now, &Rfc3339)
+            .map_err(|_| CaseError::Now(raw.now.clone()))?;
+        Ok(Self {
+            action: Action::new(action.profile, action.fields.get().as_bytes().to_vec()),
+            result,
+            registry,
+            policy,
+            now,
+        })
+    }
+
+    /// Verify the case with `backend` and `replay`.
+    pub fn verify_with(
+        &self,
+        backend: &dyn SignatureBackend,
+        replay: &mut dyn ReplayState,
+    ) -> Verdict {
+        verify_evidence_with(
+            backend,
+            &self.policy,
+            &self.action,
+            &self.result,
+            &self.registry,
+            replay,
+            self.now,
+        )
+    }
+}

@@ -1,0 +1,120 @@
+//! Verifier policy: what evidence a verifier demands before it lets an action run.
+//!
+//! Defaults fail closed: evidence is required, user verification is required, one approver, five
+//! minutes maximum age. A policy with no allowed origins can never be satisfied.
+
+use crate::assurance::AssuranceLevel;
+use crate::canon::ProfileRegistry;
+use crate::registry::Aaguid;
+use serde::{Deserialize, Serialize};
+
+/// Default maximum age of an assertion, in seconds.
+pub const DEFAULT_MAX_AGE_SECONDS: u64 = 300;
+/// Default tolerance for an `assertion_at` slightly in the verifier's future, in seconds.
+pub const DEFAULT_CLOCK_SKEW_SECONDS: u64 = 60;
+
+/// A verifier policy (the `policy` object of a CASE).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    /// The WebAuthn relying party id the credentials were enrolled for.
+    pub rp_id: String,
+    /// Origins allowed in clientDataJSON (compared as origins, not strings).
+    pub origins: Vec<String>,
+    /// Whether an APPROVED result must carry verified evidence (default true).
+    #[serde(default = "yes")]
+    pub require_evidence: bool,
+    /// Whether every counted assertion must have the UV flag (default true).
+    #[serde(default = "yes")]
+    pub require_user_verification: bool,
+    /// The weakest assurance an approval may have (default: none beyond the other rules).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_assurance: Option<AssuranceLevel>,
+    /// How many distinct principals must approve (default 1).
+    #[serde(default = "one")]
+    pub quorum: u32,
+    /// Maximum age of `assertion_at` relative to `now` (default 300).
+    #[serde(default = "default_max_age")]
+    pub max_age_seconds: u64,
+    /// Tolerated clock skew for assertions dated in the future (default 60).
+    #[serde(default = "default_skew")]
+    pub clock_skew_seconds: u64,
+    /// Accept `crossOrigin: true` (an approval page embedded in another site's iframe). Default false.
+    #[serde(default)]
+    pub allow_cross_origin: bool,
+    /// Origins allowed as `topOrigin` when cross-origin assertions are allowed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub top_origins: Vec<String>,
+    /// AAGUIDs eligible for AAL3. Absent: any authenticator whose attestation chain verified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aal3_aaguids: Option<Vec<Aaguid>>,
+    /// The canonicalization profiles this verifier accepts, pinned by digest. Not part of the
+    /// CASE wire form: a CASE verifier uses the built-in profiles.
+    #[serde(skip, default = "ProfileRegistry::builtin")]
+    pub profiles: ProfileRegistry,
+}
+
+fn yes() -> bool {
+    true
+}
+fn one() -> u32 {
+    1
+}
+fn default_max_age() -> u64 {
+    DEFAULT_MAX_AGE_SECONDS
+}
+fn default_skew() -> u64 {
+    DEFAULT_CLOCK_SKEW_SECONDS
+}
+
+impl Policy {
+    /// A fail-closed policy for one relying party and its origins; everything else default.
+    pub fn new(
+        rp_id: impl Into<String>,
+        origins: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        Self {
+            rp_id: rp_id.into(),
+            origins: origins.into_iter().map(Into::into).collect(),
+            require_evidence: true,
+            require_user_verification: true,
+            min_assurance: None,
+            quorum: 1,
+            max_age_seconds: DEFAULT_MAX_AGE_SECONDS,
+            clock_skew_seconds: DEFAULT_CLOCK_SKEW_SECONDS,
+            allow_cross_origin: false,
+            top_origins: Vec::new(),
+            aal3_aaguids: None,
+            profiles: ProfileRegistry::builtin(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn omitted_fields_default_to_fail_closed_values() {
+        let p: Result<Policy, _> =
+            serde_json::from_str(r#"{"rp_id":"example.org","origins":["https://example.org"]}"#);
+        let p = p.ok();
+        assert_eq!(
+            p.as_ref()
+                .map(|p| (p.require_evidence, p.require_user_verification, p.quorum)),
+            Some((true, true, 1))
+        );
+        assert_eq!(p.map(|p| p.max_age_seconds), Some(DEFAULT_MAX_AGE_SECONDS));
+    }
+
+    #[test]
+    fn unknown_fields_and_bad_levels_are_refused() {
+        assert!(
+            serde_json::from_str::<Policy>(r#"{"rp_id":"a","origins":[],"quorom":2}"#).is_err()
+        );
+        assert!(
+            serde_json::from_str::<Policy>(r#"{"rp_id":"a","origins":[],"min_assurance":"AAL4"}"#)
+                .is_err()
+        );
+    }
+}

@@ -1,0 +1,250 @@
+//! The enrolled-credential registry: the only source of public keys the verifier trusts.
+//!
+//! A record being verified names a credential id; its key, principal, backup eligibility and
+//! enrollment attestation come from here, never from the record. Keys are parsed once at load time
+//! so verification does no COSE work on the hot path.
+
+use crate::b64;
+use crate::webauthn::{CoseError, CosePublicKey};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fmt;
+
+/// An AAGUID (authenticator model identifier), 16 bytes, written as a UUID on the wire.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Aaguid(pub [u8; 16]);
+
+impl Aaguid {
+    /// Parse the 8-4-4-4-12 hexadecimal form (either case).
+    pub fn parse(text: &str) -> Option<Self> {
+        let bytes = text.as_bytes();
+        if bytes.len() != 36 || [8, 13, 18, 23].iter().any(|&i| bytes.get(i) != Some(&b'-')) {
+            return None;
+        }
+        let mut digits = bytes.iter().copied().filter(|&b| b != b'-');
+        let mut out = [0u8; 16];
+        for byte in &mut out {
+            let hi = hex_value(digits.next()?)?;
+            let lo = hex_value(digits.next()?)?;
+            *byte = (hi << 4) | lo;
+        }
+        Some(Self(out))
+    }
+}
+
+fn hex_value(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+impl fmt::Display for Aaguid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, b) in self.0.iter().enumerate() {
+            if matches!(i, 4 | 6 | 8 | 10) {
+                f.write_str("-")?;
+            }
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Aaguid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Aaguid({self})")
+    }
+}
+
+impl Serialize for Aaguid {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Aaguid {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Self::parse(&text)
+            .ok_or_else(|| serde::de::Error::custom("aaguid must be a UUID (8-4-4-4-12 hex)"))
+    }
+}
+
+/// What enrollment established about the authenticator's attestation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttestationRecord {
+    /// The attestation statement format seen at enrollment (`none`, `packed`, `tpm`, ...).
+    pub format: String,
+    /// Whether the attestation chain verified against the enrolling service's configured roots.
+    #[serde(default)]
+    pub chain_verified: bool,
+    /// The root the chain verified against (informational).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
+}
+
+/// One credential as published in a registry document.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialRecord {
+    #[serde(with = "b64::bytes")]
+    pub credential_id: Vec<u8>,
+    pub principal: String,
+    /// The COSE_Key, base64url.
+    #[serde(with = "b64::bytes")]
+    pub public_key: Vec<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aaguid: Option<Aaguid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_eligible: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attestation: Option<AttestationRecord>,
+    #[serde(default)]
+    pub sign_count: u32,
+    #[serde(default)]
+    pub revoked: bool,
+}
+
+/// The published registry document: `{"credentials": [...]}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryDocument {
+    pub credentials: Vec<CredentialRecord>,
+}
+
+/// Why a registry document could not be loaded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    #[error("registry is not a valid document: {0}")]
+    Malformed(String),
+    #[error("credential id {credential_id} appears twice")]
+    DuplicateCredential { credential_id: String },
+    #[error("credential {credential_id} has an empty principal")]
+    EmptyPrincipal { credential_id: String },
+    #[error("credential {credential_id} has an unusable public key: {source}")]
+    BadPublicKey {
+        credential_id: String,
+        source: CoseError,
+    },
+}
+
+/// An enrolled credential with its key parsed.
+#[derive(Clone, Debug)]
+pub struct EnrolledCredential {
+    record: CredentialRecord,
+    /// `Err` keeps a credential whose algorithm this verifier does not implement: evidence made
+    /// with it is then refused as `unsupported_algorithm` rather than as an unknown credential.
+    key: Result<CosePublicKey, CoseError>,
+}
+
+impl EnrolledCredential {
+    /// The published record.
+    pub fn record(&self) -> &CredentialRecord {
+        &self.record
+    }
+    /// The principal this credential was enrolled for.
+    pub fn principal(&self) -> &str {
+        &self.record.principal
+    }
+    /// The parsed public key, or why it cannot be used.
+    pub fn key(&self) -> Result<&CosePublicKey, &CoseError> {
+        self.key.as_ref()
+    }
+}
+
+/// Credentials by id.
+#[derive(Clone, Debug, Default)]
+pub struct CredentialRegistry {
+    by_id: HashMap<Vec<u8>, EnrolledCredential>,
+}
+
+impl CredentialRegistry {
+    /// Parse a registry document's JSON text.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, RegistryError> {
+        let doc: RegistryDocument =
+            serde_json::from_slice(bytes).map_err(|e| RegistryError::Malformed(e.to_string()))?;
+        Self::from_document(doc)
+    }
+
+    /// Load a document: every key is parsed now, duplicates and malformed keys are refused.
+    pub fn from_document(doc: RegistryDocument) -> Result<Self, RegistryError> {
+        let mut by_id = HashMap::with_capacity(doc.credentials.len());
+        for record in doc.credentials {
+            let credential_id = b64::encode(&record.credential_id);
+            if record.principal.trim().is_empty() {
+                return Err(RegistryError::EmptyPrincipal { credential_id });
+            }
+            let key = match CosePublicKey::from_cose(&record.public_key) {
+                Ok(key) => Ok(key),
+                Err(e @ CoseError::UnsupportedAlgorithm { .. }) => Err(e),
+                Err(source) => {
+                    return Err(RegistryError::BadPublicKey {
+                        credential_id,
+                        source,
+                    });
+                }
+            };
+            if by_id.contains_key(&record.credential_id) {
+                return Err(RegistryError::DuplicateCredential { credential_id });
+            }
+            by_id.insert(
+                record.credential_id.clone(),
+                EnrolledCredential { record, key },
+            );
+        }
+        Ok(Self { by_id })
+    }
+
+    /// Look a credential up by its raw id.
+    pub fn get(&self, credential_id: &[u8]) -> Option<&EnrolledCredential> {
+        self.by_id.get(credential_id)
+    }
+
+    /// Number of credentials.
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// Whether the registry is empty.
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    /// Iterate over credentials (arbitrary order).
+    pub fn iter(&self) -> impl Iterator<Item = &EnrolledCredential> {
+        self.by_id.values()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aaguid_parses_and_prints_canonically() {
+        let text = "adce0002-35bc-c60a-648b-0b25f1f05503";
+        let a = Aaguid::parse(text);
+        assert_eq!(a.map(|a| a.to_string()).as_deref(), Some(text));
+        assert_eq!(Aaguid::parse("ADCE0002-35BC-C60A-648B-0B25F1F05503"), a);
+        assert_eq!(Aaguid::parse("adce000235bcc60a648b0b25f1f05503"), None);
+        assert_eq!(Aaguid::parse("adce0002-35bc-c60a-648b-0b25f1f0550g"), None);
+        assert_eq!(Aaguid::parse("adce0002-35bc-c60a-648b_0b25f1f05503"), None);
+    }
+
+    #[test]
+    fn malformed_documents_are_refused() {
+        assert!(matches!(
+            CredentialRegistry::from_json(b"{}"),
+            Err(RegistryError::Malformed(_))
+        ));
+        assert!(matches!(
+            CredentialRegistry::from_json(br#"{"credentials":[{"credential_id":"AA","principal":"a","public_key":"AA","extra":1}]}"#),
+            Err(RegistryError::Malformed(_))
+        ));
+    }
+}

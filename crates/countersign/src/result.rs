@@ -1,0 +1,287 @@
+//! The wire objects an approval callback returns: `ApprovalResult` and its evidence entries.
+//!
+//! Parsing is split in two on purpose. A result whose *envelope* is unusable (not JSON, unknown
+//! status) is a [`ResultError`]. An evidence entry that is malformed does not make the envelope
+//! unusable: it is kept as [`EvidenceSlot::Malformed`] so the verifier can answer a specific
+//! `evidence_malformed` DENY instead of refusing to look at the result at all.
+
+use crate::b64;
+use crate::canon::Decision;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The evidence format this verifier implements.
+pub const WEBAUTHN_ASSERTION_FORMAT: &str = "webauthn.assertion/1";
+
+/// `APPROVED | DENIED | PENDING`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ApprovalStatus {
+    #[serde(rename = "APPROVED")]
+    Approved,
+    #[serde(rename = "DENIED")]
+    Denied,
+    #[serde(rename = "PENDING")]
+    Pending,
+}
+
+impl ApprovalStatus {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approved => "APPROVED",
+            Self::Denied => "DENIED",
+            Self::Pending => "PENDING",
+        }
+    }
+}
+
+impl From<Decision> for ApprovalStatus {
+    fn from(d: Decision) -> Self {
+        match d {
+            Decision::Approved => Self::Approved,
+            Decision::Denied => Self::Denied,
+        }
+    }
+}
+
+/// What `approval_callback` returns. A bare status string reads as `{"status": ...}`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ApprovalResult {
+    pub status: ApprovalStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redrive_url: Option<String>,
+    /// The transport's reason; informational except where the SPEC says otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason_code: Option<String>,
+    /// A transport-asserted assurance claim. Recorded, never trusted: when evidence verifies, the
+    /// verifier derives the level from the evidence and ignores this value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub identity_assurance: Option<Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub approver_evidence: Vec<EvidenceSlot>,
+}
+
+/// Why an approval result could not be read at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResultError {
+    #[error("approval result is not valid JSON: {0}")]
+    NotJson(String),
+    #[error("approval result must be a status string or an object, got {0}")]
+    WrongShape(&'static str),
+    #[error("unknown approval status {0:?} (expected APPROVED, DENIED or PENDING)")]
+    UnknownStatus(String),
+    #[error("approval result field {field:?} is invalid: {detail}")]
+    InvalidField { field: &'static str, detail: String },
+    #[error("PENDING result without approval_id")]
+    PendingWithoutId,
+}
+
+impl ApprovalResult {
+    /// A result with only a status (what a legacy callback returns).
+    pub fn bare(status: ApprovalStatus) -> Self {
+        Self {
+            status,
+            approval_id: None,
+            expires_at: None,
+            redrive_url: None,
+            reason_code: None,
+            identity_assurance: None,
+            approver_evidence: Vec::new(),
+        }
+    }
+
+    /// Parse JSON text.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, ResultError> {
+        let value: Value =
+            serde_json::from_slice(bytes).map_err(|e| ResultError::NotJson(e.to_string()))?;
+        Self::from_value(&value)
+    }
+
+    /// Read an already-parsed JSON value.
+    pub fn from_value(value: &Value) -> Result<Self, ResultError> {
+        let object = match value {
+            Value::String(status) => return Ok(Self::bare(parse_status(status)?)),
+            Value::Object(object) => object,
+            Value::Null => return Err(ResultError::WrongShape("null")),
+            Value::Bool(_) => return Err(ResultError::WrongShape("a boolean")),
+            Value::Number(_) => return Err(ResultError::WrongShape("a number")),
+            Value::Array(_) => return Err(ResultError::WrongShape("an array")),
+        };
+        let status = match object.get("status") {
+            Some(Value::String(s)) => parse_status(s)?,
+            Some(_) => return Err(invalid("status", "must be a string")),
+            None => return Err(invalid("status", "is missing")),
+        };
+        let approver_evidence = match object.get("approver_evidence") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(entries)) => entries.iter().map(EvidenceSlot::from_value).collect(),
+            Some(_) => return Err(invalid("approver_evidence", "must be an array")),
+        };
+        let result = Self {
+            status,
+            approval_id: optional_string(object, "approval_id")?,
+            expires_at: optional_string(object, "expires_at")?,
+            redrive_url: optional_string(object, "redrive_url")?,
+            reason_code: optional_string(object, "reason_code")?,
+            identity_assurance: object
+                .get("identity_assurance")
+                .filter(|v| !v.is_null())
+                .cloned(),
+            approver_evidence,
+        };
+        if result.status == ApprovalStatus::Pending && result.approval_id.is_none() {
+            return Err(ResultError::PendingWithoutId);
+        }
+        Ok(result)
+    }
+}
+
+fn parse_status(s: &str) -> Result<ApprovalStatus, ResultError> {
+    match s {
+        "APPROVED" => Ok(ApprovalStatus::Approved),
+        "DENIED" => Ok(ApprovalStatus::Denied),
+        "PENDING" => Ok(ApprovalStatus::Pending),
+        other => Err(ResultError::UnknownStatus(other.chars().take(64).collect())),
+    }
+}
+
+fn invalid(field: &'static str, detail: &str) -> ResultError {
+    ResultError::InvalidField {
+        field,
+        detail: detail.to_owned(),
+    }
+}
+
+fn optional_string(
+    object: &serde_json::Map<String, Value>,
+    field: &'static str,
+) -> Result<Option<String>, ResultError> {
+    match object.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(invalid(field, "must be a string")),
+    }
+}
+
+/// One entry of `approver_evidence`: decoded, or kept raw with the reason it could not be decoded.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum EvidenceSlot {
+    Decoded(Box<EvidenceEntry>),
+    Malformed {
+        #[serde(flatten)]
+        raw: Value,
+        #[serde(skip)]
+        reason: String,
+    },
+}
+
+impl EvidenceSlot {
+    fn from_value(value: &Value) -> Self {
+        match EvidenceEntry::deserialize(value) {
+            Ok(entry) => Self::Decoded(Box::new(entry)),
+            Err(e) => Self::Malformed {
+                raw: value.clone(),
+                reason: e.to_string(),
+            },
+        }
+    }
+}
+
+impl From<EvidenceEntry> for EvidenceSlot {
+    fn from(entry: EvidenceEntry) -> Self {
+        Self::Decoded(Box::new(entry))
+    }
+}
+
+/// A `webauthn.assertion/1` evidence entry with its byte strings decoded.
+///
+/// Only the fields the signature covers (clientDataJSON and authenticatorData) are trusted by the
+/// verifier; `decision`, `nonce` and `op_hash` beside them are cross-checked against the signed
+/// challenge, and `aaguid`/`attestation_ref` are informational (the registry is authoritative).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvidenceEntry {
+    pub format: String,
+    pub decision: Decision,
+    pub canonicalization_profile: String,
+    #[serde(with = "b64::bytes")]
+    pub credential_id: Vec<u8>,
+    #[serde(with = "b64::bytes")]
+    pub client_data_json: Vec<u8>,
+    #[serde(with = "b64::bytes")]
+    pub authenticator_data: Vec<u8>,
+    #[serde(with = "b64::bytes")]
+    pub signature: Vec<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aaguid: Option<String>,
+    #[serde(default)]
+    pub attestation_ref: Option<String>,
+    #[serde(with = "b64::bytes")]
+    pub nonce: Vec<u8>,
+    #[serde(with = "b64::bytes")]
+    pub op_hash: Vec<u8>,
+    pub assertion_at: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub co_signatures: Vec<Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn bare_status_string_reads_as_object() {
+        let r = ApprovalResult::from_json(br#""APPROVED""#);
+        assert_eq!(r, Ok(ApprovalResult::bare(ApprovalStatus::Approved)));
+        let r = ApprovalResult::from_value(
+            &json!({"status": "DENIED", "reason_code": "expired_unanswered"}),
+        );
+        assert_eq!(
+            r.map(|r| (r.status, r.reason_code)),
+            Ok((ApprovalStatus::Denied, Some("expired_unanswered".into())))
+        );
+    }
+
+    #[test]
+    fn unusable_envelopes_are_typed_errors() {
+        assert_eq!(
+            ApprovalResult::from_json(b"\"MAYBE\""),
+            Err(ResultError::UnknownStatus("MAYBE".into()))
+        );
+        assert_eq!(
+            ApprovalResult::from_json(b"42"),
+            Err(ResultError::WrongShape("a number"))
+        );
+        assert!(matches!(
+            ApprovalResult::from_json(b"{"),
+            Err(ResultError::NotJson(_))
+        ));
+        assert_eq!(
+            ApprovalResult::from_json(br#"{"status":"PENDING"}"#),
+            Err(ResultError::PendingWithoutId)
+        );
+        assert!(matches!(
+            ApprovalResult::from_json(br#"{"status":"APPROVED","approver_evidence":{}}"#),
+            Err(ResultError::InvalidField {
+                field: "approver_evidence",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn malformed_evidence_entry_is_kept_not_fatal() {
+        let r = ApprovalResult::from_value(
+            &json!({"status": "APPROVED", "approver_evidence": [{"format": 1}]}),
+        );
+        let slots = r.map(|r| r.approver_evidence).unwrap_or_default();
+        assert!(matches!(slots.as_slice(), [EvidenceSlot::Malformed { .. }]));
+    }
+}

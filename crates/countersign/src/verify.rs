@@ -1,0 +1,778 @@
+//! `verify_evidence`: from an approval result to an ALLOW or DENY verdict.
+//!
+//! The function never fails and never panics: every problem with its inputs becomes a DENY whose
+//! `reason_code` names the rule that refused it and whose `error` carries the evidence for a human.
+//! The order of the checks is normative (docs/SPEC.md §6) because it decides which reason code a
+//! record with several defects reports.
+
+use crate::assurance::{AssuranceLevel, IdentityAssurance};
+use crate::b64;
+use crate::canon::{self, CanonError, CanonicalFields, Decision, OpHash, Profile};
+use crate::policy::Policy;
+use crate::reason::ReasonCode;
+use crate::registry::{CredentialRegistry, EnrolledCredential};
+use crate::replay::{Enforcement, ReplayState};
+use crate::result::{
+    ApprovalResult, ApprovalStatus, EvidenceEntry, EvidenceSlot, WEBAUTHN_ASSERTION_FORMAT,
+};
+use crate::webauthn::{
+    self, Assertion, AssertionError, AssertionExpectations, ClientData, CoseError, SignatureBackend,
+};
+use serde::Serialize;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+const NONCE_LEN: usize = 32;
+const CHALLENGE_LEN: usize = NONCE_LEN + 32;
+
+/// The action a gateway is about to authorize: a profile id and the raw JSON text of its fields.
+///
+/// The fields stay raw until verification because admission (duplicate keys, lone surrogates,
+/// number ranges) must look at the bytes, not at an already-parsed value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Action {
+    pub profile: String,
+    pub fields_json: Vec<u8>,
+}
+
+impl Action {
+    /// An action from a profile id and the JSON text of its fields.
+    pub fn new(profile: impl Into<String>, fields_json: impl Into<Vec<u8>>) -> Self {
+        Self {
+            profile: profile.into(),
+            fields_json: fields_json.into(),
+        }
+    }
+}
+
+/// ALLOW or DENY.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Effect {
+    #[serde(rename = "ALLOW")]
+    Allow,
+    #[serde(rename = "DENY")]
+    Deny,
+}
+
+/// One approver whose evidence verified.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Approver {
+    pub principal: String,
+    pub credential_id: String,
+    /// The decision read from the signed challenge.
+    pub decision: Decision,
+    pub identity_assurance: IdentityAssurance,
+    pub sign_count: u32,
+    pub assertion_at: String,
+}
+
+/// Something an offline audit found but did not enforce.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub reason_code: ReasonCode,
+    pub detail: String,
+}
+
+/// The outcome of [`verify_evidence`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Verdict {
+    pub effective: Effect,
+    /// What was decided: the signed decision when evidence verified, else the transport status.
+    pub decision: ApprovalStatus,
+    /// Why the verdict is DENY; `None` exactly when it is ALLOW.
+    pub reason_code: Option<ReasonCode>,
+    pub identity_assurance: IdentityAssurance,
+    pub approvers: Vec<Approver>,
+    /// `enforced`, or `report_only` for an offline audit.
+    pub replay: &'static str,
+    /// Human-readable cause of a DENY (the typed error's message).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// Findings an offline audit reported instead of enforcing.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
+    /// The typed error behind a DENY that evidence checks produced.
+    #[serde(skip)]
+    pub error: Option<VerifyError>,
+}
+
+impl Verdict {
+    /// Whether the gateway may proceed.
+    pub fn is_allow(&self) -> bool {
+        self.effective == Effect::Allow
+    }
+}
+
+/// Why evidence, or the policy applied to it, refused an action.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum VerifyError {
+    #[error("the action is not admissible under its profile: {0}")]
+    Action(CanonError),
+    #[error("policy requires evidence and the {status} result carries none")]
+    EvidenceMissing { status: &'static str },
+    #[error("evidence[{index}]: {error}")]
+    Evidence { index: usize, error: EvidenceError },
+    #[error("the result says {status} but its verified evidence signs {signed}")]
+    StatusContradictsEvidence {
+        status: &'static str,
+        signed: &'static str,
+    },
+    #[error("{principal} approved at {got}, below the policy minimum {required}")]
+    InsufficientAssurance {
+        principal: String,
+        required: &'static str,
+        got: &'static str,
+    },
+    #[error("{got} distinct principal(s) approved, the policy requires {required}")]
+    QuorumNotMet { required: u32, got: u32 },
+}
+
+impl VerifyError {
+    /// The wire reason code.
+    pub fn reason_code(&self) -> ReasonCode {
+        match self {
+            Self::Action(e) => e.reason_code(),
+            Self::EvidenceMissing { .. } => ReasonCode::EvidenceMissing,
+            Self::Evidence { error, .. } => error.reason_code(),
+            Self::StatusContradictsEvidence { .. } => ReasonCode::BindingMismatch,
+            Self::InsufficientAssurance { .. } => ReasonCode::InsufficientAssurance,
+            Self::QuorumNotMet { .. } => ReasonCode::QuorumNotMet,
+        }
+    }
+}
+
+/// Why one evidence entry failed, in check order.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EvidenceError {
+    #[error("cannot decode the entry: {0}")]
+    Malformed(String),
+    #[error("format {0:?} is not implemented (expected {WEBAUTHN_ASSERTION_FORMAT})")]
+    UnsupportedFormat(String),
+    #[error("canonicalization profile {0:?} is not in the verifier's registry")]
+    ProfileUnknown(String),
+    #[error("evidence is for profile {evidence:?}, the action uses {action:?}")]
+    ProfileMismatch { evidence: String, action: String },
+    #[error("credential {0} is not enrolled")]
+    CredentialUnknown(String),
+    #[error("credential {credential_id} of {principal} is revoked")]
+    CredentialRevoked {
+        credential_id: String,
+        principal: String,
+    },
+    #[error("credential {credential_id}: {source}")]
+    UnusableKey {
+        credential_id: String,
+        source: CoseError,
+    },
+    #[error("nonce is {got} bytes, expected {NONCE_LEN}")]
+    NonceLength { got: usize },
+    #[error("challenge is {got} bytes, expected nonce(32) || op_hash(32)")]
+    ChallengeLength { got: usize },
+    #[error("the nonce beside the signature differs from the signed challenge's nonce")]
+    NonceMismatch,
+    #[error("the op_hash beside the signature differs from the signed challenge's op_hash")]
+    OpHashFieldMismatch,
+    #[error("entry claims {claimed} but the signature covers {signed}")]
+    DecisionMismatch {
+        claimed: &'static str,
+        signed: &'static str,
+    },
+    #[error(
+        "signed op_hash {signed} matches neither decision on this action (APPROVED would be {approved})"
+    )]
+    ActionMismatch { signed: String, approved: String },
+    #[error("{0}")]
+    Assertion(AssertionError),
+    #[error("assertion_at {0:?} is not an RFC 3339 timestamp")]
+    AssertionAtInvalid(String),
+    #[error("assertion is {age_seconds}s old, the policy allows {max_age_seconds}s")]
+    Stale {
+        age_seconds: i64,
+        max_age_seconds: u64,
+    },
+    #[error("assertion is dated {ahead_seconds}s in the future, beyond the {skew_seconds}s skew")]
+    FutureDated {
+        ahead_seconds: i64,
+        skew_seconds: u64,
+    },
+    #[error("nonce {0} was already spent")]
+    Replayed(String),
+}
+
+impl EvidenceError {
+    /// The wire reason code.
+    pub fn reason_code(&self) -> ReasonCode {
+        match self {
+            Self::Malformed(_) | Self::NonceLength { .. } | Self::AssertionAtInvalid(_) => {
+                ReasonCode::EvidenceMalformed
+            }
+            Self::UnsupportedFormat(_) => ReasonCode::UnsupportedFormat,
+            Self::ProfileUnknown(_) => ReasonCode::ProfileUnknown,
+            Self::ProfileMismatch { .. }
+            | Self::ChallengeLength { .. }
+            | Self::NonceMismatch
+            | Self::OpHashFieldMismatch
+            | Self::DecisionMismatch { .. }
+            | Self::ActionMismatch { .. } => ReasonCode::BindingMismatch,
+            Self::CredentialUnknown(_) => ReasonCode::CredentialUnknown,
+            Self::CredentialRevoked { .. } => ReasonCode::CredentialRevoked,
+            Self::UnusableKey { .. } => ReasonCode::UnsupportedAlgorithm,
+            Self::Assertion(e) => e.reason_code(),
+            Self::Stale { .. } | Self::FutureDated { .. } => ReasonCode::Stale,
+            Self::Replayed(_) => ReasonCode::Replayed,
+        }
+    }
+}
+
+/// Verify an approval result for `action` with the fastest signature backend compiled in.
+///
+/// See [`verify_evidence_with`].
+pub fn verify_evidence(
+    policy: &Policy,
+    action: &Action,
+    result: &ApprovalResult,
+    registry: &CredentialRegistry,
+    replay: &mut dyn ReplayState,
+    now: OffsetDateTime,
+) -> Verdict {
+    verify_evidence_with(
+        webauthn::default_backend(),
+        policy,
+        action,
+        result,
+        registry,
+        replay,
+        now,
+    )
+}
+
+/// Verify an approval result for `action`, the action the caller is about to authorize.
+///
+/// The replay state is updated (nonces spent, counters advanced) only when every evidence entry
+/// verifies, so a rejected record burns nothing.
+pub fn verify_evidence_with(
+    backend: &dyn SignatureBackend,
+    policy: &Policy,
+    action: &Action,
+    result: &ApprovalResult,
+    registry: &CredentialRegistry,
+    replay: &mut dyn ReplayState,
+    now: OffsetDateTime,
+) -> Verdict {
+    let mut ctx = Context {
+        backend,
+        policy,
+        action,
+        registry,
+        now,
+        findings: Vec::new(),
+        replay,
+    };
+    let outcome = ctx.decide(result);
+    let replay_mode = match ctx.replay.enforcement() {
+        Enforcement::Enforce => "enforced",
+        Enforcement::ReportOnly => "report_only",
+    };
+    let findings = std::mem::take(&mut ctx.findings);
+    match outcome {
+        Outcome::Allow {
+            approvers,
+            assurance,
+        } => Verdict {
+            effective: Effect::Allow,
+            decision: result.status,
+            reason_code: None,
+            identity_assurance: assurance,
+            approvers,
+            replay: replay_mode,
+            detail: None,
+            findings,
+            error: None,
+        },
+        Outcome::Deny {
+            decision,
+            reason,
+            approvers,
+            assurance,
+            error,
+        } => Verdict {
+            effective: Effect::Deny,
+            decision,
+            reason_code: Some(reason),
+            identity_assurance: assurance,
+            approvers,
+            replay: replay_mode,
+            detail: error.as_ref().map(ToString::to_string),
+            findings,
+            error,
+        },
+    }
+}
+
+enum Outcome {
+    Allow {
+        approvers: Vec<Approver>,
+        assurance: IdentityAssurance,
+    },
+    Deny {
+        decision: ApprovalStatus,
+        reason: ReasonCode,
+        approvers: Vec<Approver>,
+        assurance: IdentityAssurance,
+        error: Option<VerifyError>,
+    },
+}
+
+impl Outcome {
+    fn deny_with(result: &ApprovalResult, error: VerifyError) -> Self {
+        Self::Deny {
+            decision: result.status,
+            reason: error.reason_code(),
+            approvers: Vec::new(),
+            assurance: IdentityAssurance::declared(result.identity_assurance.as_ref()),
+            error: Some(error),
+        }
+    }
+}
+
+/// One verified entry, before the replay state is committed.
+struct Verified {
+    approver: Approver,
+    nonce: Vec<u8>,
+    credential_id: Vec<u8>,
+}
+
+struct Context<'a> {
+    backend: &'a dyn SignatureBackend,
+    policy: &'a Policy,
+    action: &'a Action,
+    registry: &'a CredentialRegistry,
+    now: OffsetDateTime,
+    findings: Vec<Finding>,
+    replay: &'a mut dyn ReplayState,
+}
+
+/// The action's profile, fields and op_hashes, computed at most once per decision.
+struct Bound<'a> {
+    profile: &'a Profile,
+    fields: CanonicalFields,
+    approved: Option<OpHash>,
+    denied: Option<OpHash>,
+}
+
+impl Bound<'_> {
+    fn op_hash(&mut self, decision: Decision) -> OpHash {
+        let slot = match decision {
+            Decision::Approved => &mut self.approved,
+            Decision::Denied => &mut self.denied,
+        };
+        *slot.get_or_insert_with(|| canon::op_hash(self.profile, decision, &self.fields))
+    }
+}
+
+impl<'a> Context<'a> {
+    fn decide(&mut self, result: &ApprovalResult) -> Outcome {
+        // A pending result is never permission, whatever it carries.
+        if result.status == ApprovalStatus::Pending {
+            return Outcome::Deny {
+                decision: ApprovalStatus::Pending,
+                reason: ReasonCode::Pending,
+                approvers: Vec::new(),
+                assurance: IdentityAssurance::declared(result.identity_assurance.as_ref()),
+                error: None,
+            };
+        }
+        if result.approver_evidence.is_empty() {
+            return self.decide_without_evidence(result);
+        }
+        let mut bound = match self.bind_action() {
+            Ok(bound) => bound,
+            Err(e) => return Outcome::deny_with(result, VerifyError::Action(e)),
+        };
+        let mut verified: Vec<Verified> = Vec::with_capacity(result.approver_evidence.len());
+        for (index, slot) in result.approver_evidence.iter().enumerate() {
+            let in_this_result = verified.iter().map(|v| v.nonce.as_slice());
+            match self.verify_entry(slot, &mut bound, in_this_result) {
+                Ok(v) => verified.push(v),
+                Err(error) => {
+                    return Outcome::deny_with(result, VerifyError::Evidence { index, error });
+                }
+            }
+        }
+        // Every entry verified: spend the nonces and advance the counters, whatever the verdict.
+        for v in &verified {
+            self.replay
+                .record(&v.nonce, &v.credential_id, v.approver.sign_count);
+        }
+        self.apply_policy(result, verified.into_iter().map(|v| v.approver).collect())
+    }
+
+    fn decide_without_evidence(&self, result: &ApprovalResult) -> Outcome {
+        let assurance = IdentityAssurance::declared(result.identity_assurance.as_ref());
+        match result.status {
+            ApprovalStatus::Approved if self.policy.require_evidence => {
+                Outcome::deny_with(result, VerifyError::EvidenceMissing { status: "APPROVED" })
+            }
+            ApprovalStatus::Approved => Outcome::Allow {
+                approvers: Vec::new(),
+                assurance,
+            },
+            // A DENIED without evidence keeps the transport's reason when it is one of the codes a
+            // callback may legitimately report; anything else reads as a plain refusal.
+            _ => {
+                let reason = result
+                    .reason_code
+                    .as_deref()
+                    .and_then(ReasonCode::from_wire)
+                    .filter(|c| TRANSPORT_DENY_REASONS.contains(c))
+                    .unwrap_or(ReasonCode::ApproverRefused);
+                Outcome::Deny {
+                    decision: result.status,
+                    reason,
+                    approvers: Vec::new(),
+                    assurance,
+                    error: None,
+                }
+            }
+        }
+    }
+
+    fn bind_action(&self) -> Result<Bound<'a>, CanonError> {
+        let policy: &'a Policy = self.policy;
+        let profile = policy
+            .profiles
+            .get(&self.action.profile)
+            .ok_or_else(|| CanonError::UnknownProfile(self.action.profile.clone()))?;
+        let fields = canon::admit_fields(profile, &self.action.fields_json)?;
+        Ok(Bound {
+            profile,
+            fields,
+            approved: None,
+            denied: None,
+        })
+    }
+
+    /// The per-entry checks, in the order docs/SPEC.md §6 gives.
+    fn verify_entry<'n>(
+        &mut self,
+        slot: &EvidenceSlot,
+        bound: &mut Bound<'_>,
+        mut earlier_nonces: impl Iterator<Item = &'n [u8]>,
+    ) -> Result<Verified, EvidenceError> {
+        let entry: &EvidenceEntry = match slot {
+            EvidenceSlot::Decoded(entry) => entry,
+            EvidenceSlot::Malformed { reason, .. } => {
+                return Err(EvidenceError::Malformed(reason.clone()));
+            }
+        };
+        if entry.format != WEBAUTHN_ASSERTION_FORMAT {
+            return Err(EvidenceError::UnsupportedFormat(entry.format.clone()));
+        }
+        self.check_profile(entry, bound.profile)?;
+        let credential = self.enrolled_credential(entry)?;
+        let key = credential.key().map_err(|e| EvidenceError::UnusableKey {
+            credential_id: b64::encode(&entry.credential_id),
+            source: e.clone(),
+        })?;
+        let signed_decision = check_binding(entry, bound)?;
+
+        let stored_sign_count = match self.replay.enforcement() {
+            Enforcement::Enforce => self.stored_sign_count(credential, &entry.credential_id),
+            // An audit of an old record against today's registry would always see a "regression".
+            Enforcement::ReportOnly => 0,
+        };
+        let expectations = AssertionExpectations {
+            challenge: &challenge_of(entry),
+            rp_id: &self.policy.rp_id,
+            origins: &self.policy.origins,
+            allow_cross_origin: self.policy.allow_cross_origin,
+            require_user_verification: self.policy.require_user_verification,
+            stored_sign_count,
+            backup_eligible: credential.record().backup_eligible,
+        };
+        let assertion = Assertion {
+            client_data_json: &entry.client_data_json,
+            authenticator_data: &entry.authenticator_data,
+            signature: &entry.signature,
+        };
+        let verified = webauthn::verify_assertion(key, &assertion, &expectations, self.backend)
+            .map_err(EvidenceError::Assertion)?;
+
+        if self.replay.enforcement() == Enforcement::ReportOnly {
+            let known = self.stored_sign_count(credential, &entry.credential_id);
+            if !(verified.sign_count == 0 && known == 0) && verified.sign_count <= known {
+                self.report(
+                    ReasonCode::CounterRegression,
+                    format!(
+                        "counter {} is not above the recorded {known}",
+                        verified.sign_count
+                    ),
+                );
+            }
+        }
+        self.check_freshness(&entry.assertion_at)?;
+        let spent_here = earlier_nonces.any(|n| n == entry.nonce.as_slice());
+        if spent_here || self.replay.is_spent(&entry.nonce) {
+            let error = EvidenceError::Replayed(b64::encode(&entry.nonce));
+            self.enforce_or_report(error)?;
+        }
+
+        let assurance = IdentityAssurance::derive(
+            verified.flags,
+            credential,
+            self.policy.aal3_aaguids.as_deref(),
+        );
+        Ok(Verified {
+            approver: Approver {
+                principal: credential.principal().to_owned(),
+                credential_id: b64::encode(&entry.credential_id),
+                decision: signed_decision,
+                identity_assurance: assurance,
+                sign_count: verified.sign_count,
+                assertion_at: entry.assertion_at.clone(),
+            },
+            nonce: entry.nonce.clone(),
+            credential_id: entry.credential_id.clone(),
+        })
+    }
+
+    fn check_profile(
+        &self,
+        entry: &EvidenceEntry,
+        action_profile: &Profile,
+    ) -> Result<(), EvidenceError> {
+        // The profile named in the evidence is resolved against the verifier's own registry; an
+        // unknown one is refused, never replaced by a default.
+        if self
+            .policy
+            .profiles
+            .get(&entry.canonicalization_profile)
+            .is_none()
+        {
+            return Err(EvidenceError::ProfileUnknown(
+                entry.canonicalization_profile.clone(),
+            ));
+        }
+        if entry.canonicalization_profile != action_profile.id {
+            return Err(EvidenceError::ProfileMismatch {
+                evidence: entry.canonicalization_profile.clone(),
+                action: action_profile.id.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn enrolled_credential(
+        &self,
+        entry: &EvidenceEntry,
+    ) -> Result<&'a EnrolledCredential, EvidenceError> {
+        let registry: &'a CredentialRegistry = self.registry;
+        let credential = registry
+            .get(&entry.credential_id)
+            .ok_or_else(|| EvidenceError::CredentialUnknown(b64::encode(&entry.credential_id)))?;
+        if credential.record().revoked {
+            return Err(EvidenceError::CredentialRevoked {
+                credential_id: b64::encode(&entry.credential_id),
+                principal: credential.principal().to_owned(),
+            });
+        }
+        Ok(credential)
+    }
+
+    fn stored_sign_count(&self, credential: &EnrolledCredential, credential_id: &[u8]) -> u32 {
+        let recorded = credential.record().sign_count;
+        self.replay
+            .sign_count(credential_id)
+            .map_or(recorded, |seen| seen.max(recorded))
+    }
+
+    fn check_freshness(&mut self, assertion_at: &str) -> Result<(), EvidenceError> {
+        let at = OffsetDateTime::parse(assertion_at, &Rfc3339)
+            .map_err(|_| EvidenceError::AssertionAtInvalid(assertion_at.to_owned()))?;
+        let age_seconds = (self.now - at).whole_seconds();
+        let max_age = self.policy.max_age_seconds;
+        let skew = self.policy.clock_skew_seconds;
+        if age_seconds < 0 && age_seconds.unsigned_abs() > skew {
+            return self.enforce_or_report(EvidenceError::FutureDated {
+                ahead_seconds: -age_seconds,
+                skew_seconds: skew,
+            });
+        }
+        if age_seconds > 0 && age_seconds.unsigned_abs() > max_age {
+            return self.enforce_or_report(EvidenceError::Stale {
+                age_seconds,
+                max_age_seconds: max_age,
+            });
+        }
+        Ok(())
+    }
+
+    fn enforce_or_report(&mut self, error: EvidenceError) -> Result<(), EvidenceError> {
+        match self.replay.enforcement() {
+            Enforcement::Enforce => Err(error),
+            Enforcement::ReportOnly => {
+                self.report(error.reason_code(), error.to_string());
+                Ok(())
+            }
+        }
+    }
+
+    fn report(&mut self, reason_code: ReasonCode, detail: String) {
+        self.findings.push(Finding {
+            reason_code,
+            detail,
+        });
+    }
+
+    /// Combine verified entries under the policy: a refusal vetoes, then assurance, then quorum.
+    fn apply_policy(&self, result: &ApprovalResult, approvers: Vec<Approver>) -> Outcome {
+        let weakest = |list: &[Approver]| {
+            list.iter()
+                .min_by_key(|a| a.identity_assurance.level)
+                .map(|a| a.identity_assurance.clone())
+                .unwrap_or_else(|| IdentityAssurance::declared(None))
+        };
+        // A verified refusal from any enrolled approver is a veto (fail closed).
+        let refusals: Vec<&Approver> = approvers
+            .iter()
+            .filter(|a| a.decision == Decision::Denied)
+            .collect();
+        if let Some(first) = refusals.first() {
+            let assurance = first.identity_assurance.clone();
+            return Outcome::Deny {
+                decision: ApprovalStatus::Denied,
+                reason: ReasonCode::ApproverRefused,
+                approvers,
+                assurance,
+                error: None,
+            };
+        }
+        if result.status != ApprovalStatus::Approved {
+            let error = VerifyError::StatusContradictsEvidence {
+                status: result.status.as_str(),
+                signed: "APPROVED",
+            };
+            return Outcome::Deny {
+                decision: result.status,
+                reason: error.reason_code(),
+                assurance: weakest(&approvers),
+                approvers,
+                error: Some(error),
+            };
+        }
+        if let Some(required) = self.policy.min_assurance
+            && let Some(low) = approvers
+                .iter()
+                .find(|a| a.identity_assurance.level < required)
+        {
+            let error = VerifyError::InsufficientAssurance {
+                principal: low.principal.clone(),
+                required: required.as_str(),
+                got: low.identity_assurance.level.as_str(),
+            };
+            return deny_after_evidence(error, approvers, weakest);
+        }
+
+        let mut principals: Vec<&str> = approvers.iter().map(|a| a.principal.as_str()).collect();
+        principals.sort_unstable();
+        principals.dedup();
+        let got = u32::try_from(principals.len()).unwrap_or(u32::MAX);
+        // A quorum of zero would allow with no approver at all: read it as one.
+        let required = self.policy.quorum.max(1);
+        if got < required {
+            return deny_after_evidence(
+                VerifyError::QuorumNotMet { required, got },
+                approvers,
+                weakest,
+            );
+        }
+        let assurance = weakest(&approvers);
+        debug_assert!(assurance.level > AssuranceLevel::Declared);
+        Outcome::Allow {
+            approvers,
+            assurance,
+        }
+    }
+}
+
+fn deny_after_evidence(
+    error: VerifyError,
+    approvers: Vec<Approver>,
+    weakest: impl Fn(&[Approver]) -> IdentityAssurance,
+) -> Outcome {
+    Outcome::Deny {
+        decision: ApprovalStatus::Approved,
+        reason: error.reason_code(),
+        assurance: weakest(&approvers),
+        approvers,
+        error: Some(error),
+    }
+}
+
+/// Transport reason codes a DENIED result without evidence may carry through to the verdict.
+const TRANSPORT_DENY_REASONS: &[ReasonCode] = &[
+    ReasonCode::ApproverRefused,
+    ReasonCode::ExpiredUnanswered,
+    ReasonCode::NoEligibleApprover,
+    ReasonCode::CallbackTimeout,
+    ReasonCode::Cancelled,
+];
+
+fn challenge_of(entry: &EvidenceEntry) -> Vec<u8> {
+    let mut challenge = Vec::with_capacity(CHALLENGE_LEN);
+    challenge.extend_from_slice(&entry.nonce);
+    challenge.extend_from_slice(&entry.op_hash);
+    challenge
+}
+
+/// Read the decision from the signed challenge and check it binds this action.
+///
+/// The signature itself is checked later against the same challenge bytes, so everything read
+/// here is covered by it once verification succeeds.
+fn check_binding(entry: &EvidenceEntry, bound: &mut Bound<'_>) -> Result<Decision, EvidenceError> {
+    if entry.nonce.len() != NONCE_LEN {
+        return Err(EvidenceError::NonceLength {
+            got: entry.nonce.len(),
+        });
+    }
+    let client_data =
+        ClientData::parse(&entry.client_data_json).map_err(EvidenceError::Assertion)?;
+    let challenge = client_data.challenge.as_slice();
+    let (Some(signed_nonce), Some(signed_op_hash)) =
+        (challenge.get(..NONCE_LEN), challenge.get(NONCE_LEN..))
+    else {
+        return Err(EvidenceError::ChallengeLength {
+            got: challenge.len(),
+        });
+    };
+    if challenge.len() != CHALLENGE_LEN {
+        return Err(EvidenceError::ChallengeLength {
+            got: challenge.len(),
+        });
+    }
+    if signed_nonce != entry.nonce.as_slice() {
+        return Err(EvidenceError::NonceMismatch);
+    }
+    if signed_op_hash != entry.op_hash.as_slice() {
+        return Err(EvidenceError::OpHashFieldMismatch);
+    }
+    let other = match entry.decision {
+        Decision::Approved => Decision::Denied,
+        Decision::Denied => Decision::Approved,
+    };
+    if bound.op_hash(entry.decision).0.as_slice() == signed_op_hash {
+        return Ok(entry.decision);
+    }
+    if bound.op_hash(other).0.as_slice() == signed_op_hash {
+        return Err(EvidenceError::DecisionMismatch {
+            claimed: entry.decision.as_str(),
+            signed: other.as_str(),
+        });
+    }
+    Err(EvidenceError::ActionMismatch {
+        signed: b64::encode(signed_op_hash),
+        approved: b64::encode(&bound.op_hash(Decision::Approved).0),
+    })
+}
