@@ -272,7 +272,7 @@ mod tests {
     fn authenticator_data_layout() {
         let ad = build_authenticator_data("example.com", Flags::UP_UV, 0x0102_0304, None, None);
         assert_eq!(ad.len(), 37);
-        assert_eq!(&ad[..32], Sha256::digest(b"example.com").as_slice());
+        assert_eq!(&ad[..32], &Sha256::digest(b"example.com")[..]);
         assert_eq!(ad[32], 0x05);
         assert_eq!(&ad[33..], [1, 2, 3, 4]);
         let with = build_authenticator_data("x", Flags::NONE, 0, Some(&[9, 9]), Some(&[0xa0]));
@@ -287,7 +287,11 @@ mod tests {
         assert_eq!(v, [0x80, 0x01]);
         assert!(matches!(
             flip_bit(Part::Signature, &mut v, 16),
-            Err(Error::BitOutOfRange { bit: 16, len: 2, .. })
+            Err(Error::BitOutOfRange {
+                bit: 16,
+                len: 2,
+                ..
+            })
         ));
     }
 
@@ -299,7 +303,9 @@ mod tests {
         assert_eq!(q(SignatureQuirk::None), canonical);
         assert_eq!(
             q(SignatureQuirk::DerExtraLeadingZero),
-            [0x30, 0x09, 0x02, 0x03, 0x00, 0x00, 0x80, 0x02, 0x02, 0x01, 0x02]
+            [
+                0x30, 0x09, 0x02, 0x03, 0x00, 0x00, 0x80, 0x02, 0x02, 0x01, 0x02
+            ]
         );
         assert_eq!(
             q(SignatureQuirk::DerMissingPad),
@@ -307,7 +313,9 @@ mod tests {
         );
         assert_eq!(
             q(SignatureQuirk::DerLongFormLength),
-            [0x30, 0x81, 0x08, 0x02, 0x02, 0x00, 0x80, 0x02, 0x02, 0x01, 0x02]
+            [
+                0x30, 0x81, 0x08, 0x02, 0x02, 0x00, 0x80, 0x02, 0x02, 0x01, 0x02
+            ]
         );
         let raw = q(SignatureQuirk::EcdsaRaw);
         assert_eq!(raw.len(), 64);

@@ -31,7 +31,8 @@ const RSA_KEYS: &[(&str, &[u8])] = &[
 /// DER of the fixture root CA certificate.
 pub(crate) const ROOT_CERT_DER: &[u8] = include_bytes!("../../../fixtures/ca/root.der");
 /// DER of the fixture packed-attestation certificate (issued by the root).
-pub(crate) const ATTESTATION_CERT_DER: &[u8] = include_bytes!("../../../fixtures/ca/attestation.der");
+pub(crate) const ATTESTATION_CERT_DER: &[u8] =
+    include_bytes!("../../../fixtures/ca/attestation.der");
 
 /// Fixture name of the attestation signing key.
 pub(crate) const ATTESTATION_KEY: &str = "attestation-es256";

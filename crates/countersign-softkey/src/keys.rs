@@ -233,12 +233,8 @@ impl SoftKey {
     pub fn cose_public_key(&self) -> Vec<u8> {
         let alg = Value::from(self.alg.cose_alg());
         let map = match self.public_key() {
-            PublicKey::Es256(k) => {
-                ec2_cose(alg, 1, k.to_encoded_point(false).as_bytes())
-            }
-            PublicKey::Es384(k) => {
-                ec2_cose(alg, 2, k.to_encoded_point(false).as_bytes())
-            }
+            PublicKey::Es256(k) => ec2_cose(alg, 1, k.to_encoded_point(false).as_bytes()),
+            PublicKey::Es384(k) => ec2_cose(alg, 2, k.to_encoded_point(false).as_bytes()),
             PublicKey::EdDsa(k) => vec![
                 (Value::from(1), Value::from(1)),
                 (Value::from(3), alg),
@@ -265,7 +261,10 @@ impl SoftKey {
                 &der::bit_string(k.as_bytes()),
             ]),
             PublicKey::Rs256(k) => {
-                let rsa_key = der::seq(&[&der::uint(&k.n().to_bytes_be()), &der::uint(&k.e().to_bytes_be())]);
+                let rsa_key = der::seq(&[
+                    &der::uint(&k.n().to_bytes_be()),
+                    &der::uint(&k.e().to_bytes_be()),
+                ]);
                 der::seq(&[
                     &der::seq(&[&der::oid(oids::RSA_ENCRYPTION), &[der::NULL, 0]]),
                     &der::bit_string(&rsa_key),
@@ -277,7 +276,9 @@ impl SoftKey {
     /// Signs `message` and returns the signature as WebAuthn carries it: ASN.1 DER for ECDSA,
     /// 64 raw bytes for Ed25519, a modulus-sized octet string for RSA.
     pub fn sign(&self, message: &[u8]) -> Result<Vec<u8>, Error> {
-        let signing = |e: &dyn fmt::Display| Error::Signing { reason: e.to_string() };
+        let signing = |e: &dyn fmt::Display| Error::Signing {
+            reason: e.to_string(),
+        };
         match &self.secret {
             Secret::Es256(k) => {
                 let sig: p256::ecdsa::Signature = k.try_sign(message).map_err(|e| signing(&e))?;

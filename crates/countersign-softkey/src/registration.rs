@@ -186,7 +186,9 @@ impl SoftKey {
                     ("sig".into(), sig.into()),
                     (
                         "x5c".into(),
-                        Value::Array(vec![x509::fixture_attestation_certificate().to_vec().into()]),
+                        Value::Array(vec![
+                            x509::fixture_attestation_certificate().to_vec().into(),
+                        ]),
                     ),
                 ])
             }

@@ -90,7 +90,11 @@ pub fn build_fixture_certificates() -> Result<FixtureCertificates, Error> {
             &der::seq(&[&der::tlv(0x80, &root_ski)]),
         ),
         // §8.2.1: the AAGUID as an OCTET STRING inside the extnValue OCTET STRING, not critical.
-        extension(oids::FIDO_AAGUID, false, &der::octet_string(&FIXTURE_AAGUID)),
+        extension(
+            oids::FIDO_AAGUID,
+            false,
+            &der::octet_string(&FIXTURE_AAGUID),
+        ),
     ];
     let attestation = certificate(
         &root_key,
@@ -170,7 +174,11 @@ fn name(rdns: &[(&[u64], &str)]) -> Vec<u8> {
 }
 
 fn extension(oid: &[u64], critical: bool, value: &[u8]) -> Vec<u8> {
-    let critical_flag: &[u8] = if critical { &[der::BOOLEAN, 1, 0xff] } else { &[] };
+    let critical_flag: &[u8] = if critical {
+        &[der::BOOLEAN, 1, 0xff]
+    } else {
+        &[]
+    };
     der::seq(&[&der::oid(oid), critical_flag, &der::octet_string(value)])
 }
 
