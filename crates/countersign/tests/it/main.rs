@@ -1,0 +1,3 @@
+//! The core crate's integration tests: one binary, one module per concern.
+
+mod verify;
