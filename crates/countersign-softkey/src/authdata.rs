@@ -120,6 +120,9 @@ pub enum SignatureQuirk {
     DerMissingPad,
     /// The outer SEQUENCE length in long form (`0x81 len`) although it fits in short form.
     DerLongFormLength,
+    /// `s` replaced by `n - s`: the other, equally valid ECDSA signature of the same message,
+    /// canonical DER. Flips a low-S signature to high-S and back (malleability cases).
+    EcdsaNegateS,
 }
 
 impl SignatureQuirk {
@@ -130,6 +133,7 @@ impl SignatureQuirk {
             Self::DerExtraLeadingZero => "DerExtraLeadingZero",
             Self::DerMissingPad => "DerMissingPad",
             Self::DerLongFormLength => "DerLongFormLength",
+            Self::EcdsaNegateS => "EcdsaNegateS",
         }
     }
 
@@ -168,8 +172,31 @@ impl SignatureQuirk {
                 }
             }
             Self::DerLongFormLength => Ok(der_sig(r, s, true)),
+            Self::EcdsaNegateS => negate_s(alg, signature)
+                .ok_or(not_applicable("input is not a valid ECDSA signature")),
             Self::None => Ok(signature.to_vec()),
         }
+    }
+}
+
+/// Re-encodes `(r, n - s)` as canonical DER.
+fn negate_s(alg: Alg, der: &[u8]) -> Option<Vec<u8>> {
+    match alg {
+        Alg::Es256 => {
+            let sig = p256::ecdsa::Signature::from_der(der).ok()?;
+            let s = -*sig.s();
+            let out =
+                p256::ecdsa::Signature::from_scalars(sig.r().to_bytes(), s.to_bytes()).ok()?;
+            Some(out.to_der().as_bytes().to_vec())
+        }
+        Alg::Es384 => {
+            let sig = p384::ecdsa::Signature::from_der(der).ok()?;
+            let s = -*sig.s();
+            let out =
+                p384::ecdsa::Signature::from_scalars(sig.r().to_bytes(), s.to_bytes()).ok()?;
+            Some(out.to_der().as_bytes().to_vec())
+        }
+        _ => None,
     }
 }
 

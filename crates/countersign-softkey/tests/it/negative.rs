@@ -164,3 +164,35 @@ fn flipping_the_up_bit_is_a_targeted_flag_tamper() {
     assert_eq!(resp.authenticator_data[32], 0x04);
     assert!(!strict_ok(&k, &resp));
 }
+
+#[test]
+fn negate_s_gives_the_other_valid_signature() {
+    for name in ["alice-es256", "alice-es384"] {
+        let k = key(name);
+        let canonical = assert_with(&k, SignatureQuirk::None, 3).unwrap();
+        let negated = assert_with(&k, SignatureQuirk::EcdsaNegateS, 3).unwrap();
+        assert_ne!(negated.signature, canonical.signature, "{name}");
+        assert!(
+            strict_ok(&k, &negated),
+            "{name}: still a valid, canonical-DER signature"
+        );
+        let back = SignatureQuirk::EcdsaNegateS
+            .apply(k.alg(), &negated.signature)
+            .unwrap();
+        assert_eq!(
+            back, canonical.signature,
+            "{name}: negating twice is the identity"
+        );
+    }
+    // Exactly one of the pair is low-S.
+    let k = key("alice-es256");
+    let sigs = [SignatureQuirk::None, SignatureQuirk::EcdsaNegateS]
+        .map(|q| assert_with(&k, q, 3).unwrap().signature)
+        .map(|der| {
+            p256::ecdsa::Signature::from_der(&der)
+                .unwrap()
+                .normalize_s()
+                .is_none()
+        });
+    assert_ne!(sigs[0], sigs[1]);
+}
