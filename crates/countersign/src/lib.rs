@@ -16,7 +16,9 @@ mod reason;
 pub mod webauthn;
 
 pub use canon::{
-    CanonError, CanonicalFields, Decision, FieldKind, FieldSpec, MAX_DEPTH, MAX_FIELDS_BYTES,
-    OpHash, Profile, ProfileError, ProfileRegistry, admit_fields, op_hash, op_hash_document,
+    CanonError, CanonLimits, CanonicalFields, Decision, FieldKind, FieldSpec, MAX_DEPTH,
+    MAX_FIELDS_BYTES, OpHash, PAYMENT_DEFINITION, Profile, ProfileError, ProfileRegistry,
+    TOOL_CALL_DEFINITION, UNICODE_VERSION, admit_document, admit_fields, admit_json,
+    canonical_bytes, op_hash, op_hash_document,
 };
 pub use reason::ReasonCode;
