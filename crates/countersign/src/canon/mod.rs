@@ -234,13 +234,13 @@ pub fn admit_document<'r>(
             got: fields.raw_len,
         });
     }
-    if !profile.allow_floats {
-        if let Some((path, literal)) = fields::find_float(&fields.value) {
-            return Err(CanonError::FloatNotAllowed {
-                path: format!("/fields{path}"),
-                literal,
-            });
-        }
+    if !profile.allow_floats
+        && let Some((path, literal)) = fields::find_float(&fields.value)
+    {
+        return Err(CanonError::FloatNotAllowed {
+            path: format!("/fields{path}"),
+            literal,
+        });
     }
     let admitted = admit_parsed(profile, fields.value)?;
     Ok((profile, decision, admitted))
