@@ -34,8 +34,10 @@ pub mod webauthn;
 
 pub use assurance::{AssuranceBasis, AssuranceLevel, AssuranceSource, IdentityAssurance};
 pub use canon::{
-    CanonError, CanonicalFields, Decision, FieldKind, FieldSpec, MAX_DEPTH, MAX_FIELDS_BYTES,
-    OpHash, Profile, ProfileError, ProfileRegistry, admit_fields, op_hash, op_hash_document,
+    CanonError, CanonLimits, CanonicalFields, Decision, FieldKind, FieldSpec, MAX_DEPTH,
+    MAX_FIELDS_BYTES, OpHash, PAYMENT_DEFINITION, Profile, ProfileError, ProfileRegistry,
+    TOOL_CALL_DEFINITION, UNICODE_VERSION, admit_document, admit_fields, admit_json,
+    canonical_bytes, op_hash, op_hash_document,
 };
 pub use case::{Case, CaseError};
 pub use policy::{DEFAULT_CLOCK_SKEW_SECONDS, DEFAULT_MAX_AGE_SECONDS, Policy};

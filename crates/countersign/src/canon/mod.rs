@@ -1,13 +1,36 @@
 //! Canonicalization: strict JSON admission, NFC, JCS, profiles and op_hash.
 //!
-//! OWNED BY THE CANON HELPER — this file is a contract stub; replace bodies, keep signatures.
+//! The pipeline, in order (each step's rules are in `docs/spec/canon.md`):
+//!
+//! 1. **Admission** ([`json`]): the raw bytes are parsed by a strict parser that refuses anything
+//!    two JSON implementations could read differently (duplicate keys, lone surrogates, unsafe
+//!    integers, floats unless the profile allows them, oversize or overdeep input, code points the
+//!    pinned Unicode version does not assign).
+//! 2. **Profile** ([`fields`]): the fields must be exactly the profile's declared set, each of its
+//!    declared type; `exact` strings must already be NFC.
+//! 3. **NFC** ([`text`]): every other string, keys and values, is normalized to NFC.
+//! 4. **JCS**: `serde_jcs` (RFC 8785) serializes the admitted value. It is safe here only because
+//!    admission already removed what it would silently mishandle (it keeps the last duplicate).
+//! 5. **op_hash** = SHA-256 of the JCS form of `{"decision", "fields", "profile"}`.
 
+mod error;
+mod fields;
+mod json;
 mod profile;
+mod text;
 
-pub use profile::{FieldKind, FieldSpec, Profile, ProfileError, ProfileRegistry};
+pub use error::CanonError;
+pub use json::CanonLimits;
+pub use profile::{
+    FieldKind, FieldSpec, PAYMENT_DEFINITION, Profile, ProfileError, ProfileRegistry,
+    TOOL_CALL_DEFINITION,
+};
+pub use text::UNICODE_VERSION;
 
-use crate::reason::ReasonCode;
+use base64::Engine as _;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 /// Maximum size in bytes of the `fields` JSON text admitted for one action.
 pub const MAX_FIELDS_BYTES: usize = 64 * 1024;
@@ -30,58 +53,256 @@ impl Decision {
             Self::Denied => "DENIED",
         }
     }
+
+    /// Parse the exact wire spelling (case-sensitive).
+    pub fn from_wire(s: &str) -> Option<Self> {
+        match s {
+            "APPROVED" => Some(Self::Approved),
+            "DENIED" => Some(Self::Denied),
+            _ => None,
+        }
+    }
 }
 
 /// op_hash = SHA-256(JCS({"profile", "decision", "fields"})).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct OpHash(pub [u8; 32]);
 
-/// Why an input was refused before canonicalization.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CanonError {
-    #[error("input is {got} bytes, over the {limit}-byte cap")]
-    TooLarge { limit: usize, got: usize },
-    #[error("unknown canonicalization profile {0:?}")]
-    UnknownProfile(String),
-    #[error("invalid JSON: {0}")]
-    InvalidJson(String),
-}
+impl OpHash {
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
 
-impl CanonError {
-    /// The wire reason code for this error.
-    pub fn reason_code(&self) -> ReasonCode {
-        match self {
-            Self::UnknownProfile(_) => ReasonCode::ProfileUnknown,
-            _ => ReasonCode::ActionInadmissible,
-        }
+    /// Unpadded base64url, the wire form in evidence.
+    pub fn to_b64url(&self) -> String {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(self.0)
     }
 }
 
 /// Action fields that passed admission under a profile, with every string in NFC.
+///
+/// Only [`admit_fields`] and [`op_hash_document`] make one, so holding one proves admission ran.
+/// It keeps the JCS bytes computed at admission: hashing is then infallible and costs one SHA-256.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CanonicalFields(serde_json::Value);
+pub struct CanonicalFields {
+    value: Value,
+    jcs: Vec<u8>,
+    profile_digest: [u8; 32],
+}
 
 impl CanonicalFields {
-    pub fn as_value(&self) -> &serde_json::Value {
-        &self.0
+    pub fn as_value(&self) -> &Value {
+        &self.value
     }
+
+    /// The RFC 8785 form of the fields object.
+    pub fn jcs(&self) -> &[u8] {
+        &self.jcs
+    }
+
+    /// Whether these fields were admitted under `profile` (same definition digest). op_hash covers
+    /// the profile id it is given; callers holding fields from elsewhere can check this first.
+    pub fn admitted_under(&self, profile: &Profile) -> bool {
+        self.profile_digest == profile.digest
+    }
+}
+
+/// Strictly admit any JSON text (no profile): parse under `limits`, then NFC every string.
+pub fn admit_json(raw: &[u8], limits: CanonLimits) -> Result<Value, CanonError> {
+    let mut value = json::parse(raw, limits)?;
+    text::nfc_values(&mut value);
+    Ok(value)
 }
 
 /// Admit the raw JSON text of an action's `fields` under `profile`.
 pub fn admit_fields(profile: &Profile, raw: &[u8]) -> Result<CanonicalFields, CanonError> {
-    let _ = (profile, raw);
-    Err(CanonError::InvalidJson("not implemented".into()))
+    let limits = CanonLimits::STRICT.with_floats(profile.allow_floats);
+    let value = json::parse(raw, limits)?;
+    admit_parsed(profile, value)
+}
+
+fn admit_parsed(profile: &Profile, mut value: Value) -> Result<CanonicalFields, CanonError> {
+    fields::check(profile, &mut value)?;
+    // serde_jcs fails only on non-finite numbers, which admission never produces; the error is
+    // kept typed rather than assumed away.
+    let jcs = serde_jcs::to_vec(&value).map_err(|e| CanonError::Jcs {
+        detail: e.to_string(),
+    })?;
+    Ok(CanonicalFields {
+        value,
+        jcs,
+        profile_digest: profile.digest,
+    })
+}
+
+/// The exact bytes op_hash covers: `{"decision":D,"fields":F,"profile":P}` in JCS.
+///
+/// The three outer keys are written in their JCS order (UTF-16 order: decision < fields <
+/// profile) around the fields' own JCS bytes; the tests check this against `serde_jcs` on the
+/// whole document.
+pub fn canonical_bytes(profile: &Profile, decision: Decision, fields: &CanonicalFields) -> Vec<u8> {
+    let mut out = Vec::with_capacity(fields.jcs.len() + profile.id.len() + 48);
+    write_canonical(profile, decision, fields, |part| {
+        out.extend_from_slice(part)
+    });
+    out
+}
+
+fn write_canonical(
+    profile: &Profile,
+    decision: Decision,
+    fields: &CanonicalFields,
+    mut sink: impl FnMut(&[u8]),
+) {
+    let mut id = Vec::with_capacity(profile.id.len() + 2);
+    text::push_jcs_string(&mut id, &profile.id);
+    sink(b"{\"decision\":\"");
+    sink(decision.as_str().as_bytes());
+    sink(b"\",\"fields\":");
+    sink(&fields.jcs);
+    sink(b",\"profile\":");
+    sink(&id);
+    sink(b"}");
 }
 
 /// op_hash of admitted fields with a decision.
 pub fn op_hash(profile: &Profile, decision: Decision, fields: &CanonicalFields) -> OpHash {
-    let _ = (profile, decision, fields);
-    OpHash([0; 32])
+    let mut hasher = Sha256::new();
+    write_canonical(profile, decision, fields, |part| hasher.update(part));
+    OpHash(hasher.finalize().into())
 }
 
 /// Parse and hash an op-hash document `{"profile", "decision", "fields"}` (the `op-hash` CLI input).
 pub fn op_hash_document(registry: &ProfileRegistry, raw: &[u8]) -> Result<OpHash, CanonError> {
-    let _ = (registry, raw);
-    Err(CanonError::InvalidJson("not implemented".into()))
+    let (profile, decision, fields) = admit_document(registry, raw)?;
+    Ok(op_hash(profile, decision, &fields))
+}
+
+/// The admitted parts of an op-hash document: its resolved profile, decision and fields.
+pub fn admit_document<'r>(
+    registry: &'r ProfileRegistry,
+    raw: &[u8],
+) -> Result<(&'r Profile, Decision, CanonicalFields), CanonError> {
+    // Floats are let through the first pass: the profile, and so its float policy, is not known
+    // until the document is parsed. They are checked against the profile below.
+    let members = json::parse_document(raw, CanonLimits::DOCUMENT)?;
+    let (mut profile_id, mut decision, mut fields) = (None, None, None);
+    for member in members {
+        let slot = match member.key.as_str() {
+            "profile" => &mut profile_id,
+            "decision" => &mut decision,
+            "fields" => &mut fields,
+            _ => {
+                return Err(CanonError::Document {
+                    member: error::excerpt(&member.key),
+                    problem: "is not a member of an op-hash document",
+                });
+            }
+        };
+        *slot = Some(member);
+    }
+    let missing = |member: &str| CanonError::Document {
+        member: member.into(),
+        problem: "is missing",
+    };
+    let profile_id = profile_id.ok_or_else(|| missing("profile"))?;
+    let decision = decision.ok_or_else(|| missing("decision"))?;
+    let fields = fields.ok_or_else(|| missing("fields"))?;
+
+    let Value::String(id) = &profile_id.value else {
+        return Err(CanonError::Document {
+            member: "profile".into(),
+            problem: "must be a string",
+        });
+    };
+    let profile = registry.resolve(id)?;
+    let decision = match &decision.value {
+        Value::String(d) => Decision::from_wire(d).ok_or_else(|| CanonError::InvalidDecision {
+            got: error::excerpt(d),
+        })?,
+        other => {
+            return Err(CanonError::InvalidDecision {
+                got: fields::kind_of(other).into(),
+            });
+        }
+    };
+    // The same caps as admit_fields, applied to the fields' own text and nesting (the document
+    // parser allowed one extra level for the wrapper).
+    if fields.raw_len > MAX_FIELDS_BYTES {
+        return Err(CanonError::TooLarge {
+            limit: MAX_FIELDS_BYTES,
+            got: fields.raw_len,
+        });
+    }
+    if !profile.allow_floats
+        && let Some((path, literal)) = fields::find_float(&fields.value)
+    {
+        return Err(CanonError::FloatNotAllowed {
+            path: format!("/fields{path}"),
+            literal,
+        });
+    }
+    let admitted = admit_parsed(profile, fields.value)?;
+    Ok((profile, decision, admitted))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool_call() -> Profile {
+        ProfileRegistry::builtin()
+            .get("countersign.tool-call/1")
+            .cloned()
+            .unwrap_or_else(|| Profile {
+                id: String::new(),
+                version: 0,
+                title: String::new(),
+                fields: Vec::new(),
+                allow_floats: false,
+                digest: [0; 32],
+            })
+    }
+
+    #[test]
+    fn canonical_bytes_are_the_jcs_of_the_whole_document() {
+        let p = tool_call();
+        let raw = br#"{"agent_id":"a","tool_name":"t","params":{"z":1,"\u00e9":"x","a":[true]}}"#;
+        let f = admit_fields(&p, raw);
+        assert!(f.is_ok(), "{f:?}");
+        let Ok(f) = f else { return };
+        for d in [Decision::Approved, Decision::Denied] {
+            let whole = serde_json::json!({"profile": p.id, "decision": d.as_str(), "fields": f.as_value()});
+            let expected = serde_jcs::to_vec(&whole).unwrap_or_default();
+            assert_eq!(canonical_bytes(&p, d, &f), expected);
+            assert_eq!(
+                op_hash(&p, d, &f).0,
+                <[u8; 32]>::from(Sha256::digest(&expected))
+            );
+        }
+    }
+
+    #[test]
+    fn admitted_under_tracks_the_profile() {
+        let r = ProfileRegistry::builtin();
+        let (Some(tool), Some(pay)) = (
+            r.get("countersign.tool-call/1"),
+            r.get("countersign.payment/1"),
+        ) else {
+            panic!("built-ins missing");
+        };
+        let f = admit_fields(tool, br#"{"agent_id":"a","tool_name":"t","params":{}}"#);
+        assert!(
+            f.as_ref()
+                .is_ok_and(|f| f.admitted_under(tool) && !f.admitted_under(pay))
+        );
+    }
+
+    #[test]
+    fn op_hash_b64url_is_unpadded_url_safe() {
+        let h = OpHash([0xFB; 32]);
+        assert_eq!(h.to_b64url().len(), 43);
+        assert!(!h.to_b64url().contains(['+', '/', '=']));
+        assert_eq!(h.as_bytes(), &[0xFB; 32]);
+    }
 }

@@ -1,0 +1,213 @@
+//! `navigator.credentials.create()` as a function: a registration response with `none` or
+//! `packed` attestation.
+
+use crate::authdata::{self, Flags, SignatureQuirk};
+use crate::cbor::Value;
+use crate::client_data;
+use crate::error::Error;
+use crate::keys::{self, Alg, SoftKey};
+use crate::x509;
+
+/// The attestation statement format to produce.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Attestation {
+    /// `fmt: "none"`, empty `attStmt` (WebAuthn §8.7).
+    #[default]
+    None,
+    /// `fmt: "packed"` self attestation: signed by the credential key, no `x5c` (§8.2).
+    PackedSelf,
+    /// `fmt: "packed"` full attestation: signed by the fixture attestation key (ES256), with
+    /// `x5c` = [fixture attestation certificate] (§8.2; the root is not included).
+    PackedFull,
+}
+
+impl Attestation {
+    fn fmt(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::PackedSelf | Self::PackedFull => "packed",
+        }
+    }
+}
+
+/// Everything a registration depends on. Build with [`RegistrationRequest::new`] and override
+/// fields with struct-update syntax.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RegistrationRequest {
+    /// RP ID hashed into authenticator data.
+    pub rp_id: String,
+    /// `origin` in clientDataJSON.
+    pub origin: String,
+    /// Challenge bytes.
+    pub challenge: Vec<u8>,
+    /// Flags byte, written verbatim. Default [`Flags::UP_UV_AT`]. Attested credential data is
+    /// always included, whatever AT says.
+    pub flags: Flags,
+    /// Signature counter. Default 0.
+    pub sign_count: u32,
+    /// `type` in clientDataJSON. Default `webauthn.create`.
+    pub client_data_type: String,
+    /// `crossOrigin`; `None` omits it. Default `Some(false)`.
+    pub cross_origin: Option<bool>,
+    /// `topOrigin`, when given.
+    pub top_origin: Option<String>,
+    /// Keys appended to clientDataJSON.
+    pub extra_client_data: Vec<(String, serde_json::Value)>,
+    /// Exact clientDataJSON bytes to use instead.
+    pub client_data_override: Option<Vec<u8>>,
+    /// Extension outputs (CBOR map) appended to authenticator data; ED is not set for you.
+    pub extensions: Option<Vec<u8>>,
+    /// COSE_Key bytes to put in the attested credential data instead of the real key.
+    pub cose_key_override: Option<Vec<u8>>,
+    /// Attestation format. Default [`Attestation::None`].
+    pub attestation: Attestation,
+    /// Encoding quirk for an ECDSA attestation signature.
+    pub signature_quirk: SignatureQuirk,
+}
+
+impl RegistrationRequest {
+    /// A well-formed request: UP+UV+AT, counter 0, `none` attestation.
+    pub fn new(
+        rp_id: impl Into<String>,
+        origin: impl Into<String>,
+        challenge: impl Into<Vec<u8>>,
+    ) -> Self {
+        Self {
+            rp_id: rp_id.into(),
+            origin: origin.into(),
+            challenge: challenge.into(),
+            flags: Flags::UP_UV_AT,
+            sign_count: 0,
+            client_data_type: "webauthn.create".to_owned(),
+            cross_origin: Some(false),
+            top_origin: None,
+            extra_client_data: Vec::new(),
+            client_data_override: None,
+            extensions: None,
+            cose_key_override: None,
+            attestation: Attestation::None,
+            signature_quirk: SignatureQuirk::None,
+        }
+    }
+
+    /// The clientDataJSON this request produces.
+    pub fn client_data_json(&self) -> Vec<u8> {
+        if let Some(bytes) = &self.client_data_override {
+            return bytes.clone();
+        }
+        client_data::build(&client_data::Spec {
+            typ: &self.client_data_type,
+            challenge: &self.challenge,
+            origin: &self.origin,
+            cross_origin: self.cross_origin,
+            top_origin: self.top_origin.as_deref(),
+            extra: &self.extra_client_data,
+        })
+    }
+}
+
+/// The raw bytes of a registration, as `AuthenticatorAttestationResponse` exposes them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegistrationResponse {
+    /// The credential id.
+    pub credential_id: Vec<u8>,
+    /// clientDataJSON.
+    pub client_data_json: Vec<u8>,
+    /// The attestation object (CBOR map `fmt`, `attStmt`, `authData`).
+    pub attestation_object: Vec<u8>,
+    /// The authenticator data inside the attestation object (`getAuthenticatorData()`).
+    pub authenticator_data: Vec<u8>,
+    /// The credential public key as COSE_Key (as in the attested credential data).
+    pub public_key_cose: Vec<u8>,
+    /// The credential public key as SubjectPublicKeyInfo DER (`getPublicKey()`).
+    pub public_key_spki_der: Vec<u8>,
+    /// The credential algorithm (`getPublicKeyAlgorithm()`).
+    pub alg: Alg,
+}
+
+impl RegistrationResponse {
+    /// `RegistrationResponseJSON` (WebAuthn L3 §5.1), every binary field base64url.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "id": crate::b64url(&self.credential_id),
+            "rawId": crate::b64url(&self.credential_id),
+            "type": "public-key",
+            "authenticatorAttachment": "cross-platform",
+            "clientExtensionResults": {},
+            "response": {
+                "clientDataJSON": crate::b64url(&self.client_data_json),
+                "attestationObject": crate::b64url(&self.attestation_object),
+                "authenticatorData": crate::b64url(&self.authenticator_data),
+                "publicKey": crate::b64url(&self.public_key_spki_der),
+                "publicKeyAlgorithm": self.alg.cose_alg(),
+                "transports": ["usb"],
+            },
+        })
+    }
+}
+
+impl SoftKey {
+    /// Produces a registration response for this credential.
+    pub fn register(&self, req: &RegistrationRequest) -> Result<RegistrationResponse, Error> {
+        let public_key_cose = req
+            .cose_key_override
+            .clone()
+            .unwrap_or_else(|| self.cose_public_key());
+        let attested = self.attested_credential_data_with(&public_key_cose);
+        let authenticator_data = authdata::build_authenticator_data(
+            &req.rp_id,
+            req.flags,
+            req.sign_count,
+            Some(&attested),
+            req.extensions.as_deref(),
+        );
+        let client_data_json = req.client_data_json();
+        let message = keys::signed_message(&authenticator_data, &client_data_json);
+
+        let att_stmt = match req.attestation {
+            Attestation::None => Value::Map(Vec::new()),
+            Attestation::PackedSelf => {
+                let sig = req
+                    .signature_quirk
+                    .apply(self.alg(), &self.sign(&message)?)?;
+                Value::Map(vec![
+                    ("alg".into(), self.alg().cose_alg().into()),
+                    ("sig".into(), sig.into()),
+                ])
+            }
+            Attestation::PackedFull => {
+                let att_key = x509::fixture_attestation_key()?;
+                let sig = req
+                    .signature_quirk
+                    .apply(att_key.alg(), &att_key.sign(&message)?)?;
+                Value::Map(vec![
+                    ("alg".into(), att_key.alg().cose_alg().into()),
+                    ("sig".into(), sig.into()),
+                    (
+                        "x5c".into(),
+                        Value::Array(vec![
+                            x509::fixture_attestation_certificate().to_vec().into(),
+                        ]),
+                    ),
+                ])
+            }
+        };
+        let attestation_object = Value::Map(vec![
+            ("fmt".into(), req.attestation.fmt().into()),
+            ("attStmt".into(), att_stmt),
+            ("authData".into(), Value::Bytes(authenticator_data.clone())),
+        ])
+        .encode();
+
+        Ok(RegistrationResponse {
+            credential_id: self.credential_id().to_vec(),
+            client_data_json,
+            attestation_object,
+            authenticator_data,
+            public_key_cose,
+            public_key_spki_der: self.public_key_spki_der(),
+            alg: self.alg(),
+        })
+    }
+}

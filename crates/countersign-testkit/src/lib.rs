@@ -1,0 +1,203 @@
+//! Builders for signed evidence, registries and CASE documents.
+//!
+//! Tests, benchmarks, the conformance generator and the service tests all need "an approver's
+//! authenticator signed this decision over this action"; this crate is the one place that knows how
+//! to produce it with the software authenticator. Everything is deterministic: nonces are derived
+//! from labels, keys from fixture seeds.
+
+use countersign::{
+    Action, ApprovalResult, ApprovalStatus, CredentialRecord, Decision, EvidenceEntry, ProfileRegistry,
+    RegistryDocument, WEBAUTHN_ASSERTION_FORMAT, admit_fields, op_hash,
+};
+use countersign_softkey::{AssertionRequest, AssertionResponse, SoftKey};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+pub use countersign_softkey::{Flags, Part, SignatureQuirk};
+
+/// The relying party of the worked example.
+pub const RP_ID: &str = "pay.example.com";
+/// The approval page's origin.
+pub const ORIGIN: &str = "https://pay.example.com";
+/// The verifier's clock in every fixture.
+pub const NOW: &str = "2026-11-20T10:00:00Z";
+/// When fixture assertions were received (one minute before [`NOW`]).
+pub const ASSERTION_AT: &str = "2026-11-20T09:59:00Z";
+
+/// The worked example's payment fields: 40,000.00 EUR to `destination`.
+pub fn payment_fields(destination: &str) -> Value {
+    json!({
+        "amount": "40000.00",
+        "currency": "EUR",
+        "source_account": "ops-main",
+        "destination_account": destination,
+        "reference": "INV-2291",
+    })
+}
+
+/// The worked example's action (profile `countersign.payment/1`).
+pub fn payment_action(destination: &str) -> Action {
+    Action::new("countersign.payment/1", payment_fields(destination).to_string())
+}
+
+/// A generic tool-call action.
+pub fn tool_call_action(agent_id: &str, tool_name: &str, params: Value) -> Action {
+    let fields = json!({"agent_id": agent_id, "tool_name": tool_name, "params": params});
+    Action::new("countersign.tool-call/1", fields.to_string())
+}
+
+/// A deterministic 32-byte nonce derived from a label.
+pub fn nonce(label: &str) -> [u8; 32] {
+    Sha256::digest(format!("countersign-testkit nonce: {label}").as_bytes()).into()
+}
+
+/// A fixture key by name (e.g. `alice-es256`); panics on an unknown name (test code only).
+pub fn key(name: &str) -> SoftKey {
+    match SoftKey::fixture(name) {
+        Ok(key) => key,
+        Err(e) => panic!("fixture key {name}: {e}"),
+    }
+}
+
+/// The op_hash of `action` with `decision` under the built-in profiles.
+pub fn op_hash_of(action: &Action, decision: Decision) -> [u8; 32] {
+    let registry = ProfileRegistry::builtin();
+    let Some(profile) = registry.get(&action.profile) else {
+        panic!("profile {} is not built in", action.profile)
+    };
+    match admit_fields(profile, &action.fields_json) {
+        Ok(fields) => op_hash(profile, decision, &fields).0,
+        Err(e) => panic!("fixture action is inadmissible: {e}"),
+    }
+}
+
+/// `nonce || op_hash(action, decision)`.
+pub fn challenge(nonce: &[u8; 32], action: &Action, decision: Decision) -> Vec<u8> {
+    let mut c = nonce.to_vec();
+    c.extend_from_slice(&op_hash_of(action, decision));
+    c
+}
+
+/// The registry record of a fixture key enrolled for `principal` (no attestation, counter 0).
+pub fn enroll(key: &SoftKey, principal: &str) -> CredentialRecord {
+    CredentialRecord {
+        credential_id: key.credential_id().to_vec(),
+        principal: principal.to_owned(),
+        public_key: key.cose_public_key(),
+        aaguid: None,
+        backup_eligible: None,
+        attestation: None,
+        sign_count: 0,
+        revoked: false,
+    }
+}
+
+/// A registry document from records.
+pub fn registry(records: impl IntoIterator<Item = CredentialRecord>) -> RegistryDocument {
+    RegistryDocument { credentials: records.into_iter().collect() }
+}
+
+/// How to sign one evidence entry. Start from [`Signing::new`] and adjust fields.
+#[derive(Clone, Debug)]
+pub struct Signing {
+    /// The decision the authenticator signs (inside op_hash).
+    pub decision: Decision,
+    pub nonce: [u8; 32],
+    /// The assertion request; its challenge is filled in from nonce and op_hash unless
+    /// `keep_challenge` is set.
+    pub request: AssertionRequest,
+    pub keep_challenge: bool,
+    pub assertion_at: String,
+}
+
+impl Signing {
+    /// Sign `decision` with UP+UV, counter 1, for the worked example's RP and origin.
+    pub fn new(decision: Decision, nonce_label: &str) -> Self {
+        Self {
+            decision,
+            nonce: nonce(nonce_label),
+            request: AssertionRequest::new(RP_ID, ORIGIN, Vec::new()),
+            keep_challenge: false,
+            assertion_at: ASSERTION_AT.to_owned(),
+        }
+    }
+}
+
+/// Sign with `key` over `action` and return the raw authenticator response.
+pub fn assert(key: &SoftKey, action: &Action, signing: &Signing) -> AssertionResponse {
+    let mut request = signing.request.clone();
+    if !signing.keep_challenge {
+        request.challenge = challenge(&signing.nonce, action, signing.decision);
+    }
+    match key.assert(&request) {
+        Ok(resp) => resp,
+        Err(e) => panic!("softkey assertion failed: {e}"),
+    }
+}
+
+/// Package an authenticator response as a `webauthn.assertion/1` evidence entry.
+pub fn entry(response: &AssertionResponse, action: &Action, signing: &Signing) -> EvidenceEntry {
+    EvidenceEntry {
+        format: WEBAUTHN_ASSERTION_FORMAT.to_owned(),
+        decision: signing.decision,
+        canonicalization_profile: action.profile.clone(),
+        credential_id: response.credential_id.clone(),
+        client_data_json: response.client_data_json.clone(),
+        authenticator_data: response.authenticator_data.clone(),
+        signature: response.signature.clone(),
+        aaguid: None,
+        attestation_ref: None,
+        nonce: signing.nonce.to_vec(),
+        op_hash: op_hash_of(action, signing.decision).to_vec(),
+        assertion_at: signing.assertion_at.clone(),
+        co_signatures: Vec::new(),
+    }
+}
+
+/// Sign and package in one step.
+pub fn evidence(key: &SoftKey, action: &Action, signing: &Signing) -> EvidenceEntry {
+    entry(&assert(key, action, signing), action, signing)
+}
+
+/// An ApprovalResult with `status` and evidence entries.
+pub fn result(status: ApprovalStatus, evidence: impl IntoIterator<Item = EvidenceEntry>) -> ApprovalResult {
+    ApprovalResult {
+        approval_id: Some("apr_worked_example".to_owned()),
+        approver_evidence: evidence.into_iter().map(Into::into).collect(),
+        ..ApprovalResult::bare(status)
+    }
+}
+
+/// The worked example's policy as CASE JSON (evidence and UV required).
+pub fn policy_json() -> Value {
+    json!({
+        "rp_id": RP_ID,
+        "origins": [ORIGIN],
+        "require_evidence": true,
+        "require_user_verification": true,
+        "quorum": 1,
+        "max_age_seconds": 300,
+    })
+}
+
+/// A CASE document.
+pub fn case_json(action: &Action, result: &Value, registry: &RegistryDocument, policy: &Value, now: &str) -> Value {
+    let fields: Value = serde_json::from_slice(&action.fields_json).unwrap_or(Value::Null);
+    json!({
+        "action": {"profile": action.profile, "fields": fields},
+        "result": result,
+        "registry": registry_json(registry),
+        "policy": policy,
+        "now": now,
+    })
+}
+
+/// A registry document as JSON.
+pub fn registry_json(registry: &RegistryDocument) -> Value {
+    serde_json::to_value(registry).unwrap_or(Value::Null)
+}
+
+/// An approval result as JSON.
+pub fn result_json(result: &ApprovalResult) -> Value {
+    serde_json::to_value(result).unwrap_or(Value::Null)
+}

@@ -1,0 +1,5 @@
+//! The core crate's single integration-test binary; one module per concern.
+
+#[path = "../canon/mod.rs"]
+mod canon;
+mod verify;
