@@ -164,6 +164,9 @@ impl GatewayConfig {
     }
 }
 
+/// Where the gateway reads "now" (the system clock unless a test injects one).
+type ClockFn = std::sync::Arc<dyn Fn() -> OffsetDateTime + Send + Sync>;
+
 struct Trust {
     policy: Policy,
     registry: CredentialRegistry,
@@ -175,6 +178,7 @@ pub struct Gateway {
     http: reqwest::Client,
     trust: RwLock<Trust>,
     replay: Mutex<Box<dyn ReplayState + Send>>,
+    clock: ClockFn,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -204,7 +208,14 @@ impl Gateway {
             http: reqwest::Client::new(),
             trust: RwLock::new(Trust { policy, registry }),
             replay: Mutex::new(Box::new(MemoryReplayState::new())),
+            clock: std::sync::Arc::new(OffsetDateTime::now_utc),
         }
+    }
+
+    /// Read "now" from `clock` instead of the system clock (tests with a manual clock).
+    pub fn with_clock(mut self, clock: impl Fn() -> OffsetDateTime + Send + Sync + 'static) -> Self {
+        self.clock = std::sync::Arc::new(clock);
+        self
     }
 
     /// Use a shared replay state (spent nonces, counters) instead of the in-memory one.
@@ -272,7 +283,7 @@ impl Gateway {
             &result,
             &trust.registry,
             replay.as_mut(),
-            OffsetDateTime::now_utc(),
+            (self.clock)(),
         );
         let id = id.unwrap_or_default();
         if !verdict.is_allow() {
@@ -311,7 +322,7 @@ impl Gateway {
             if result.status != ApprovalStatus::Pending {
                 return Ok(result);
             }
-            let now = OffsetDateTime::now_utc();
+            let now = (self.clock)();
             if now >= expires {
                 return Err(Refusal::new(
                     ReasonCode::ExpiredUnanswered,

@@ -317,13 +317,17 @@ impl Store for SqliteStore {
                 evidence_json: evidence,
             } = &s.kind
             {
-                let fresh = tx
-                    .execute(
-                        "INSERT OR IGNORE INTO spent_nonces (nonce, spent_at) VALUES (?1, ?2)",
-                        params![spend.nonce, s.now],
+                // Every refusal is decided before the first write: returning Ok commits.
+                let spent = tx
+                    .query_row(
+                        "SELECT 1 FROM spent_nonces WHERE nonce = ?1",
+                        [&spend.nonce],
+                        |_| Ok(()),
                     )
-                    .map_err(db)?;
-                if fresh == 0 {
+                    .optional()
+                    .map_err(db)?
+                    .is_some();
+                if spent {
                     return Ok(SettleOutcome::Replayed);
                 }
                 let stored: Option<u32> = tx
@@ -338,12 +342,16 @@ impl Store for SqliteStore {
                     && !(stored == 0 && spend.sign_count == 0)
                     && spend.sign_count <= stored
                 {
-                    // Returning before commit rolls the nonce insert back.
                     return Ok(SettleOutcome::CounterRegression {
                         stored,
                         got: spend.sign_count,
                     });
                 }
+                tx.execute(
+                    "INSERT INTO spent_nonces (nonce, spent_at) VALUES (?1, ?2)",
+                    params![spend.nonce, s.now],
+                )
+                .map_err(db)?;
                 tx.execute(
                     "INSERT INTO counters (credential_id, sign_count) VALUES (?1, ?2) \
                      ON CONFLICT (credential_id) DO UPDATE SET sign_count = MAX(sign_count, ?2)",
