@@ -110,6 +110,9 @@ pub struct ToolRule {
     /// Whether verdicts need user verification (default true).
     #[serde(default)]
     pub require_user_verification: Option<bool>,
+    /// This tool's approval window, overriding `timeouts.approval_seconds`.
+    #[serde(default)]
+    pub approval_seconds: Option<u64>,
 }
 
 /// SQLite `synchronous` setting.
@@ -217,6 +220,9 @@ impl Config {
             if value == 0 {
                 return Err(ConfigError::ZeroTimeout(name));
             }
+        }
+        if self.tools.iter().any(|r| r.approval_seconds == Some(0)) {
+            return Err(ConfigError::ZeroTimeout("tools.approval_seconds"));
         }
         let mut seen = std::collections::BTreeSet::new();
         for rule in self.tools.iter().chain(std::iter::once(&self.default_tool)) {

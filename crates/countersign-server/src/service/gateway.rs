@@ -89,7 +89,10 @@ impl AppState {
         let denied = countersign::op_hash(profile, Decision::Denied, &fields);
 
         let now = self.now_ms();
-        let ttl = i64::try_from(config.timeouts.approval_seconds.saturating_mul(1000))
+        let window = rule
+            .approval_seconds
+            .unwrap_or(config.timeouts.approval_seconds);
+        let ttl = i64::try_from(window.saturating_mul(1000))
             .unwrap_or(i64::MAX);
         let grant_ttl = i64::try_from(config.timeouts.grant_seconds.saturating_mul(1000))
             .unwrap_or(i64::MAX);
