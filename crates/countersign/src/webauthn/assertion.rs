@@ -64,8 +64,9 @@ pub struct Assertion<'a> {
     pub signature: &'a [u8],
 }
 
-/// Proof that every check passed (constructible only inside the crate).
+/// Proof that every check passed (constructible only inside the crate: `non_exhaustive`).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct VerifiedAssertion {
     /// The parsed client data.
     pub client_data: ClientData,
@@ -73,7 +74,6 @@ pub struct VerifiedAssertion {
     pub flags: Flags,
     /// The new counter value, to store.
     pub sign_count: u32,
-    _private: (),
 }
 
 /// Why an assertion was refused: one variant per concern.
@@ -145,7 +145,6 @@ pub fn verify_assertion(
         client_data,
         flags: auth_data.flags,
         sign_count: auth_data.sign_count,
-        _private: (),
     })
 }
 

@@ -1,0 +1,4 @@
+//! The core crate's one integration-test binary: one module per concern.
+
+#[path = "../webauthn/mod.rs"]
+mod webauthn;
