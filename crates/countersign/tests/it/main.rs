@@ -3,3 +3,5 @@
 #[path = "../canon/mod.rs"]
 mod canon;
 mod verify;
+#[path = "../webauthn/mod.rs"]
+mod webauthn;
