@@ -8,7 +8,9 @@ use std::time::Duration;
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let service = args.next().unwrap_or_else(|| "http://127.0.0.1:8080".into());
+    let service = args
+        .next()
+        .unwrap_or_else(|| "http://127.0.0.1:8080".into());
     let registry_file = args.next().unwrap_or_else(|| "registry.json".into());
     // Trust only this gateway's own registry and policy, never what an answer carries.
     let registry = CredentialRegistry::from_json(&std::fs::read(registry_file)?)?;
@@ -21,7 +23,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let call = ToolCall::new("agent-7", "payments.transfer", &params);
     match gateway.authorize(&call).await {
         // The grant is single-use and bound to this exact call's fingerprint.
-        Ok(grant) => println!("approved ({}): running {} once", grant.approval_id, call.tool_name),
+        Ok(grant) => println!(
+            "approved ({}): running {} once",
+            grant.approval_id, call.tool_name
+        ),
         Err(refusal) => println!("not running {}: {refusal}", call.tool_name),
     }
     Ok(())

@@ -177,11 +177,13 @@ fn serve(
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(countersign_server::serve(countersign_server::ServeOptions {
-        listen,
-        data_dir,
-        config,
-    }))?;
+    runtime.block_on(countersign_server::serve(
+        countersign_server::ServeOptions {
+            listen,
+            data_dir,
+            config,
+        },
+    ))?;
     Ok(EXIT_ALLOW)
 }
 
@@ -195,7 +197,9 @@ fn audit_verify(path: &PathBuf, key: &str, json: bool) -> anyhow::Result<u8> {
         .and_then(|b| <[u8; 32]>::try_from(b).ok())
         .and_then(|b| ed25519_dalek::VerifyingKey::from_bytes(&b).ok());
     let Some(key) = key else {
-        eprintln!("countersign: --key is not a base64url Ed25519 public key (or a file holding one)");
+        eprintln!(
+            "countersign: --key is not a base64url Ed25519 public key (or a file holding one)"
+        );
         return Ok(EXIT_UNUSABLE);
     };
     let bytes = match read_input(path) {
@@ -215,12 +219,28 @@ fn audit_verify(path: &PathBuf, key: &str, json: bool) -> anyhow::Result<u8> {
                 countersign_server::audit::IssueClass::Violation => "VIOLATION",
                 countersign_server::audit::IssueClass::Informational => "info",
             };
-            writeln!(out, "line {}: {class} {}: {}", issue.line, issue.code, issue.detail)?;
+            writeln!(
+                out,
+                "line {}: {class} {}: {}",
+                issue.line, issue.code, issue.detail
+            )?;
         }
-        let verdict = if report.is_valid() { "valid" } else { "INVALID" };
-        writeln!(out, "{verdict}: {} line(s), head {}", report.lines, report.head)?;
+        let verdict = if report.is_valid() {
+            "valid"
+        } else {
+            "INVALID"
+        };
+        writeln!(
+            out,
+            "{verdict}: {} line(s), head {}",
+            report.lines, report.head
+        )?;
     }
-    Ok(if report.is_valid() { EXIT_ALLOW } else { EXIT_DENY })
+    Ok(if report.is_valid() {
+        EXIT_ALLOW
+    } else {
+        EXIT_DENY
+    })
 }
 
 fn registry_export(data_dir: &std::path::Path) -> anyhow::Result<u8> {

@@ -77,9 +77,8 @@ impl ToolCall {
     }
 
     fn request_body(&self) -> Result<serde_json::Value, Refusal> {
-        let params: serde_json::Value = serde_json::from_str(&self.params_json).map_err(|e| {
-            Refusal::new(ReasonCode::ActionInadmissible, format!("params: {e}"))
-        })?;
+        let params: serde_json::Value = serde_json::from_str(&self.params_json)
+            .map_err(|e| Refusal::new(ReasonCode::ActionInadmissible, format!("params: {e}")))?;
         let mut body = serde_json::json!({
             "agent_id": self.agent_id,
             "tool_name": self.tool_name,
@@ -213,7 +212,10 @@ impl Gateway {
     }
 
     /// Read "now" from `clock` instead of the system clock (tests with a manual clock).
-    pub fn with_clock(mut self, clock: impl Fn() -> OffsetDateTime + Send + Sync + 'static) -> Self {
+    pub fn with_clock(
+        mut self,
+        clock: impl Fn() -> OffsetDateTime + Send + Sync + 'static,
+    ) -> Self {
         self.clock = std::sync::Arc::new(clock);
         self
     }
@@ -232,7 +234,10 @@ impl Gateway {
 
     /// Replace the trusted registry (e.g. after a revocation).
     pub fn set_registry(&self, registry: CredentialRegistry) {
-        self.trust.write().unwrap_or_else(|p| p.into_inner()).registry = registry;
+        self.trust
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .registry = registry;
     }
 
     /// Request, wait, verify and collect: a [`Grant`] or a [`Refusal`].
@@ -307,15 +312,22 @@ impl Gateway {
     }
 
     /// Follow the redrive URL until the request settles or its window closes.
-    async fn follow(&self, id: &str, mut result: ApprovalResult) -> Result<ApprovalResult, Refusal> {
+    async fn follow(
+        &self,
+        id: &str,
+        mut result: ApprovalResult,
+    ) -> Result<ApprovalResult, Refusal> {
         let started = tokio::time::Instant::now();
         let expires = result
             .expires_at
             .as_deref()
             .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
             .ok_or_else(|| {
-                Refusal::new(ReasonCode::ResultMalformed, "PENDING without a valid expires_at")
-                    .for_approval(id)
+                Refusal::new(
+                    ReasonCode::ResultMalformed,
+                    "PENDING without a valid expires_at",
+                )
+                .for_approval(id)
             })?;
         let redrive = self.redrive_url(id, result.redrive_url.as_deref())?;
         loop {
@@ -379,7 +391,11 @@ impl Gateway {
     }
 
     /// Collect the grant for `call`, which must be the call about to run.
-    pub async fn collect_grant(&self, approval: &Approval, call: &ToolCall) -> Result<Grant, Refusal> {
+    pub async fn collect_grant(
+        &self,
+        approval: &Approval,
+        call: &ToolCall,
+    ) -> Result<Grant, Refusal> {
         let id = approval.approval_id.as_str();
         let fingerprint = self.fingerprint(call).map_err(|r| r.for_approval(id))?;
         let url = self.endpoint(&format!("v1/approvals/{id}/grant"))?;
@@ -390,8 +406,10 @@ impl Gateway {
             .send();
         let response = match tokio::time::timeout(self.config.callback_timeout, send).await {
             Err(_) => {
-                return Err(Refusal::new(ReasonCode::CallbackTimeout, "grant: no answer in time")
-                    .for_approval(id));
+                return Err(
+                    Refusal::new(ReasonCode::CallbackTimeout, "grant: no answer in time")
+                        .for_approval(id),
+                );
             }
             Ok(Err(e)) => {
                 return Err(Refusal::new(ReasonCode::CallbackTimeout, short(&e)).for_approval(id));
@@ -425,7 +443,10 @@ impl Gateway {
         let trust = self.trust.read().unwrap_or_else(|p| p.into_inner());
         let action = call.action();
         let profile = trust.policy.profiles.get(&action.profile).ok_or_else(|| {
-            Refusal::new(ReasonCode::ProfileUnknown, format!("profile {:?}", action.profile))
+            Refusal::new(
+                ReasonCode::ProfileUnknown,
+                format!("profile {:?}", action.profile),
+            )
         })?;
         let fields = countersign::admit_fields(profile, &action.fields_json)
             .map_err(|e| Refusal::new(e.reason_code(), e.to_string()))?;
@@ -504,7 +525,11 @@ mod tests {
 
     #[test]
     fn tool_call_action_wraps_params_with_agent_and_tool() {
-        let call = ToolCall::new("agent-7", "payments.transfer", &serde_json::json!({"to": "A"}));
+        let call = ToolCall::new(
+            "agent-7",
+            "payments.transfer",
+            &serde_json::json!({"to": "A"}),
+        );
         let action = call.action();
         assert_eq!(action.profile, TOOL_CALL_PROFILE);
         let v: serde_json::Value = serde_json::from_slice(&action.fields_json).unwrap();

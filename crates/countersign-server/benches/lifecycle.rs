@@ -84,7 +84,8 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
     ))
     .unwrap();
     let sealer = AuditSealer::from_seed([1; 32]);
-    let store = SqliteStore::open(&dir.join("bench.db"), sealer.clone(), config.durability).unwrap();
+    let store =
+        SqliteStore::open(&dir.join("bench.db"), sealer.clone(), config.durability).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let state = AppState::new(StateParts {
@@ -105,7 +106,13 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
     tokio::spawn(async move { axum::serve(listener, router).await });
     let http = reqwest::Client::new();
 
-    let c = post(&http, format!("{base}/v1/approver/login/challenge"), None, &json!({})).await;
+    let c = post(
+        &http,
+        format!("{base}/v1/approver/login/challenge"),
+        None,
+        &json!({}),
+    )
+    .await;
     let login = sign(b64::decode(c["challenge"].as_str().unwrap()).unwrap());
     let token = post(&http, format!("{base}/v1/approver/login"), None, &login).await["token"]
         .as_str()
@@ -174,18 +181,32 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
     }
     let elapsed = started.elapsed().as_secs_f64();
     println!("## Service load benchmark\n");
-    println!("{lifecycles} full lifecycles, {concurrency} concurrent workers, loopback HTTP/1.1, SQLite WAL (synchronous=NORMAL)\n");
+    println!(
+        "{lifecycles} full lifecycles, {concurrency} concurrent workers, loopback HTTP/1.1, SQLite WAL (synchronous=NORMAL)\n"
+    );
     println!("| measure | value |\n|---|---|");
-    println!("| lifecycles per second | {:.0} |", lifecycles as f64 / elapsed);
-    for (name, v) in [("create", &mut create), ("redrive", &mut redrive), ("grant", &mut grant)] {
-        println!("| {name} p50 / p99 (ms) | {:.2} / {:.2} |", pct(v, 0.5), pct(v, 0.99));
+    println!(
+        "| lifecycles per second | {:.0} |",
+        lifecycles as f64 / elapsed
+    );
+    for (name, v) in [
+        ("create", &mut create),
+        ("redrive", &mut redrive),
+        ("grant", &mut grant),
+    ] {
+        println!(
+            "| {name} p50 / p99 (ms) | {:.2} / {:.2} |",
+            pct(v, 0.5),
+            pct(v, 0.99)
+        );
     }
 
     if pending > 0 {
         let before = rss_kib();
         let t = Instant::now();
         for n in 0..pending {
-            let params = serde_json::value::RawValue::from_string(format!("{{\"n\":\"{n}\"}}")).unwrap();
+            let params =
+                serde_json::value::RawValue::from_string(format!("{{\"n\":\"{n}\"}}")).unwrap();
             state
                 .create(CreateRequest {
                     agent_id: "bench".into(),
@@ -197,21 +218,33 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
                 .await
                 .unwrap();
             if n == 10_000 {
-                println!("| RSS after 10,000 pending (MiB) | {:.1} |", rss_kib() as f64 / 1024.0);
+                println!(
+                    "| RSS after 10,000 pending (MiB) | {:.1} |",
+                    rss_kib() as f64 / 1024.0
+                );
             }
         }
         let fill = t.elapsed().as_secs_f64();
         let after = rss_kib();
         let mut late = Vec::new();
         for n in 0..2000 {
-            let body = json!({"agent_id": "bench", "tool_name": "t", "params": {"late": n.to_string()}});
+            let body =
+                json!({"agent_id": "bench", "tool_name": "t", "params": {"late": n.to_string()}});
             let t = Instant::now();
             post(&http, format!("{base}/v1/approvals"), None, &body).await;
             late.push(t.elapsed());
         }
         println!("| pending approvals inserted | {pending} in {fill:.0} s |");
-        println!("| RSS before / after (MiB) | {:.1} / {:.1} |", before as f64 / 1024.0, after as f64 / 1024.0);
-        println!("| create p50 / p99 with {pending} pending (ms) | {:.2} / {:.2} |", pct(&mut late, 0.5), pct(&mut late, 0.99));
+        println!(
+            "| RSS before / after (MiB) | {:.1} / {:.1} |",
+            before as f64 / 1024.0,
+            after as f64 / 1024.0
+        );
+        println!(
+            "| create p50 / p99 with {pending} pending (ms) | {:.2} / {:.2} |",
+            pct(&mut late, 0.5),
+            pct(&mut late, 0.99)
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -286,9 +286,15 @@ mod tests {
     fn empty_file_gives_fail_closed_defaults() {
         let c = Config::from_toml("").ok();
         let c = c.as_ref();
-        assert_eq!(c.map(|c| c.rule("anything").approval), Some(ApprovalRule::Required));
+        assert_eq!(
+            c.map(|c| c.rule("anything").approval),
+            Some(ApprovalRule::Required)
+        );
         assert_eq!(c.map(|c| c.timeouts.approval_seconds), Some(300));
-        assert_eq!(c.map(|c| c.eligible_principals(c.rule("x")).is_none()), Some(true));
+        assert_eq!(
+            c.map(|c| c.eligible_principals(c.rule("x")).is_none()),
+            Some(true)
+        );
     }
 
     #[test]
@@ -315,7 +321,10 @@ mod tests {
             c.zip(rule).and_then(|(c, r)| c.eligible_principals(r)),
             Some(vec!["alice", "bob"])
         );
-        assert_eq!(c.map(|c| c.rule("read_file").approval), Some(ApprovalRule::None));
+        assert_eq!(
+            c.map(|c| c.rule("read_file").approval),
+            Some(ApprovalRule::None)
+        );
         assert_eq!(
             c.zip(rule).and_then(|(c, r)| c.policy(r).min_assurance),
             Some(AssuranceLevel::Aal3)

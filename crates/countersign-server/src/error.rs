@@ -50,10 +50,19 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, code, message)
     }
     pub fn unprocessable(reason: ReasonCode, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "evidence_rejected", message).reason(reason)
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "evidence_rejected",
+            message,
+        )
+        .reason(reason)
     }
     pub fn not_found(what: &str) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", format!("{what} not found"))
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("{what} not found"),
+        )
     }
     pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, code, message)

@@ -34,6 +34,6 @@ pub use http::build_router;
 pub use notify::Notification;
 pub use serve::{ServeOptions, files, open_state, serve};
 pub use service::{
-    AppState, AssertionBody, CreateRequest, DEFAULT_PROFILE, DecisionChallenge, GrantReceipt, GrantRequest,
-    LoginChallenge, LoginResponse, ReviewView, StateParts,
+    AppState, AssertionBody, CreateRequest, DEFAULT_PROFILE, DecisionChallenge, GrantReceipt,
+    GrantRequest, LoginChallenge, LoginResponse, ReviewView, StateParts,
 };

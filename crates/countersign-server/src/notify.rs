@@ -41,7 +41,12 @@ impl Notifier {
     }
 
     /// Build the body for an approval.
-    pub(crate) fn notification(&self, approval_id: &str, severity: &str, expires_at: &str) -> Notification {
+    pub(crate) fn notification(
+        &self,
+        approval_id: &str,
+        severity: &str,
+        expires_at: &str,
+    ) -> Notification {
         Notification {
             approval_id: approval_id.to_owned(),
             severity: severity.to_owned(),

@@ -37,11 +37,7 @@ pub mod files {
 }
 
 /// Open the state of a data directory: key, database, audit file, registry import.
-pub fn open_state(
-    data_dir: &Path,
-    config: Config,
-    public_url: String,
-) -> anyhow::Result<AppState> {
+pub fn open_state(data_dir: &Path, config: Config, public_url: String) -> anyhow::Result<AppState> {
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("creating {}", data_dir.display()))?;
     let sealer = AuditSealer::load_or_create(&data_dir.join(files::SERVICE_KEY))?;
@@ -74,6 +70,14 @@ pub fn open_state(
     })
 }
 
+/// Print a status line; a closed stdout is not a reason to stop serving.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 /// Run the service until SIGTERM or Ctrl-C.
 pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let config = match &opts.config {
@@ -90,25 +94,28 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         .unwrap_or_else(|| format!("http://{local}"));
     let state = open_state(&opts.data_dir, config, public_url.clone())?;
     // Whatever expired while the process was down is settled before the first request.
-    let expired = state.expire_overdue().await.map_err(|e| anyhow::anyhow!(e.message))?;
+    let expired = state
+        .expire_overdue()
+        .await
+        .map_err(|e| anyhow::anyhow!(e.message))?;
 
-    println!("countersign: listening on http://{local}");
-    println!("countersign: data directory {}", opts.data_dir.display());
-    println!("countersign: audit key {}", state.service_key());
+    say!("countersign: listening on http://{local}");
+    say!("countersign: data directory {}", opts.data_dir.display());
+    say!("countersign: audit key {}", state.service_key());
     if expired > 0 {
-        println!("countersign: settled {expired} approval(s) that expired while stopped");
+        say!("countersign: settled {expired} approval(s) that expired while stopped");
     }
     let enrolled = state.registry().len();
     if enrolled == 0 {
-        println!(
+        say!(
             "countersign: no approver enrolled yet; to enroll one, write a registry document \
              ({{\"credentials\": [...]}}) and name it in the config file (registry = \"FILE\"), \
              then restart. Until then every request answers DENIED no_eligible_approver."
         );
     } else {
-        println!("countersign: {enrolled} credential(s) enrolled");
+        say!("countersign: {enrolled} credential(s) enrolled");
     }
-    println!("countersign: API at {public_url}/openapi.json");
+    say!("countersign: API at {public_url}/openapi.json");
 
     let sweeper = state.clone();
     let sweep = tokio::spawn(async move {
@@ -125,7 +132,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         .await
         .context("serving")?;
     sweep.abort();
-    println!("countersign: stopped");
+    say!("countersign: stopped");
     Ok(())
 }
 

@@ -138,7 +138,10 @@ mod tests {
         let sealer = AuditSealer::from_seed([7; 32]);
         let a = sealer.seal(1, &GENESIS_HASH, &AuditEvent::test("x"));
         assert!(a.line.ends_with("\"}"));
-        assert_eq!(a.line.len() - a.line.rfind(",\"sig\":\"").unwrap_or(0), SIG_SUFFIX_LEN);
+        assert_eq!(
+            a.line.len() - a.line.rfind(",\"sig\":\"").unwrap_or(0),
+            SIG_SUFFIX_LEN
+        );
         assert_eq!(a.hash, line_hash(&a.line));
         let b = sealer.seal(2, &a.hash, &AuditEvent::test("y"));
         let log = format!("{}\n{}\n", a.line, b.line);

@@ -48,10 +48,7 @@ pub struct AuditReport {
 impl AuditReport {
     /// No violation (informational issues allowed).
     pub fn is_valid(&self) -> bool {
-        !self
-            .issues
-            .iter()
-            .any(|i| i.class == IssueClass::Violation)
+        !self.issues.iter().any(|i| i.class == IssueClass::Violation)
     }
 }
 
@@ -148,13 +145,21 @@ fn check_integrity(
     expected_seq: u64,
 ) -> Option<Map<String, Value>> {
     let Some((unsigned, signature)) = split_signature(line) else {
-        c.violation(n, "no_signature", "line does not end with a \"sig\" member".into());
+        c.violation(
+            n,
+            "no_signature",
+            "line does not end with a \"sig\" member".into(),
+        );
         return None;
     };
     let object = match serde_json::from_str::<Value>(&unsigned) {
         Ok(Value::Object(object)) if !object.contains_key("sig") => object,
         Ok(_) => {
-            c.violation(n, "not_object", "line is not a JSON object with one sig".into());
+            c.violation(
+                n,
+                "not_object",
+                "line is not a JSON object with one sig".into(),
+            );
             return None;
         }
         Err(e) => {
@@ -166,14 +171,20 @@ fn check_integrity(
     message.extend_from_slice(AUDIT_DOMAIN);
     message.extend_from_slice(unsigned.as_bytes());
     if key.verify_strict(&message, &signature).is_err() {
-        c.violation(n, "bad_signature", "signature does not verify under the key".into());
+        c.violation(
+            n,
+            "bad_signature",
+            "signature does not verify under the key".into(),
+        );
     }
     let seq = object.get("seq").and_then(Value::as_u64);
     if seq != Some(expected_seq) {
         c.violation(
             n,
             "seq_gap",
-            format!("seq is {seq:?}, expected {expected_seq} (line removed, inserted or reordered)"),
+            format!(
+                "seq is {seq:?}, expected {expected_seq} (line removed, inserted or reordered)"
+            ),
         );
     }
     let expected = b64::encode(prev_hash);
@@ -203,7 +214,11 @@ fn split_signature(line: &str) -> Option<(String, Signature)> {
 fn check_structure(c: &mut Checker, n: usize, object: &Map<String, Value>) {
     let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
     let Some(id) = object.get("approval_id").and_then(Value::as_str) else {
-        c.violation(n, "no_approval_id", format!("{kind:?} line without approval_id"));
+        c.violation(
+            n,
+            "no_approval_id",
+            format!("{kind:?} line without approval_id"),
+        );
         return;
     };
     let id = id.to_owned();
@@ -310,7 +325,11 @@ mod tests {
     }
 
     fn codes(r: &AuditReport, class: IssueClass) -> Vec<&'static str> {
-        r.issues.iter().filter(|i| i.class == class).map(|i| i.code).collect()
+        r.issues
+            .iter()
+            .filter(|i| i.class == class)
+            .map(|i| i.code)
+            .collect()
     }
 
     const T: &str = "2026-01-01T00:00:00Z";
@@ -349,7 +368,10 @@ mod tests {
         let (s, lines) = log(&lifecycle("a"));
         let mut edited = lines.clone();
         edited[2] = edited[2].replace("alice", "mallory");
-        assert_eq!(codes(&verify(&s, &edited), IssueClass::Violation), ["bad_signature", "chain_break"]);
+        assert_eq!(
+            codes(&verify(&s, &edited), IssueClass::Violation),
+            ["bad_signature", "chain_break"]
+        );
         let mut removed = lines.clone();
         removed.remove(1);
         let r = verify(&s, &removed);
@@ -369,28 +391,53 @@ mod tests {
         let (s, lines) = log(&[AuditEvent::outcome("p", T, "PENDING", None)]);
         let r = verify(&s, &lines);
         assert!(r.is_valid());
-        assert_eq!(codes(&r, IssueClass::Informational), ["pending_without_decision"]);
+        assert_eq!(
+            codes(&r, IssueClass::Informational),
+            ["pending_without_decision"]
+        );
 
-        let (s, lines) = log(&[AuditEvent::decision("x", T, "DENIED", "bob", &Value::Null, &Value::Null)]);
+        let (s, lines) = log(&[AuditEvent::decision(
+            "x",
+            T,
+            "DENIED",
+            "bob",
+            &Value::Null,
+            &Value::Null,
+        )]);
         let r = verify(&s, &lines);
         assert!(r.is_valid());
-        assert_eq!(codes(&r, IssueClass::Informational), ["decision_for_unknown_approval"]);
+        assert_eq!(
+            codes(&r, IssueClass::Informational),
+            ["decision_for_unknown_approval"]
+        );
 
         let mut events = lifecycle("a");
-        events.insert(3, AuditEvent::decision("a", T, "DENIED", "bob", &Value::Null, &Value::Null));
+        events.insert(
+            3,
+            AuditEvent::decision("a", T, "DENIED", "bob", &Value::Null, &Value::Null),
+        );
         let (s, lines) = log(&events);
-        assert_eq!(codes(&verify(&s, &lines), IssueClass::Violation), ["two_verdicts"]);
+        assert_eq!(
+            codes(&verify(&s, &lines), IssueClass::Violation),
+            ["two_verdicts"]
+        );
 
         let mut events = lifecycle("a");
         events.insert(2, AuditEvent::settlement("a", T, "expired_unanswered"));
         let (s, lines) = log(&events);
         let r = verify(&s, &lines);
-        assert_eq!(codes(&r, IssueClass::Violation), ["two_verdicts", "grant_without_approval"]);
+        assert_eq!(
+            codes(&r, IssueClass::Violation),
+            ["two_verdicts", "grant_without_approval"]
+        );
 
         let mut events = lifecycle("a");
         events.push(AuditEvent::grant("a", T, "fp"));
         let (s, lines) = log(&events);
-        assert_eq!(codes(&verify(&s, &lines), IssueClass::Violation), ["grant_collected_twice"]);
+        assert_eq!(
+            codes(&verify(&s, &lines), IssueClass::Violation),
+            ["grant_collected_twice"]
+        );
     }
 
     proptest::proptest! {

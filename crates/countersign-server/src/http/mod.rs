@@ -7,10 +7,10 @@ mod meta;
 
 use crate::error::ApiError;
 use crate::service::AppState;
+use axum::Router;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::Router;
 use serde::de::DeserializeOwned;
 
 /// The whole service.
@@ -44,19 +44,14 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
 }
 
 fn json_rejection(e: &JsonRejection) -> ApiError {
+    // axum's own statuses are right (400 syntax, 415 content type, 422 wrong shape, 413 too
+    // large); only the body changes, to the envelope.
     let code = match e {
         JsonRejection::MissingJsonContentType(_) => "unsupported_media_type",
         JsonRejection::JsonSyntaxError(_) => "invalid_json",
         _ => "invalid_request",
     };
-    let mut err = ApiError::bad_request(code, e.body_text());
-    if code == "unsupported_media_type" {
-        err.status = axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE;
-    }
-    if matches!(e, JsonRejection::BytesRejection(_)) {
-        err.status = e.status();
-    }
-    err
+    ApiError::new(e.status(), code, e.body_text())
 }
 
 /// `Path<T>` with our envelope.

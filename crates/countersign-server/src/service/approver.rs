@@ -92,9 +92,8 @@ impl ReplayState for Snapshot {
 }
 
 fn decode(field: &'static str, text: &str) -> Result<Vec<u8>, ApiError> {
-    b64::decode(text).map_err(|_| {
-        ApiError::bad_request("invalid_request", format!("{field} is not base64url"))
-    })
+    b64::decode(text)
+        .map_err(|_| ApiError::bad_request("invalid_request", format!("{field} is not base64url")))
 }
 
 fn token_hash(token: &str) -> [u8; 32] {
@@ -150,40 +149,30 @@ impl AppState {
             .blocking(move |s| s.take_login_challenge(&nonce, now))
             .await?;
         if !taken {
-            return Err(ApiError::unauthorized(
-                "login challenge unknown, used or expired",
-            )
-            .reason(ReasonCode::Replayed));
+            return Err(
+                ApiError::unauthorized("login challenge unknown, used or expired")
+                    .reason(ReasonCode::Replayed),
+            );
         }
         let cid = credential_id.clone();
-        let (_, stored) = self
-            .blocking(move |s| s.replay_snapshot(&[], &cid))
-            .await?;
+        let (_, stored) = self.blocking(move |s| s.replay_snapshot(&[], &cid)).await?;
         let config = self.config();
         let expectations = AssertionExpectations {
-            challenge: &client_data.challenge,
-            rp_id: &config.rp_id,
-            origins: &config.origins,
-            allow_cross_origin: false,
-            require_user_verification: true,
             stored_sign_count: stored.unwrap_or(0).max(credential.record().sign_count),
             backup_eligible: credential.record().backup_eligible,
+            ..AssertionExpectations::new(&client_data.challenge, &config.rp_id, &config.origins)
         };
         let assertion = Assertion {
             client_data_json: &client_data_json,
             authenticator_data: &authenticator_data,
             signature: &signature,
         };
-        let verified = webauthn::verify_assertion(
-            key,
-            &assertion,
-            &expectations,
-            webauthn::default_backend(),
-        )
-        .map_err(|e| ApiError::unauthorized(e.to_string()).reason(e.reason_code()))?;
+        let verified =
+            webauthn::verify_assertion(key, &assertion, &expectations, webauthn::default_backend())
+                .map_err(|e| ApiError::unauthorized(e.to_string()).reason(e.reason_code()))?;
         let token = b64::encode(&crate::random::bytes::<32>()?);
-        let session_ttl = i64::try_from(config.timeouts.session_seconds.saturating_mul(1000))
-            .unwrap_or(i64::MAX);
+        let session_ttl =
+            i64::try_from(config.timeouts.session_seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
         let session = Session {
             principal: credential.principal().to_owned(),
             credential_id,
@@ -372,7 +361,10 @@ impl AppState {
         }
         let now = self.now_ms();
         if issued.expires_at <= now {
-            return Err(ApiError::unprocessable(ReasonCode::Stale, "the challenge expired"));
+            return Err(ApiError::unprocessable(
+                ReasonCode::Stale,
+                "the challenge expired",
+            ));
         }
         let op_hash = match issued.decision {
             Decision::Approved => record.op_hash_approved,
@@ -413,10 +405,8 @@ impl AppState {
             from_ms(now),
         );
         let refused = verdict.reason_code == Some(ReasonCode::ApproverRefused);
-        let (Some(approver), true) = (
-            verdict.approvers.first(),
-            verdict.is_allow() || refused,
-        ) else {
+        let (Some(approver), true) = (verdict.approvers.first(), verdict.is_allow() || refused)
+        else {
             let reason = verdict.reason_code.unwrap_or(ReasonCode::EvidenceMalformed);
             return Err(ApiError::unprocessable(
                 reason,

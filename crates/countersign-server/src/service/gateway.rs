@@ -73,7 +73,10 @@ impl AppState {
         let config = self.config();
         let rule = config.rule(&req.tool_name);
         let policy = config.policy(rule);
-        let profile_id = req.profile.clone().unwrap_or_else(|| DEFAULT_PROFILE.into());
+        let profile_id = req
+            .profile
+            .clone()
+            .unwrap_or_else(|| DEFAULT_PROFILE.into());
         let profile = policy.profiles.get(&profile_id).ok_or_else(|| {
             ApiError::unprocessable(
                 ReasonCode::ProfileUnknown,
@@ -92,10 +95,9 @@ impl AppState {
         let window = rule
             .approval_seconds
             .unwrap_or(config.timeouts.approval_seconds);
-        let ttl = i64::try_from(window.saturating_mul(1000))
-            .unwrap_or(i64::MAX);
-        let grant_ttl = i64::try_from(config.timeouts.grant_seconds.saturating_mul(1000))
-            .unwrap_or(i64::MAX);
+        let ttl = i64::try_from(window.saturating_mul(1000)).unwrap_or(i64::MAX);
+        let grant_ttl =
+            i64::try_from(config.timeouts.grant_seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
         let (status, reason) = if rule.approval == ApprovalRule::None {
             (ApprovalStatus::Approved, None)
         } else if !self.has_eligible_approver(rule) {
@@ -224,7 +226,11 @@ impl AppState {
             }
             SettleOutcome::AlreadySettled(record) => Err(ApiError::conflict(
                 "already_settled",
-                format!("{} was already settled {}", record.id, record.status.as_str()),
+                format!(
+                    "{} was already settled {}",
+                    record.id,
+                    record.status.as_str()
+                ),
             )
             .with_result(self.result_of(&record))),
             SettleOutcome::Expired(record) => {

@@ -7,9 +7,7 @@
 mod approver;
 mod gateway;
 
-pub use approver::{
-    AssertionBody, DecisionChallenge, LoginChallenge, LoginResponse, ReviewView,
-};
+pub use approver::{AssertionBody, DecisionChallenge, LoginChallenge, LoginResponse, ReviewView};
 pub use gateway::{CreateRequest, DEFAULT_PROFILE, GrantReceipt, GrantRequest};
 
 use crate::audit::{AuditMirror, AuditSealer};

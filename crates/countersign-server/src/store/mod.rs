@@ -103,18 +103,25 @@ pub enum SettleOutcome {
     /// The nonce was spent by an earlier verdict.
     Replayed,
     /// The signature counter did not advance past the stored one.
-    CounterRegression { stored: u32, got: u32 },
+    CounterRegression {
+        stored: u32,
+        got: u32,
+    },
     NotFound,
 }
 
 /// What a grant collection did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GrantOutcome {
-    Granted { collected_at: i64 },
+    Granted {
+        collected_at: i64,
+    },
     NotFound,
     /// The approval is not APPROVED (pending, refused, expired, withdrawn).
-    NotApproved(ApprovalRecord),
-    AlreadyCollected { collected_at: i64 },
+    NotApproved(Box<ApprovalRecord>),
+    AlreadyCollected {
+        collected_at: i64,
+    },
     FingerprintMismatch,
     Expired,
 }

@@ -6,8 +6,8 @@
 //! `durability = "full"` also survives power loss at the cost of an fsync per commit.
 
 use super::{
-    ApprovalRecord, GrantOutcome, IssuedChallenge, NewApproval, Session, SettleKind,
-    SettleOutcome, Settlement, Store, StoreError,
+    ApprovalRecord, GrantOutcome, IssuedChallenge, NewApproval, Session, SettleKind, SettleOutcome,
+    Settlement, Store, StoreError,
 };
 use crate::audit::{AuditEvent, AuditSealer, GENESIS_HASH};
 use crate::clock::{from_ms, rfc3339};
@@ -98,7 +98,8 @@ impl SqliteStore {
             Durability::Normal => "NORMAL",
             Durability::Full => "FULL",
         };
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(db)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(db)?;
         conn.pragma_update(None, "synchronous", sync).map_err(db)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(db)?;
@@ -424,7 +425,7 @@ impl Store for SqliteStore {
                 return Ok(GrantOutcome::NotFound);
             };
             if current.status != ApprovalStatus::Approved {
-                return Ok(GrantOutcome::NotApproved(current));
+                return Ok(GrantOutcome::NotApproved(Box::new(current)));
             }
             if let Some(collected_at) = current.grant_collected_at {
                 return Ok(GrantOutcome::AlreadyCollected { collected_at });
@@ -497,9 +498,11 @@ impl Store for SqliteStore {
     ) -> Result<(bool, Option<u32>), StoreError> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let spent = conn
-            .query_row("SELECT 1 FROM spent_nonces WHERE nonce = ?1", [nonce], |_| {
-                Ok(())
-            })
+            .query_row(
+                "SELECT 1 FROM spent_nonces WHERE nonce = ?1",
+                [nonce],
+                |_| Ok(()),
+            )
             .optional()
             .map_err(db)?
             .is_some();
@@ -620,9 +623,7 @@ impl Store for SqliteStore {
             .collect::<Result<_, _>>()
             .map_err(db)?;
         rows.iter()
-            .map(|json| {
-                serde_json::from_str(json).map_err(|e| StoreError::Corrupt(e.to_string()))
-            })
+            .map(|json| serde_json::from_str(json).map_err(|e| StoreError::Corrupt(e.to_string())))
             .collect()
     }
 
@@ -716,12 +717,21 @@ mod tests {
     fn first_verdict_wins_and_later_ones_change_nothing() {
         let s = store();
         s.create(&new("a", 100), &[]).unwrap();
-        let first = s.settle(&verdict("a", 10, ApprovalStatus::Approved, 1, 1)).unwrap();
+        let first = s
+            .settle(&verdict("a", 10, ApprovalStatus::Approved, 1, 1))
+            .unwrap();
         assert!(matches!(first, SettleOutcome::Settled(r) if r.status == ApprovalStatus::Approved));
-        let second = s.settle(&verdict("a", 11, ApprovalStatus::Denied, 2, 2)).unwrap();
-        assert!(matches!(second, SettleOutcome::AlreadySettled(r) if r.status == ApprovalStatus::Approved));
+        let second = s
+            .settle(&verdict("a", 11, ApprovalStatus::Denied, 2, 2))
+            .unwrap();
+        assert!(
+            matches!(second, SettleOutcome::AlreadySettled(r) if r.status == ApprovalStatus::Approved)
+        );
         // The loser's nonce was not spent.
-        assert_eq!(s.replay_snapshot(&[2; 32], b"cred").unwrap(), (false, Some(1)));
+        assert_eq!(
+            s.replay_snapshot(&[2; 32], b"cred").unwrap(),
+            (false, Some(1))
+        );
         assert_eq!(s.audit_head().unwrap().0, 1);
     }
 
@@ -729,20 +739,33 @@ mod tests {
     fn late_verdicts_expire_replays_and_regressions_are_refused() {
         let s = store();
         s.create(&new("late", 100), &[]).unwrap();
-        let late = s.settle(&verdict("late", 100, ApprovalStatus::Approved, 1, 1)).unwrap();
-        assert!(matches!(late, SettleOutcome::Expired(r) if r.reason_code.as_deref() == Some("expired_unanswered")));
+        let late = s
+            .settle(&verdict("late", 100, ApprovalStatus::Approved, 1, 1))
+            .unwrap();
+        assert!(
+            matches!(late, SettleOutcome::Expired(r) if r.reason_code.as_deref() == Some("expired_unanswered"))
+        );
 
         s.create(&new("a", 100), &[]).unwrap();
         s.create(&new("b", 100), &[]).unwrap();
         s.create(&new("c", 100), &[]).unwrap();
-        assert!(matches!(s.settle(&verdict("a", 1, ApprovalStatus::Approved, 7, 5)).unwrap(), SettleOutcome::Settled(_)));
-        assert_eq!(s.settle(&verdict("b", 1, ApprovalStatus::Approved, 7, 6)).unwrap(), SettleOutcome::Replayed);
+        assert!(matches!(
+            s.settle(&verdict("a", 1, ApprovalStatus::Approved, 7, 5))
+                .unwrap(),
+            SettleOutcome::Settled(_)
+        ));
         assert_eq!(
-            s.settle(&verdict("c", 1, ApprovalStatus::Approved, 8, 5)).unwrap(),
+            s.settle(&verdict("b", 1, ApprovalStatus::Approved, 7, 6))
+                .unwrap(),
+            SettleOutcome::Replayed
+        );
+        assert_eq!(
+            s.settle(&verdict("c", 1, ApprovalStatus::Approved, 8, 5))
+                .unwrap(),
             SettleOutcome::CounterRegression { stored: 5, got: 5 }
         );
         // The refused regression did not burn its nonce.
-        assert_eq!(s.replay_snapshot(&[8; 32], b"cred").unwrap().0, false);
+        assert!(!s.replay_snapshot(&[8; 32], b"cred").unwrap().0);
     }
 
     #[test]
@@ -750,13 +773,32 @@ mod tests {
         let s = store();
         s.create(&new("a", 100), &[]).unwrap();
         let ev = AuditEvent::test("a");
-        assert!(matches!(s.collect_grant("a", &[1; 32], 5, &ev).unwrap(), GrantOutcome::NotApproved(_)));
-        s.settle(&verdict("a", 10, ApprovalStatus::Approved, 1, 1)).unwrap();
-        assert_eq!(s.collect_grant("a", &[9; 32], 11, &ev).unwrap(), GrantOutcome::FingerprintMismatch);
-        assert_eq!(s.collect_grant("a", &[1; 32], 1010, &ev).unwrap(), GrantOutcome::Expired);
-        assert_eq!(s.collect_grant("a", &[1; 32], 12, &ev).unwrap(), GrantOutcome::Granted { collected_at: 12 });
-        assert_eq!(s.collect_grant("a", &[1; 32], 13, &ev).unwrap(), GrantOutcome::AlreadyCollected { collected_at: 12 });
-        assert_eq!(s.collect_grant("zz", &[1; 32], 13, &ev).unwrap(), GrantOutcome::NotFound);
+        assert!(matches!(
+            s.collect_grant("a", &[1; 32], 5, &ev).unwrap(),
+            GrantOutcome::NotApproved(_)
+        ));
+        s.settle(&verdict("a", 10, ApprovalStatus::Approved, 1, 1))
+            .unwrap();
+        assert_eq!(
+            s.collect_grant("a", &[9; 32], 11, &ev).unwrap(),
+            GrantOutcome::FingerprintMismatch
+        );
+        assert_eq!(
+            s.collect_grant("a", &[1; 32], 1010, &ev).unwrap(),
+            GrantOutcome::Expired
+        );
+        assert_eq!(
+            s.collect_grant("a", &[1; 32], 12, &ev).unwrap(),
+            GrantOutcome::Granted { collected_at: 12 }
+        );
+        assert_eq!(
+            s.collect_grant("a", &[1; 32], 13, &ev).unwrap(),
+            GrantOutcome::AlreadyCollected { collected_at: 12 }
+        );
+        assert_eq!(
+            s.collect_grant("zz", &[1; 32], 13, &ev).unwrap(),
+            GrantOutcome::NotFound
+        );
     }
 
     #[test]

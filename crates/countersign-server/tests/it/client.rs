@@ -30,7 +30,9 @@ async fn webhook() -> (String, tokio::sync::mpsc::UnboundedReceiver<Value>) {
     (url, rx)
 }
 
-async fn app_with_webhook(enrolled: &[&Approver]) -> (TestApp, tokio::sync::mpsc::UnboundedReceiver<Value>) {
+async fn app_with_webhook(
+    enrolled: &[&Approver],
+) -> (TestApp, tokio::sync::mpsc::UnboundedReceiver<Value>) {
     let (url, rx) = webhook().await;
     let mut config = config();
     config.webhook_url = Some(url);
@@ -40,12 +42,20 @@ async fn app_with_webhook(enrolled: &[&Approver]) -> (TestApp, tokio::sync::mpsc
 fn gateway(app: &TestApp, registry: RegistryDocument, policy: Policy) -> Gateway {
     let config = GatewayConfig::new(app.base.parse().unwrap(), Duration::from_secs(10));
     let clock = app.clock.clone();
-    Gateway::new(config, policy, CredentialRegistry::from_document(registry).unwrap())
-        .with_clock(move || countersign_server::Clock::now(clock.as_ref()))
+    Gateway::new(
+        config,
+        policy,
+        CredentialRegistry::from_document(registry).unwrap(),
+    )
+    .with_clock(move || countersign_server::Clock::now(clock.as_ref()))
 }
 
 fn call(dest: &str) -> ToolCall {
-    ToolCall::new("agent-7", "payments.transfer", &json!({"to": dest, "amount": "40000.00"}))
+    ToolCall::new(
+        "agent-7",
+        "payments.transfer",
+        &json!({"to": dest, "amount": "40000.00"}),
+    )
 }
 
 /// The approver side, driven by the webhook: decide the next notified approval.
@@ -55,7 +65,10 @@ async fn approve_next(
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<Value>,
     decision: Decision,
 ) {
-    let note = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await.unwrap().unwrap();
+    let note = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
     let id = note["approval_id"].as_str().unwrap().to_owned();
     let r = approver.decide(app, &id, decision).await;
     assert_eq!(r.status, 200, "{r:?}");
@@ -71,12 +84,18 @@ async fn the_gateway_holds_verifies_and_collects_the_grant() {
     let (app, mut rx) = app_with_webhook(&[&alice]).await;
     let gw = gateway(&app, registry_of(&[&alice]), Policy::new(RP_ID, [ORIGIN]));
     let the_call = call("A");
-    let (grant, ()) = tokio::join!(gw.authorize(&the_call), approve_next(&app, &alice, &mut rx, Decision::Approved));
+    let (grant, ()) = tokio::join!(
+        gw.authorize(&the_call),
+        approve_next(&app, &alice, &mut rx, Decision::Approved)
+    );
     let grant = grant.unwrap();
     assert_eq!(grant.fingerprint, gw.fingerprint(&the_call).unwrap());
     // Permission is an event: the same approval cannot be collected again.
     let again = app
-        .post(&format!("/v1/approvals/{}/grant", grant.approval_id), &json!({"fingerprint": grant.fingerprint}))
+        .post(
+            &format!("/v1/approvals/{}/grant", grant.approval_id),
+            &json!({"fingerprint": grant.fingerprint}),
+        )
         .await;
     assert_eq!(again.status, 409);
 }
@@ -89,29 +108,49 @@ async fn the_gateway_refuses_what_its_own_trust_refuses() {
 
     let call_a = call("A");
     // A refusal is a refusal.
-    let gw = gateway(&app, registry_of(&[&alice, &bob]), Policy::new(RP_ID, [ORIGIN]));
-    let (r, ()) = tokio::join!(gw.authorize(&call_a), approve_next(&app, &alice, &mut rx, Decision::Denied));
+    let gw = gateway(
+        &app,
+        registry_of(&[&alice, &bob]),
+        Policy::new(RP_ID, [ORIGIN]),
+    );
+    let (r, ()) = tokio::join!(
+        gw.authorize(&call_a),
+        approve_next(&app, &alice, &mut rx, Decision::Denied)
+    );
     assert_eq!(r.unwrap_err().reason_code, ReasonCode::ApproverRefused);
 
     // A registry the gateway trusts without bob: bob's approval is not evidence here.
     let gw = gateway(&app, registry_of(&[&alice]), Policy::new(RP_ID, [ORIGIN]));
-    let (r, ()) = tokio::join!(gw.request_approval(&call_a), approve_next(&app, &bob, &mut rx, Decision::Approved));
+    let (r, ()) = tokio::join!(
+        gw.request_approval(&call_a),
+        approve_next(&app, &bob, &mut rx, Decision::Approved)
+    );
     assert_eq!(r.unwrap_err().reason_code, ReasonCode::CredentialUnknown);
 
     // A policy hardened since: the service accepted AAL2, the gateway now demands AAL3.
     let mut hard = Policy::new(RP_ID, [ORIGIN]);
     hard.min_assurance = Some(AssuranceLevel::Aal3);
     let gw = gateway(&app, registry_of(&[&alice]), hard);
-    let (r, ()) = tokio::join!(gw.authorize(&call_a), approve_next(&app, &alice, &mut rx, Decision::Approved));
+    let (r, ()) = tokio::join!(
+        gw.authorize(&call_a),
+        approve_next(&app, &alice, &mut rx, Decision::Approved)
+    );
     let refusal = r.unwrap_err();
     assert_eq!(refusal.reason_code, ReasonCode::InsufficientAssurance);
     // Nothing was collected on the refused approval.
     let id = refusal.approval_id.unwrap();
-    assert!(app.audit_lines("grant").iter().all(|g| g["approval_id"] != id.as_str()));
+    assert!(
+        app.audit_lines("grant")
+            .iter()
+            .all(|g| g["approval_id"] != id.as_str())
+    );
 
     // A grant is collected only for the call that was approved.
     let gw = gateway(&app, registry_of(&[&alice]), Policy::new(RP_ID, [ORIGIN]));
-    let (approval, ()) = tokio::join!(gw.request_approval(&call_a), approve_next(&app, &alice, &mut rx, Decision::Approved));
+    let (approval, ()) = tokio::join!(
+        gw.request_approval(&call_a),
+        approve_next(&app, &alice, &mut rx, Decision::Approved)
+    );
     let approval = approval.unwrap();
     let swapped = gw.collect_grant(&approval, &call("B")).await.unwrap_err();
     assert_eq!(swapped.reason_code, ReasonCode::BindingMismatch);
@@ -122,7 +161,11 @@ async fn the_gateway_refuses_what_its_own_trust_refuses() {
 async fn an_unanswered_request_expires_as_denied() {
     let alice = Approver::alice();
     let app = TestApp::default_with(&[&alice]).await;
-    let gw = Arc::new(gateway(&app, registry_of(&[&alice]), Policy::new(RP_ID, [ORIGIN])));
+    let gw = Arc::new(gateway(
+        &app,
+        registry_of(&[&alice]),
+        Policy::new(RP_ID, [ORIGIN]),
+    ));
     let g = gw.clone();
     let held = tokio::spawn(async move { g.authorize(&call("A")).await });
     // Wait until the request exists, then let its window close.
@@ -150,7 +193,11 @@ async fn a_callback_that_never_answers_is_a_timeout_deny() {
         }
     });
     let config = GatewayConfig::new(base.parse().unwrap(), Duration::from_millis(300));
-    let gw = Gateway::new(config, Policy::new(RP_ID, [ORIGIN]), CredentialRegistry::default());
+    let gw = Gateway::new(
+        config,
+        Policy::new(RP_ID, [ORIGIN]),
+        CredentialRegistry::default(),
+    );
     let refusal = gw.authorize(&call("A")).await.unwrap_err();
     assert_eq!(refusal.reason_code, ReasonCode::CallbackTimeout);
     silent.abort();
@@ -164,5 +211,8 @@ async fn a_callback_that_never_answers_is_a_timeout_deny() {
         Policy::new(RP_ID, [ORIGIN]),
         CredentialRegistry::default(),
     );
-    assert_eq!(gw.authorize(&call("A")).await.unwrap_err().reason_code, ReasonCode::CallbackTimeout);
+    assert_eq!(
+        gw.authorize(&call("A")).await.unwrap_err().reason_code,
+        ReasonCode::CallbackTimeout
+    );
 }

@@ -23,16 +23,31 @@ async fn malformed_requests_get_json_4xx() {
         ("{", 400),
         ("[]", 422),
         (r#"{"agent_id": "a"}"#, 422),
-        (r#"{"agent_id": "a", "tool_name": "t", "params": {}, "extra": 1}"#, 422),
+        (
+            r#"{"agent_id": "a", "tool_name": "t", "params": {}, "extra": 1}"#,
+            422,
+        ),
         (r#"{"agent_id": 5, "tool_name": "t", "params": {}}"#, 422),
         (r#"{"agent_id": "", "tool_name": "t", "params": {}}"#, 400),
         // Duplicate keys inside params: admission looks at the raw bytes.
-        (r#"{"agent_id": "a", "tool_name": "t", "params": {"x": "1", "x": "2"}}"#, 422),
-        (r#"{"agent_id": "a", "tool_name": "t", "params": {"n": 1e400}}"#, 400),
-        (r#"{"agent_id": "a", "tool_name": "t", "params": {}, "profile": "nope/1"}"#, 422),
+        (
+            r#"{"agent_id": "a", "tool_name": "t", "params": {"x": "1", "x": "2"}}"#,
+            422,
+        ),
+        (
+            r#"{"agent_id": "a", "tool_name": "t", "params": {"n": 1e400}}"#,
+            400,
+        ),
+        (
+            r#"{"agent_id": "a", "tool_name": "t", "params": {}, "profile": "nope/1"}"#,
+            422,
+        ),
     ] {
         let r = app.send(raw(body)).await;
-        assert!(r.status == status || (400..500).contains(&r.status), "{body}: {r:?}");
+        assert!(
+            r.status == status || (400..500).contains(&r.status),
+            "{body}: {r:?}"
+        );
         assert_envelope(r.status, &r.body, r.status);
     }
     let unknown_profile = app
@@ -41,13 +56,20 @@ async fn malformed_requests_get_json_4xx() {
             &json!({"agent_id": "a", "tool_name": "t", "params": {}, "profile": "nope/1"}),
         )
         .await;
-    assert_eq!(unknown_profile.body["error"]["reason_code"], "profile_unknown");
+    assert_eq!(
+        unknown_profile.body["error"]["reason_code"],
+        "profile_unknown"
+    );
     let dup = app
-        .send(raw(r#"{"agent_id": "a", "tool_name": "t", "params": {"x": "1", "x": "2"}}"#))
+        .send(raw(
+            r#"{"agent_id": "a", "tool_name": "t", "params": {"x": "1", "x": "2"}}"#,
+        ))
         .await;
     assert_eq!(dup.body["error"]["reason_code"], "action_inadmissible");
 
-    let no_type = app.send(app.http.post(app.url("/v1/approvals")).body("{}")).await;
+    let no_type = app
+        .send(app.http.post(app.url("/v1/approvals")).body("{}"))
+        .await;
     assert_envelope(no_type.status, &no_type.body, 415);
 
     let missing = app.get("/v1/approvals/apv_nope").await;
@@ -62,7 +84,10 @@ async fn malformed_requests_get_json_4xx() {
     let id = app.create_pending(json!({"to": "A"})).await;
     for fp in ["", "not base64!", "AAAA"] {
         let r = app
-            .post(&format!("/v1/approvals/{id}/grant"), &json!({"fingerprint": fp}))
+            .post(
+                &format!("/v1/approvals/{id}/grant"),
+                &json!({"fingerprint": fp}),
+            )
             .await;
         assert_envelope(r.status, &r.body, 400);
     }
@@ -76,10 +101,19 @@ async fn malformed_requests_get_json_4xx() {
     assert_eq!(pending.body["error"]["reason_code"], "pending");
 
     // Approver endpoints: no token, a bad token, garbage assertions.
-    let r = app.post("/v1/approver/approvals/x/challenge", &json!({"decision": "APPROVED"})).await;
+    let r = app
+        .post(
+            "/v1/approver/approvals/x/challenge",
+            &json!({"decision": "APPROVED"}),
+        )
+        .await;
     assert_envelope(r.status, &r.body, 401);
     let r = app
-        .post_auth("/v1/approver/approvals/x/challenge", "forged", &json!({"decision": "APPROVED"}))
+        .post_auth(
+            "/v1/approver/approvals/x/challenge",
+            "forged",
+            &json!({"decision": "APPROVED"}),
+        )
         .await;
     assert_envelope(r.status, &r.body, 401);
     let garbage = json!({"credential_id": "!!", "client_data_json": "", "authenticator_data": "", "signature": ""});
@@ -87,7 +121,11 @@ async fn malformed_requests_get_json_4xx() {
     assert_envelope(r.status, &r.body, 400);
     let token = alice.login(&app).await;
     let r = app
-        .post_auth(&format!("/v1/approver/approvals/{id}/challenge"), &token, &json!({"decision": "MAYBE"}))
+        .post_auth(
+            &format!("/v1/approver/approvals/{id}/challenge"),
+            &token,
+            &json!({"decision": "MAYBE"}),
+        )
         .await;
     assert_envelope(r.status, &r.body, 422);
     let unsigned = json!({
@@ -99,7 +137,10 @@ async fn malformed_requests_get_json_4xx() {
     let r = alice.submit(&app, &token, &id, &unsigned).await;
     assert!((400..500).contains(&r.status), "{r:?}");
     assert_envelope(r.status, &r.body, r.status);
-    assert_eq!(app.get(&format!("/v1/approvals/{id}")).await.body["status"], "PENDING");
+    assert_eq!(
+        app.get(&format!("/v1/approvals/{id}")).await.body["status"],
+        "PENDING"
+    );
 }
 
 #[tokio::test]

@@ -68,7 +68,12 @@ async fn create_approve_verify_offline_and_collect_the_grant_once() {
     assert_eq!(view.status, 200, "{:?}", view.body);
     assert_eq!(view.body["fields"]["params"], params);
     // Without a session, nothing.
-    assert_eq!(app.get(&format!("/v1/approver/approvals/{id}")).await.status, 401);
+    assert_eq!(
+        app.get(&format!("/v1/approver/approvals/{id}"))
+            .await
+            .status,
+        401
+    );
 
     let body = alice.prepare(&app, &token, &id, Decision::Approved).await;
     let decided = alice.submit(&app, &token, &id, &body).await;
@@ -77,18 +82,28 @@ async fn create_approve_verify_offline_and_collect_the_grant_once() {
 
     let result = app.send(app.http.get(redrive)).await;
     assert_eq!(result.body["status"], "APPROVED");
-    assert_eq!(result.body["approver_evidence"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        result.body["approver_evidence"].as_array().map(Vec::len),
+        Some(1)
+    );
 
     // Offline: the exported registry and the action are all a verifier needs.
     let registry = exported_registry(&app).await;
-    let verdict = offline_verify(&result.body, &action(&params), &registry, "2026-11-20T10:01:00Z");
+    let verdict = offline_verify(
+        &result.body,
+        &action(&params),
+        &registry,
+        "2026-11-20T10:01:00Z",
+    );
     assert!(verdict.is_allow(), "{verdict:?}");
     assert_eq!(verdict.approvers[0].principal, "alice");
 
     // The grant: once, for this exact call.
     let grant_path = format!("/v1/approvals/{id}/grant");
     let other = action(&payment_fields("B"));
-    let wrong = app.post(&grant_path, &json!({"fingerprint": fingerprint(&other)})).await;
+    let wrong = app
+        .post(&grant_path, &json!({"fingerprint": fingerprint(&other)}))
+        .await;
     assert_eq!(wrong.status, 409);
     assert_eq!(wrong.body["error"]["code"], "fingerprint_mismatch");
     assert_eq!(wrong.body["error"]["reason_code"], "binding_mismatch");
@@ -106,7 +121,12 @@ async fn create_approve_verify_offline_and_collect_the_grant_once() {
     let kinds: Vec<String> = app
         .audit_text()
         .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["kind"].as_str().unwrap().to_owned())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["kind"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
         .collect();
     assert_eq!(kinds, ["request", "outcome", "decision", "grant"]);
     let decision = &app.audit_lines("decision")[0];
@@ -121,10 +141,16 @@ async fn a_grant_expires_and_an_expired_grant_is_refused() {
     let app = TestApp::default_with(&[&alice]).await;
     let params = json!({"to": "A"});
     let id = app.create_pending(params.clone()).await;
-    assert_eq!(alice.decide(&app, &id, Decision::Approved).await.status, 200);
+    assert_eq!(
+        alice.decide(&app, &id, Decision::Approved).await.status,
+        200
+    );
     app.advance(61);
     let r = app
-        .post(&format!("/v1/approvals/{id}/grant"), &json!({"fingerprint": fingerprint(&action(&params))}))
+        .post(
+            &format!("/v1/approvals/{id}/grant"),
+            &json!({"fingerprint": fingerprint(&action(&params))}),
+        )
         .await;
     assert_eq!(r.status, 409);
     assert_eq!(r.body["error"]["code"], "grant_expired");
@@ -146,7 +172,10 @@ async fn a_refusal_carries_evidence_and_grants_nothing() {
     assert_eq!(verdict.reason_code, Some(ReasonCode::ApproverRefused));
     assert_eq!(verdict.approvers.len(), 1, "the refusal is signed");
     let g = app
-        .post(&format!("/v1/approvals/{id}/grant"), &json!({"fingerprint": fingerprint(&action(&params))}))
+        .post(
+            &format!("/v1/approvals/{id}/grant"),
+            &json!({"fingerprint": fingerprint(&action(&params))}),
+        )
         .await;
     assert_eq!(g.status, 409);
     assert_eq!(g.body["error"]["code"], "not_approved");
@@ -189,8 +218,14 @@ async fn the_sweeper_settles_overdue_requests() {
     let b = app.create_pending(json!({"n": "2"})).await;
     app.advance(250);
     assert_eq!(app.state.expire_overdue().await.unwrap(), 1);
-    assert_eq!(app.get(&format!("/v1/approvals/{a}")).await.body["status"], "DENIED");
-    assert_eq!(app.get(&format!("/v1/approvals/{b}")).await.body["status"], "PENDING");
+    assert_eq!(
+        app.get(&format!("/v1/approvals/{a}")).await.body["status"],
+        "DENIED"
+    );
+    assert_eq!(
+        app.get(&format!("/v1/approvals/{b}")).await.body["status"],
+        "PENDING"
+    );
 }
 
 #[tokio::test]
@@ -199,7 +234,9 @@ async fn contradictory_concurrent_verdicts_exactly_one_wins() {
     let bob = Approver::bob();
     let app = TestApp::default_with(&[&alice, &bob]).await;
     for round in 0..4 {
-        let id = app.create_pending(json!({"round": round.to_string()})).await;
+        let id = app
+            .create_pending(json!({"round": round.to_string()}))
+            .await;
         let ta = alice.login(&app).await;
         let tb = bob.login(&app).await;
         let approve = alice.prepare(&app, &ta, &id, Decision::Approved).await;
@@ -213,7 +250,10 @@ async fn contradictory_concurrent_verdicts_exactly_one_wins() {
         assert_eq!(statuses, [200, 409], "{a:?} {b:?}");
         let (winner, loser) = if a.status == 200 { (a, b) } else { (b, a) };
         assert_eq!(loser.body["error"]["code"], "already_settled");
-        assert_eq!(loser.body["error"]["result"]["status"], winner.body["status"]);
+        assert_eq!(
+            loser.body["error"]["result"]["status"],
+            winner.body["status"]
+        );
         let now = app.get(&format!("/v1/approvals/{id}")).await;
         assert_eq!(now.body["status"], winner.body["status"]);
     }
@@ -234,7 +274,10 @@ async fn replayed_and_misdirected_assertions_are_refused() {
     let misdirected = alice.submit(&app, &token, &y, &for_x).await;
     assert_eq!(misdirected.status, 422, "{:?}", misdirected.body);
     assert_eq!(misdirected.body["error"]["reason_code"], "binding_mismatch");
-    assert_eq!(app.get(&format!("/v1/approvals/{y}")).await.body["status"], "PENDING");
+    assert_eq!(
+        app.get(&format!("/v1/approvals/{y}")).await.body["status"],
+        "PENDING"
+    );
 
     // The same assertion twice: the second changes nothing.
     assert_eq!(alice.submit(&app, &token, &x, &for_x).await.status, 200);
@@ -287,13 +330,20 @@ async fn the_worked_examples_account_b_replay_fails_at_the_digest() {
     let registry = exported_registry(&app).await;
     let to_b = countersign_testkit::payment_action("B");
     let verdict = offline_verify(&decided.body, &to_b, &registry, "2026-11-20T10:00:30Z");
-    assert_eq!(verdict.reason_code, Some(ReasonCode::BindingMismatch), "{verdict:?}");
+    assert_eq!(
+        verdict.reason_code,
+        Some(ReasonCode::BindingMismatch),
+        "{verdict:?}"
+    );
     let to_a = countersign_testkit::payment_action("A");
     assert!(offline_verify(&decided.body, &to_a, &registry, "2026-11-20T10:00:30Z").is_allow());
 
     // And A's grant cannot be collected for B's fingerprint.
     let g = app
-        .post(&format!("/v1/approvals/{id_a}/grant"), &json!({"fingerprint": fingerprint(&to_b)}))
+        .post(
+            &format!("/v1/approvals/{id_a}/grant"),
+            &json!({"fingerprint": fingerprint(&to_b)}),
+        )
         .await;
     assert_eq!(g.body["error"]["reason_code"], "binding_mismatch");
 }
@@ -305,7 +355,9 @@ async fn withdrawal_is_a_settlement_not_a_verdict() {
     let id = app.create_pending(json!({"to": "A"})).await;
     let token = alice.login(&app).await;
     let prepared = alice.prepare(&app, &token, &id, Decision::Approved).await;
-    let w = app.post(&format!("/v1/approvals/{id}/withdraw"), &json!({})).await;
+    let w = app
+        .post(&format!("/v1/approvals/{id}/withdraw"), &json!({}))
+        .await;
     assert_eq!(w.status, 200, "{:?}", w.body);
     assert_eq!(w.body["status"], "DENIED");
     assert_eq!(w.body["reason_code"], "cancelled");
@@ -318,11 +370,19 @@ async fn withdrawal_is_a_settlement_not_a_verdict() {
         )
         .await;
     assert_eq!(c.status, 409);
-    assert_eq!(app.post(&format!("/v1/approvals/{id}/withdraw"), &json!({})).await.status, 409);
+    assert_eq!(
+        app.post(&format!("/v1/approvals/{id}/withdraw"), &json!({}))
+            .await
+            .status,
+        409
+    );
     let settlements = app.audit_lines("settlement");
     assert_eq!(settlements.len(), 1);
     assert_eq!(settlements[0]["reason_code"], "cancelled");
-    assert!(app.audit_lines("decision").is_empty(), "never dressed up as a human verdict");
+    assert!(
+        app.audit_lines("decision").is_empty(),
+        "never dressed up as a human verdict"
+    );
     assert!(app.audit().is_valid());
 }
 

@@ -223,13 +223,7 @@ impl Approver {
     }
 
     /// Fetch a challenge for `decision` and sign it (not yet submitted).
-    pub async fn prepare(
-        &self,
-        app: &TestApp,
-        token: &str,
-        id: &str,
-        decision: Decision,
-    ) -> Value {
+    pub async fn prepare(&self, app: &TestApp, token: &str, id: &str, decision: Decision) -> Value {
         let c = app
             .post_auth(
                 &format!("/v1/approver/approvals/{id}/challenge"),
@@ -244,8 +238,12 @@ impl Approver {
 
     /// Submit a prepared assertion as the verdict on `id`.
     pub async fn submit(&self, app: &TestApp, token: &str, id: &str, body: &Value) -> Reply {
-        app.post_auth(&format!("/v1/approver/approvals/{id}/decision"), token, body)
-            .await
+        app.post_auth(
+            &format!("/v1/approver/approvals/{id}/decision"),
+            token,
+            body,
+        )
+        .await
     }
 
     /// Login, fetch, sign and submit.

@@ -39,11 +39,24 @@ async fn the_webhook_carries_no_parameters() {
     let v: Value = serde_json::from_str(&body).unwrap();
     let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     keys.sort_unstable();
-    assert_eq!(keys, ["approval_id", "approver_url", "expires_at", "severity"]);
+    assert_eq!(
+        keys,
+        ["approval_id", "approver_url", "expires_at", "severity"]
+    );
     assert_eq!(v["approval_id"], id.as_str());
     assert_eq!(v["severity"], "high");
-    assert_eq!(v["approver_url"], app.url(&format!("/approve/{id}")).as_str());
-    for leak in [secret, "40000", "quarterly", "agent-7", "payments.transfer", "params"] {
+    assert_eq!(
+        v["approver_url"],
+        app.url(&format!("/approve/{id}")).as_str()
+    );
+    for leak in [
+        secret,
+        "40000",
+        "quarterly",
+        "agent-7",
+        "payments.transfer",
+        "params",
+    ] {
         assert!(!body.contains(leak), "webhook leaked {leak:?}: {body}");
     }
     // Requests settled at once notify nobody.
@@ -51,7 +64,13 @@ async fn the_webhook_carries_no_parameters() {
     let r = app.create("restart_cluster", json!({})).await;
     assert_eq!(r.body["status"], "DENIED");
     let second = app.create_pending(json!({"n": "2"})).await;
-    let next = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await.unwrap().unwrap();
-    assert!(next.contains(&second), "the next notification is the next PENDING one");
+    let next = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        next.contains(&second),
+        "the next notification is the next PENDING one"
+    );
     server.abort();
 }
