@@ -149,8 +149,6 @@ impl SqliteStore {
             )
             .map_err(db)?;
         if changed == 1 {
-            tx.execute("DELETE FROM challenges WHERE approval_id = ?1", [id])
-                .map_err(db)?;
             let event = AuditEvent::settlement(
                 id,
                 &rfc3339(from_ms(now)),
@@ -381,11 +379,9 @@ impl Store for SqliteStore {
                     "compare-and-set lost inside an immediate transaction".into(),
                 ));
             }
-            tx.execute(
-                "DELETE FROM challenges WHERE approval_id = ?1",
-                [&s.approval_id],
-            )
-            .map_err(db)?;
+            // Issued challenges stay until they expire (the sweeper removes them): a verdict
+            // racing this one must find its challenge and lose with "already settled", not be
+            // told its challenge was never issued.
             self.append(tx, std::slice::from_ref(&s.event))?;
             let settled = get_approval(tx, &s.approval_id)?;
             Ok(settled.map_or(SettleOutcome::NotFound, SettleOutcome::Settled))
@@ -409,6 +405,12 @@ impl Store for SqliteStore {
             for id in &ids {
                 self.expire_in(tx, id, now)?;
             }
+            tx.execute("DELETE FROM challenges WHERE expires_at <= ?1", [now])
+                .map_err(db)?;
+            tx.execute("DELETE FROM login_challenges WHERE expires_at <= ?1", [now])
+                .map_err(db)?;
+            tx.execute("DELETE FROM sessions WHERE expires_at <= ?1", [now])
+                .map_err(db)?;
             Ok(ids)
         })
     }
