@@ -220,7 +220,7 @@ fn rsa_key(n: &[u8], e: &[u8]) -> Result<KeyInner, CoseError> {
     let n = strip_leading_zeros(n);
     let e = strip_leading_zeros(e);
     let bits = match n.first() {
-        Some(&top) => n.len() * 8 - top.leading_zeros() as usize,
+        Some(&top) => n.len().saturating_mul(8) - top.leading_zeros() as usize,
         None => 0,
     };
     if bits < RSA_MIN_BITS {
