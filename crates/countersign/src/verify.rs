@@ -741,8 +741,8 @@ fn check_binding(entry: &EvidenceEntry, bound: &mut Bound<'_>) -> Result<Decisio
             got: entry.nonce.len(),
         });
     }
-    let client_data = ClientData::parse(&entry.client_data_json)
-        .map_err(|e| EvidenceError::Assertion(e.into()))?;
+    let client_data =
+        ClientData::parse(&entry.client_data_json).map_err(EvidenceError::Assertion)?;
     let challenge = client_data.challenge.as_slice();
     let (Some(signed_nonce), Some(signed_op_hash)) =
         (challenge.get(..NONCE_LEN), challenge.get(NONCE_LEN..))
