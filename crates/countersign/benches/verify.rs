@@ -4,7 +4,7 @@
 //! Run: `cargo bench -p countersign --features ring --bench verify`
 //! Results and ratios: docs/PERFORMANCE.md.
 
-use countersign::webauthn::{DerPolicy, PreparedSignature, SignatureBackend, all_backends};
+use countersign::webauthn::{DerPolicy, PreparedSignature, all_backends};
 use countersign::{
     ApprovalResult, ApprovalStatus, CredentialRegistry, Decision, Policy, ReplayState,
     verify_evidence_with,
