@@ -116,7 +116,26 @@ fn bench_alg(c: &mut Criterion, alg: &str, key_name: &str, filler: &str) {
     group.finish();
 }
 
+/// The canonicalization share of the hot path: admit the action's fields and hash one decision.
+fn bench_canon(c: &mut Criterion) {
+    let registry = countersign::ProfileRegistry::builtin();
+    let profile = registry.get("countersign.tool-call/1").expect("built in");
+    let action = kit::tool_call_action(
+        "agent-7",
+        "payments.transfer",
+        serde_json::json!({"amount": "40000.00", "currency": "EUR", "to": "account-A"}),
+    );
+    c.bench_function("canon/admit_fields+op_hash/tool-call", |b| {
+        b.iter(|| {
+            let fields = countersign::admit_fields(profile, black_box(&action.fields_json))
+                .expect("admissible");
+            countersign::op_hash(profile, Decision::Approved, &fields)
+        })
+    });
+}
+
 fn benches(c: &mut Criterion) {
+    bench_canon(c);
     bench_alg(c, "ES256", "alice-es256", "bob-es256");
     bench_alg(c, "EdDSA", "alice-eddsa", "bob-eddsa");
 }
