@@ -277,9 +277,9 @@ pub(crate) fn binding(out: &mut Out) {
             "canon-surrogate",
         ),
         (
-            "trailing-comma",
-            r#"{"amount":"40000.00","currency":"EUR","source_account":"ops-main","destination_account":"account-A","reference":"INV-2291",}"#,
-            "canon-syntax",
+            "unassigned-code-point",
+            r#"{"amount":"40000.00","currency":"EUR","source_account":"ops-main","destination_account":"account-A","reference":"INV\u0378"}"#,
+            "canon-unassigned",
         ),
         (
             "not-object",
