@@ -16,9 +16,18 @@ pub fn documented(readme: &str) -> BTreeMap<String, String> {
         if !inside {
             continue;
         }
-        let Some(rest) = line.strip_prefix("| `") else { continue };
-        let Some((flag, rest)) = rest.split_once('`') else { continue };
-        let meaning = rest.trim().trim_start_matches('|').trim().trim_end_matches('|').trim();
+        let Some(rest) = line.strip_prefix("| `") else {
+            continue;
+        };
+        let Some((flag, rest)) = rest.split_once('`') else {
+            continue;
+        };
+        let meaning = rest
+            .trim()
+            .trim_start_matches('|')
+            .trim()
+            .trim_end_matches('|')
+            .trim();
         out.insert(flag.to_owned(), meaning.to_owned());
     }
     out

@@ -71,7 +71,14 @@ fn run_cli(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Check => check(),
-        Command::Run { vectors: dir, implementation, backend, junit, baseline, only } => {
+        Command::Run {
+            vectors: dir,
+            implementation,
+            backend,
+            junit,
+            baseline,
+            only,
+        } => {
             let dir = dir.unwrap_or_else(|| repo_root().join("vectors"));
             let mut all = vectors::load_dir(&dir)?;
             if let Some(prefix) = only {
@@ -101,14 +108,21 @@ fn run_cli(cli: Cli) -> anyhow::Result<ExitCode> {
                     .with_context(|| format!("writing {}", path.display()))?;
             }
             print!("{}", report.text());
-            Ok(if report.tally().failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            Ok(if report.tally().failed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Command::Compare { baselines } => {
             let mut loaded = Vec::new();
             for path in baselines {
                 let text = std::fs::read_to_string(&path)
                     .with_context(|| format!("reading {}", path.display()))?;
-                loaded.push(serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?);
+                loaded.push(
+                    serde_json::from_str(&text)
+                        .with_context(|| format!("parsing {}", path.display()))?,
+                );
             }
             print!("{}", run::compare(&loaded));
             Ok(ExitCode::SUCCESS)
@@ -123,7 +137,8 @@ fn check() -> anyhow::Result<ExitCode> {
         eprintln!("stale generated file: {rel} (run `countersign-conformance generate`)");
         ok = false;
     }
-    let readme = std::fs::read_to_string(root.join("vectors/README.md")).context("vectors/README.md")?;
+    let readme =
+        std::fs::read_to_string(root.join("vectors/README.md")).context("vectors/README.md")?;
     let documented = flags::documented(&readme);
     let used: std::collections::BTreeSet<String> = vectors::load_dir(&root.join("vectors"))?
         .into_iter()
@@ -137,6 +152,17 @@ fn check() -> anyhow::Result<ExitCode> {
         eprintln!("flag {f} is documented but no vector uses it");
         ok = false;
     }
-    println!("{}", if ok { "vectors are up to date" } else { "vectors are NOT up to date" });
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    println!(
+        "{}",
+        if ok {
+            "vectors are up to date"
+        } else {
+            "vectors are NOT up to date"
+        }
+    );
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -133,8 +133,8 @@ pub fn load_dir(dir: &Path) -> anyhow::Result<Vec<Loaded>> {
     let mut out = Vec::new();
     for (name, kind) in FILES {
         let path = dir.join(name);
-        let text =
-            std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
         let file: VectorFile =
             serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
         if file.schema != SCHEMA {
@@ -145,7 +145,12 @@ pub fn load_dir(dir: &Path) -> anyhow::Result<Vec<Loaded>> {
             );
         }
         if file.kind != *kind {
-            bail!("{}: kind {:?}, expected {:?}", path.display(), file.kind, kind);
+            bail!(
+                "{}: kind {:?}, expected {:?}",
+                path.display(),
+                file.kind,
+                kind
+            );
         }
         out.extend(file.vectors.into_iter().map(|vector| Loaded {
             kind: *kind,

@@ -196,7 +196,8 @@ pub(crate) fn binding(out: &mut Out) {
     );
 
     // Tool-call actions: the lexical form of the fields does not matter, their content does.
-    let signed_params = json!({"amount_cents": 125000, "memo": "Caf\u{e9} Z\u{fc}rich", "to": "acct-9"});
+    let signed_params =
+        json!({"amount_cents": 125000, "memo": "Caf\u{e9} Z\u{fc}rich", "to": "acct-9"});
     let action = tool(signed_params.clone());
     let entry = good(a, &action, Approved);
     let base = Case::new(action, "APPROVED", vec![entry], &[a]);
@@ -316,10 +317,26 @@ pub(crate) fn binding(out: &mut Out) {
 pub(crate) fn entry_structure(out: &mut Out) {
     let a = "alice-es256";
     let cases: Vec<(&str, &str, Box<dyn Fn(&mut Value)>)> = vec![
-        ("missing-signature", "no signature member", Box::new(|e| remove(e, "signature"))),
-        ("missing-nonce", "no nonce member", Box::new(|e| remove(e, "nonce"))),
-        ("missing-assertion-at", "no assertion_at member", Box::new(|e| remove(e, "assertion_at"))),
-        ("unknown-member", "an extra member", Box::new(|e| e["extra"] = json!(true))),
+        (
+            "missing-signature",
+            "no signature member",
+            Box::new(|e| remove(e, "signature")),
+        ),
+        (
+            "missing-nonce",
+            "no nonce member",
+            Box::new(|e| remove(e, "nonce")),
+        ),
+        (
+            "missing-assertion-at",
+            "no assertion_at member",
+            Box::new(|e| remove(e, "assertion_at")),
+        ),
+        (
+            "unknown-member",
+            "an extra member",
+            Box::new(|e| e["extra"] = json!(true)),
+        ),
         (
             "credential-id-padded",
             "credential_id in padded base64url",
@@ -335,12 +352,36 @@ pub(crate) fn entry_structure(out: &mut Out) {
             "a base64url value with non-zero trailing bits",
             Box::new(|e| e["nonce"] = json!("AB")),
         ),
-        ("decision-lowercase", "decision \"approved\"", Box::new(|e| e["decision"] = json!("approved"))),
-        ("decision-pending", "decision \"PENDING\"", Box::new(|e| e["decision"] = json!("PENDING"))),
-        ("format-number", "format is a number", Box::new(|e| e["format"] = json!(1))),
-        ("signature-number", "signature is a number", Box::new(|e| e["signature"] = json!(42))),
-        ("entry-string", "the entry is a string", Box::new(|e| *e = json!("webauthn.assertion/1"))),
-        ("entry-null", "the entry is null", Box::new(|e| *e = Value::Null)),
+        (
+            "decision-lowercase",
+            "decision \"approved\"",
+            Box::new(|e| e["decision"] = json!("approved")),
+        ),
+        (
+            "decision-pending",
+            "decision \"PENDING\"",
+            Box::new(|e| e["decision"] = json!("PENDING")),
+        ),
+        (
+            "format-number",
+            "format is a number",
+            Box::new(|e| e["format"] = json!(1)),
+        ),
+        (
+            "signature-number",
+            "signature is a number",
+            Box::new(|e| e["signature"] = json!(42)),
+        ),
+        (
+            "entry-string",
+            "the entry is a string",
+            Box::new(|e| *e = json!("webauthn.assertion/1")),
+        ),
+        (
+            "entry-null",
+            "the entry is null",
+            Box::new(|e| *e = Value::Null),
+        ),
     ];
     for (name, description, tamper) in cases {
         let mut c = approve(a);
@@ -379,9 +420,24 @@ pub(crate) fn entry_structure(out: &mut Out) {
         );
     }
     let informational: [(&str, &str, &str, Value); 3] = [
-        ("co-signatures", "co_signatures present (reserved, carried, not verified)", "co_signatures", json!([{"format": "x"}])),
-        ("aaguid-informational", "an aaguid beside the evidence that the registry contradicts", "aaguid", json!("00000000-0000-0000-0000-000000000000")),
-        ("attestation-ref", "an attestation_ref URI", "attestation_ref", json!("https://mds.example/entry/1")),
+        (
+            "co-signatures",
+            "co_signatures present (reserved, carried, not verified)",
+            "co_signatures",
+            json!([{"format": "x"}]),
+        ),
+        (
+            "aaguid-informational",
+            "an aaguid beside the evidence that the registry contradicts",
+            "aaguid",
+            json!("00000000-0000-0000-0000-000000000000"),
+        ),
+        (
+            "attestation-ref",
+            "an attestation_ref URI",
+            "attestation_ref",
+            json!("https://mds.example/entry/1"),
+        ),
     ];
     for (name, description, member, value) in informational {
         let mut c = approve(a);

@@ -35,7 +35,12 @@ const FIELDS_PLACEHOLDER: &str = "\u{1}countersign-conformance fields\u{1}";
 
 impl Case {
     /// A case for `action` with `status` and `entries`, the fixture keys `enrolled` registered.
-    pub(crate) fn new(action: Action, status: &str, entries: Vec<Value>, enrolled: &[&str]) -> Self {
+    pub(crate) fn new(
+        action: Action,
+        status: &str,
+        entries: Vec<Value>,
+        enrolled: &[&str],
+    ) -> Self {
         let mut result = json!({"status": status, "approval_id": "apr_conformance"});
         if !entries.is_empty() {
             result["approver_evidence"] = Value::Array(entries);

@@ -119,9 +119,15 @@ pub(crate) fn status(out: &mut Out) {
         ("array", json!(["APPROVED"])),
         ("status-number", json!({"status": 1})),
         ("status-missing", json!({"approval_id": "apr_1"})),
-        ("evidence-object", json!({"status": "APPROVED", "approver_evidence": {}})),
+        (
+            "evidence-object",
+            json!({"status": "APPROVED", "approver_evidence": {}}),
+        ),
         ("pending-without-id", json!({"status": "PENDING"})),
-        ("approval-id-number", json!({"status": "APPROVED", "approval_id": 7})),
+        (
+            "approval-id-number",
+            json!({"status": "APPROVED", "approval_id": 7}),
+        ),
     ] {
         out.ev(
             &format!("status::unusable-{name}"),
@@ -150,7 +156,11 @@ pub(crate) fn status(out: &mut Out) {
     out.ev(
         "status::transport-assurance-cannot-lift",
         "transport claims AAL3 as if derived, min_assurance AAL2, the evidence shows AAL1",
-        &["transport-assurance-ignored", "min-assurance", "policy-uv-optional"],
+        &[
+            "transport-assurance-ignored",
+            "min-assurance",
+            "policy-uv-optional",
+        ],
         c,
         deny_as("APPROVED", "insufficient_assurance", "AAL1"),
     );
@@ -169,7 +179,11 @@ pub(crate) fn status(out: &mut Out) {
     out.ev(
         "status::transport-assurance-declared",
         "no evidence, evidence optional, transport claims AAL3: the level stays declared",
-        &["transport-assurance-ignored", "no-evidence", "policy-evidence-optional"],
+        &[
+            "transport-assurance-ignored",
+            "no-evidence",
+            "policy-evidence-optional",
+        ],
         c,
         allow("declared"),
     );
@@ -217,14 +231,54 @@ pub(crate) fn freshness(out: &mut Out) {
     for (name, at, policy, expected) in [
         ("age-300", "2026-11-20T09:55:00Z", json!({}), allow("AAL2")),
         ("age-301", "2026-11-20T09:54:59Z", json!({}), deny("stale")),
-        ("age-one-day", "2026-11-19T10:00:00Z", json!({}), deny("stale")),
-        ("age-zero", "2026-11-20T10:00:00Z", json!({"max_age_seconds": 0}), allow("AAL2")),
-        ("max-age-30", "2026-11-20T09:59:00Z", json!({"max_age_seconds": 30}), deny("stale")),
-        ("future-60", "2026-11-20T10:01:00Z", json!({}), allow("AAL2")),
-        ("future-61", "2026-11-20T10:01:01Z", json!({}), deny("stale")),
-        ("future-skew-0", "2026-11-20T10:00:01Z", json!({"clock_skew_seconds": 0}), deny("stale")),
-        ("offset-timezone", "2026-11-20T10:59:00+01:00", json!({}), allow("AAL2")),
-        ("fractional-seconds", "2026-11-20T09:55:00.000Z", json!({}), allow("AAL2")),
+        (
+            "age-one-day",
+            "2026-11-19T10:00:00Z",
+            json!({}),
+            deny("stale"),
+        ),
+        (
+            "age-zero",
+            "2026-11-20T10:00:00Z",
+            json!({"max_age_seconds": 0}),
+            allow("AAL2"),
+        ),
+        (
+            "max-age-30",
+            "2026-11-20T09:59:00Z",
+            json!({"max_age_seconds": 30}),
+            deny("stale"),
+        ),
+        (
+            "future-60",
+            "2026-11-20T10:01:00Z",
+            json!({}),
+            allow("AAL2"),
+        ),
+        (
+            "future-61",
+            "2026-11-20T10:01:01Z",
+            json!({}),
+            deny("stale"),
+        ),
+        (
+            "future-skew-0",
+            "2026-11-20T10:00:01Z",
+            json!({"clock_skew_seconds": 0}),
+            deny("stale"),
+        ),
+        (
+            "offset-timezone",
+            "2026-11-20T10:59:00+01:00",
+            json!({}),
+            allow("AAL2"),
+        ),
+        (
+            "fractional-seconds",
+            "2026-11-20T09:55:00.000Z",
+            json!({}),
+            allow("AAL2"),
+        ),
     ] {
         let mut c = approve_with(a, |s| s.assertion_at = at.to_owned());
         if let (Some(p), Some(extra)) = (c.policy.as_object_mut(), policy.as_object()) {
@@ -234,7 +288,10 @@ pub(crate) fn freshness(out: &mut Out) {
         }
         out.ev(
             &format!("freshness::{name}"),
-            &format!("assertion_at {at} with now {}, policy {policy}", countersign_testkit::NOW),
+            &format!(
+                "assertion_at {at} with now {}, policy {policy}",
+                countersign_testkit::NOW
+            ),
             &["freshness"],
             c,
             expected,
@@ -268,7 +325,12 @@ pub(crate) fn replay(out: &mut Out) {
     let shared = countersign_testkit::nonce("shared");
     let e1 = signed("alice-es256", &action, Approved, |s| s.nonce = shared);
     let e2 = signed("bob-es256", &action, Approved, |s| s.nonce = shared);
-    let mut c = Case::new(action, "APPROVED", vec![e1, e2], &["alice-es256", "bob-es256"]);
+    let mut c = Case::new(
+        action,
+        "APPROVED",
+        vec![e1, e2],
+        &["alice-es256", "bob-es256"],
+    );
     c.policy["quorum"] = json!(2);
     out.ev(
         "replay::two-approvers-one-nonce",
@@ -284,7 +346,12 @@ pub(crate) fn replay(out: &mut Out) {
         "replay::two-keys-one-nonce",
         "two keys of one approver signed over the same nonce",
         &["replay"],
-        Case::new(action, "APPROVED", vec![e1, e2], &["alice-es256", "alice-eddsa"]),
+        Case::new(
+            action,
+            "APPROVED",
+            vec![e1, e2],
+            &["alice-es256", "alice-eddsa"],
+        ),
         deny("replayed"),
     );
 }
@@ -302,7 +369,12 @@ pub(crate) fn quorum(out: &mut Out) {
         "quorum::two-of-two",
         "quorum 2, alice and bob approve",
         &["quorum"],
-        case(vec![sign(ab[0], Approved), sign(ab[1], Approved)], &ab, 2, "APPROVED"),
+        case(
+            vec![sign(ab[0], Approved), sign(ab[1], Approved)],
+            &ab,
+            2,
+            "APPROVED",
+        ),
         allow("AAL2"),
     );
     out.ev(
@@ -317,7 +389,12 @@ pub(crate) fn quorum(out: &mut Out) {
         "quorum::one-principal-two-keys",
         "quorum 2, alice approves with two keys: one principal counts once",
         &["quorum"],
-        case(vec![sign(aa[0], Approved), sign(aa[1], Approved)], &aa, 2, "APPROVED"),
+        case(
+            vec![sign(aa[0], Approved), sign(aa[1], Approved)],
+            &aa,
+            2,
+            "APPROVED",
+        ),
         deny_as("APPROVED", "quorum_not_met", "AAL2"),
     );
     out.ev(
@@ -331,7 +408,12 @@ pub(crate) fn quorum(out: &mut Out) {
         "quorum::one-with-two-approvers",
         "quorum 1, two approvers",
         &["quorum"],
-        case(vec![sign(ab[0], Approved), sign(ab[1], Approved)], &ab, 1, "APPROVED"),
+        case(
+            vec![sign(ab[0], Approved), sign(ab[1], Approved)],
+            &ab,
+            1,
+            "APPROVED",
+        ),
         allow("AAL2"),
     );
     let abc = ["alice-es256", "bob-eddsa", "carol-es256"];
@@ -339,17 +421,32 @@ pub(crate) fn quorum(out: &mut Out) {
         "quorum::three-of-three-mixed-algs",
         "quorum 3 with ES256, EdDSA and ES256 keys",
         &["quorum", "alg-eddsa"],
-        case(abc.iter().map(|k| sign(k, Approved)).collect(), &abc, 3, "APPROVED"),
+        case(
+            abc.iter().map(|k| sign(k, Approved)).collect(),
+            &abc,
+            3,
+            "APPROVED",
+        ),
         allow("AAL2"),
     );
     out.ev(
         "quorum::three-needs-three",
         "quorum 3, two approvers",
         &["quorum"],
-        case(vec![sign(abc[0], Approved), sign(abc[1], Approved)], &abc, 3, "APPROVED"),
+        case(
+            vec![sign(abc[0], Approved), sign(abc[1], Approved)],
+            &abc,
+            3,
+            "APPROVED",
+        ),
         deny_as("APPROVED", "quorum_not_met", "AAL2"),
     );
-    let mut c = case(vec![sign(ab[0], Approved), sign(ab[1], Approved)], &ab, 2, "APPROVED");
+    let mut c = case(
+        vec![sign(ab[0], Approved), sign(ab[1], Approved)],
+        &ab,
+        2,
+        "APPROVED",
+    );
     attested(c.record(ab[0]));
     out.ev(
         "quorum::weakest-level",
@@ -358,7 +455,12 @@ pub(crate) fn quorum(out: &mut Out) {
         c,
         allow("AAL2"),
     );
-    let mut c = case(vec![sign(ab[0], Approved), sign(ab[1], Approved)], &ab, 2, "APPROVED");
+    let mut c = case(
+        vec![sign(ab[0], Approved), sign(ab[1], Approved)],
+        &ab,
+        2,
+        "APPROVED",
+    );
     attested(c.record(ab[0]));
     c.policy["min_assurance"] = json!("AAL3");
     out.ev(
@@ -372,10 +474,20 @@ pub(crate) fn quorum(out: &mut Out) {
         "quorum::veto",
         "quorum 2, alice approves and bob refuses (status APPROVED): a refusal is a veto",
         &["quorum", "refusal-veto"],
-        case(vec![sign(ab[0], Approved), sign(ab[1], Denied)], &ab, 2, "APPROVED"),
+        case(
+            vec![sign(ab[0], Approved), sign(ab[1], Denied)],
+            &ab,
+            2,
+            "APPROVED",
+        ),
         deny_as("DENIED", "approver_refused", "AAL2"),
     );
-    let mut c = case(vec![sign(ab[0], Approved), sign(ab[1], Denied)], &ab, 1, "APPROVED");
+    let mut c = case(
+        vec![sign(ab[0], Approved), sign(ab[1], Denied)],
+        &ab,
+        1,
+        "APPROVED",
+    );
     attested(c.record(ab[1]));
     out.ev(
         "quorum::veto-level",
@@ -395,13 +507,24 @@ pub(crate) fn quorum(out: &mut Out) {
         "quorum::status-denied-evidence-approves",
         "status DENIED while every entry signs APPROVED",
         &["status-contradiction"],
-        case(vec![sign(ab[0], Approved), sign(ab[1], Approved)], &ab, 1, "DENIED"),
+        case(
+            vec![sign(ab[0], Approved), sign(ab[1], Approved)],
+            &ab,
+            1,
+            "DENIED",
+        ),
         deny_as("DENIED", "binding_mismatch", "AAL2"),
     );
-    let bad = signed_with(ab[1], &action, Approved, |_| {}, |r| {
-        let bit = (r.signature.len() - 2) * 8 + 7;
-        let _ = r.flip_bit(Part::Signature, bit);
-    });
+    let bad = signed_with(
+        ab[1],
+        &action,
+        Approved,
+        |_| {},
+        |r| {
+            let bit = (r.signature.len() - 2) * 8 + 7;
+            let _ = r.flip_bit(Part::Signature, bit);
+        },
+    );
     out.ev(
         "quorum::second-entry-bad",
         "quorum 2, bob's signature is broken: the first failing entry decides",
@@ -409,7 +532,9 @@ pub(crate) fn quorum(out: &mut Out) {
         case(vec![sign(ab[0], Approved), bad], &ab, 2, "APPROVED"),
         deny("signature_invalid"),
     );
-    let uv0 = signed(ab[1], &action, Approved, |s| s.request.flags = Flags::from_byte(0x01));
+    let uv0 = signed(ab[1], &action, Approved, |s| {
+        s.request.flags = Flags::from_byte(0x01)
+    });
     out.ev(
         "quorum::second-entry-uv-clear",
         "quorum 2, bob's assertion lacks UV",
@@ -436,91 +561,205 @@ pub(crate) fn check_order(out: &mut Out) {
     let mut c = approve(a);
     c.entry(0)["format"] = json!("webauthn.assertion/2");
     c.entry(0)["credential_id"] = json!(b64(b"unknown"));
-    out.ev("order::format-before-credential", "unsupported format and unknown credential", &["check-order"], c, deny("unsupported_format"));
+    out.ev(
+        "order::format-before-credential",
+        "unsupported format and unknown credential",
+        &["check-order"],
+        c,
+        deny("unsupported_format"),
+    );
 
     let mut c = approve(a);
     c.entry(0)["canonicalization_profile"] = json!("countersign.payment/2");
     c.entry(0)["credential_id"] = json!(b64(b"unknown"));
-    out.ev("order::profile-before-credential", "unknown evidence profile and unknown credential", &["check-order"], c, deny("profile_unknown"));
+    out.ev(
+        "order::profile-before-credential",
+        "unknown evidence profile and unknown credential",
+        &["check-order"],
+        c,
+        deny("profile_unknown"),
+    );
 
     let mut c = approve(a);
     c.entry(0)["credential_id"] = json!(b64(b"unknown"));
     c.action = pay(ACCOUNT_B);
-    out.ev("order::credential-before-binding", "unknown credential and another action", &["check-order"], c, deny("credential_unknown"));
+    out.ev(
+        "order::credential-before-binding",
+        "unknown credential and another action",
+        &["check-order"],
+        c,
+        deny("credential_unknown"),
+    );
 
     let mut c = approve_tampered(a, flip_sig);
     c.record(a).revoked = true;
-    out.ev("order::revoked-before-signature", "revoked credential and a bad signature", &["check-order"], c, deny("credential_revoked"));
+    out.ev(
+        "order::revoked-before-signature",
+        "revoked credential and a bad signature",
+        &["check-order"],
+        c,
+        deny("credential_revoked"),
+    );
 
     let mut c = approve_tampered(a, flip_sig);
     c.action = pay(ACCOUNT_B);
-    out.ev("order::binding-before-signature", "another action and a bad signature", &["check-order"], c, deny("binding_mismatch"));
+    out.ev(
+        "order::binding-before-signature",
+        "another action and a bad signature",
+        &["check-order"],
+        c,
+        deny("binding_mismatch"),
+    );
 
     let c = approve_with(a, |s| {
         s.request.client_data_type = "webauthn.create".into();
         s.request.origin = "https://evil.example.com".into();
     });
-    out.ev("order::type-before-origin", "wrong type and wrong origin", &["check-order"], c, deny("evidence_malformed"));
+    out.ev(
+        "order::type-before-origin",
+        "wrong type and wrong origin",
+        &["check-order"],
+        c,
+        deny("evidence_malformed"),
+    );
 
     let c = approve_with(a, |s| {
         s.request.origin = "https://evil.example.com".into();
         s.request.rp_id = "evil.example.com".into();
     });
-    out.ev("order::origin-before-rp", "wrong origin and wrong RP id", &["check-order"], c, deny("origin_mismatch"));
+    out.ev(
+        "order::origin-before-rp",
+        "wrong origin and wrong RP id",
+        &["check-order"],
+        c,
+        deny("origin_mismatch"),
+    );
 
     let c = approve_with(a, |s| {
         s.request.rp_id = "evil.example.com".into();
         s.request.flags = Flags::from_byte(0);
     });
-    out.ev("order::rp-before-up", "wrong RP id and UP clear", &["check-order"], c, deny("rp_mismatch"));
+    out.ev(
+        "order::rp-before-up",
+        "wrong RP id and UP clear",
+        &["check-order"],
+        c,
+        deny("rp_mismatch"),
+    );
 
     let mut c = approve_with(a, |s| s.request.flags = Flags::from_byte(0x01 | 0x08));
     c.record(a).backup_eligible = Some(false);
-    out.ev("order::uv-before-backup", "UV clear and BE contradicting enrollment", &["check-order"], c, deny("user_not_verified"));
+    out.ev(
+        "order::uv-before-backup",
+        "UV clear and BE contradicting enrollment",
+        &["check-order"],
+        c,
+        deny("user_not_verified"),
+    );
 
     let c = {
         let action = pay(ACCOUNT_A);
-        let e = signed_with(a, &action, Approved, |s| s.request.flags = Flags::from_byte(0x05 | 0x08), flip_sig);
+        let e = signed_with(
+            a,
+            &action,
+            Approved,
+            |s| s.request.flags = Flags::from_byte(0x05 | 0x08),
+            flip_sig,
+        );
         let mut c2 = Case::new(action, "APPROVED", vec![e], &[a]);
         c2.record(a).backup_eligible = Some(false);
         c2
     };
-    out.ev("order::backup-before-signature", "BE contradicting enrollment and a bad signature", &["check-order"], c, deny("backup_eligibility_mismatch"));
+    out.ev(
+        "order::backup-before-signature",
+        "BE contradicting enrollment and a bad signature",
+        &["check-order"],
+        c,
+        deny("backup_eligibility_mismatch"),
+    );
 
     let mut c = approve_tampered(a, flip_sig);
     c.record(a).sign_count = 9;
-    out.ev("order::signature-before-counter", "bad signature and counter regression", &["check-order"], c, deny("signature_invalid"));
+    out.ev(
+        "order::signature-before-counter",
+        "bad signature and counter regression",
+        &["check-order"],
+        c,
+        deny("signature_invalid"),
+    );
 
     let mut c = approve_with(a, |s| s.assertion_at = "2026-11-19T10:00:00Z".into());
     c.record(a).sign_count = 9;
-    out.ev("order::counter-before-freshness", "counter regression and a stale assertion", &["check-order"], c, deny("counter_regression"));
+    out.ev(
+        "order::counter-before-freshness",
+        "counter regression and a stale assertion",
+        &["check-order"],
+        c,
+        deny("counter_regression"),
+    );
 
     let mut c = approve_with(a, |s| s.assertion_at = "2026-11-19T10:00:00Z".into());
     let e = c.entry(0).clone();
     c.result["approver_evidence"] = json!([e.clone(), e]);
-    out.ev("order::freshness-before-replay", "stale, and listed twice", &["check-order"], c, deny("stale"));
+    out.ev(
+        "order::freshness-before-replay",
+        "stale, and listed twice",
+        &["check-order"],
+        c,
+        deny("stale"),
+    );
 
     let mut c = approve_with(a, |s| s.assertion_at = "2026-11-19T10:00:00Z".into());
     c.entry(0)["signature"] = json!(42);
-    out.ev("order::malformed-before-everything", "undecodable entry, stale", &["check-order"], c, deny("evidence_malformed"));
+    out.ev(
+        "order::malformed-before-everything",
+        "undecodable entry, stale",
+        &["check-order"],
+        c,
+        deny("evidence_malformed"),
+    );
 
     let mut c = approve(a);
     c.entry(0)["signature"] = json!(42);
     c.fields_text = Some(r#"{"amount":"40000.00","currency":"eur","source_account":"ops-main","destination_account":"account-A","reference":"INV-2291"}"#.into());
-    out.ev("order::action-before-evidence", "inadmissible action and an undecodable entry", &["check-order", "action-inadmissible", "profile-fields"], c, deny("action_inadmissible"));
+    out.ev(
+        "order::action-before-evidence",
+        "inadmissible action and an undecodable entry",
+        &["check-order", "action-inadmissible", "profile-fields"],
+        c,
+        deny("action_inadmissible"),
+    );
 
     let mut c = Case::new(pay(ACCOUNT_A), "APPROVED", vec![], &[a]);
     c.fields_text = Some(r#"{"amount":"40000.00","currency":"eur"}"#.into());
-    out.ev("order::no-evidence-before-action", "inadmissible action and no evidence: the action is not bound", &["check-order", "no-evidence"], c, deny("evidence_missing"));
+    out.ev(
+        "order::no-evidence-before-action",
+        "inadmissible action and no evidence: the action is not bound",
+        &["check-order", "no-evidence"],
+        c,
+        deny("evidence_missing"),
+    );
 
     let mut c = approve(a);
     c.entry(0)["nonce"] = json!(b64(&[9u8; 31]));
     c.action = pay(ACCOUNT_B);
-    out.ev("order::nonce-length-before-op-hash", "a 31-byte nonce field and another action", &["check-order", "binding-nonce"], c, deny("evidence_malformed"));
+    out.ev(
+        "order::nonce-length-before-op-hash",
+        "a 31-byte nonce field and another action",
+        &["check-order", "binding-nonce"],
+        c,
+        deny("evidence_malformed"),
+    );
 
     let action = pay(ACCOUNT_A);
     let e1 = good(a, &action, Denied);
     let e2 = signed_with("bob-es256", &action, Approved, |_| {}, flip_sig);
     let c = Case::new(action, "DENIED", vec![e1, e2], &[a, "bob-es256"]);
-    out.ev("order::bad-entry-beats-veto", "alice refuses, bob's approval has a bad signature: every entry must verify", &["check-order", "refusal-veto"], c, deny_as("DENIED", "signature_invalid", "declared"));
+    out.ev(
+        "order::bad-entry-beats-veto",
+        "alice refuses, bob's approval has a bad signature: every entry must verify",
+        &["check-order", "refusal-veto"],
+        c,
+        deny_as("DENIED", "signature_invalid", "declared"),
+    );
 }

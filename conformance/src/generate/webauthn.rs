@@ -71,17 +71,27 @@ pub(crate) fn algorithms(out: &mut Out) {
         );
         let alice_id = key(a).credential_id().to_vec();
         let action = pay(ACCOUNT_A);
-        let entry = signed_with(&bob, &action, Approved, |_| {}, |r| r.credential_id = alice_id);
+        let entry = signed_with(
+            &bob,
+            &action,
+            Approved,
+            |_| {},
+            |r| r.credential_id = alice_id,
+        );
         out.ev(
             &format!("alg::{alg}-wrong-key"),
-            &format!("{alg}: signed by another key of the same algorithm under alice's credential id"),
+            &format!(
+                "{alg}: signed by another key of the same algorithm under alice's credential id"
+            ),
             &[flag, "wrong-key"],
             Case::new(action, "APPROVED", vec![entry], &[a]),
             deny("signature_invalid"),
         );
         out.ev(
             &format!("alg::{alg}-counter-zero"),
-            &format!("{alg}: counter 0 with 0 stored (an authenticator without a counter) is legal"),
+            &format!(
+                "{alg}: counter 0 with 0 stored (an authenticator without a counter) is legal"
+            ),
             &[flag, "counter-zero"],
             approve_with(a, |s| s.request.sign_count = 0),
             allow("AAL2"),
@@ -100,13 +110,21 @@ pub(crate) fn algorithms(out: &mut Out) {
     // An enrolled key whose algorithm this verifier does not implement.
     for (decision, status, expected) in [
         (Approved, "APPROVED", deny("unsupported_algorithm")),
-        (Denied, "DENIED", deny_as("DENIED", "unsupported_algorithm", "declared")),
+        (
+            Denied,
+            "DENIED",
+            deny_as("DENIED", "unsupported_algorithm", "declared"),
+        ),
     ] {
         let action = pay(ACCOUNT_A);
         let id = b"conformance es512 credential".to_vec();
-        let entry = signed_with("alice-es256", &action, decision, |_| {}, |r| {
-            r.credential_id = id.clone()
-        });
+        let entry = signed_with(
+            "alice-es256",
+            &action,
+            decision,
+            |_| {},
+            |r| r.credential_id = id.clone(),
+        );
         let mut c = Case::new(action, status, vec![entry], &[]);
         c.extra_credentials.push(json!({
             "credential_id": b64(&id),
@@ -129,14 +147,28 @@ pub(crate) fn algorithms(out: &mut Out) {
             &format!("alg::{alg}-high-s"),
             &format!("{alg}: the other valid signature (n - s), canonical DER"),
             &[flag, "policy-ecdsa-high-s"],
-            approve_with(&a, |s| s.request.signature_quirk = SignatureQuirk::EcdsaNegateS),
+            approve_with(&a, |s| {
+                s.request.signature_quirk = SignatureQuirk::EcdsaNegateS
+            }),
             allow("AAL2"),
         );
         for (quirk, name, what) in [
             (SignatureQuirk::EcdsaRaw, "raw-r-s", "r || s without DER"),
-            (SignatureQuirk::DerExtraLeadingZero, "extra-leading-zero", "a superfluous 0x00 before r"),
-            (SignatureQuirk::DerMissingPad, "missing-pad", "r or s without its 0x00 pad (reads negative)"),
-            (SignatureQuirk::DerLongFormLength, "long-form-length", "the SEQUENCE length in long form"),
+            (
+                SignatureQuirk::DerExtraLeadingZero,
+                "extra-leading-zero",
+                "a superfluous 0x00 before r",
+            ),
+            (
+                SignatureQuirk::DerMissingPad,
+                "missing-pad",
+                "r or s without its 0x00 pad (reads negative)",
+            ),
+            (
+                SignatureQuirk::DerLongFormLength,
+                "long-form-length",
+                "the SEQUENCE length in long form",
+            ),
         ] {
             out.ev(
                 &format!("alg::{alg}-der-{name}"),
@@ -172,7 +204,8 @@ fn der_quirk(name: &str, quirk: SignatureQuirk) -> Case {
         let action = pay(ACCOUNT_A);
         let mut signing = Signing::new(Approved, &format!("{name}/der/{attempt}"));
         signing.request.signature_quirk = quirk;
-        signing.request.challenge = countersign_testkit::challenge(&signing.nonce, &action, Approved);
+        signing.request.challenge =
+            countersign_testkit::challenge(&signing.nonce, &action, Approved);
         if let Ok(response) = key(name).assert(&signing.request) {
             let entry = entry_value(&countersign_testkit::entry(&response, &action, &signing));
             return Case::new(action, "APPROVED", vec![entry], &[name]);
@@ -229,7 +262,9 @@ pub(crate) fn flags(out: &mut Out) {
         deny("user_not_verified"),
     );
     let mut c = approve_with(a, with_flags(UP));
-    c.policy.as_object_mut().map(|p| p.remove("require_user_verification"));
+    c.policy
+        .as_object_mut()
+        .map(|p| p.remove("require_user_verification"));
     out.ev(
         "flags::uv-clear-default-policy",
         "UV clear, require_user_verification absent: the default requires it",
@@ -246,19 +281,97 @@ pub(crate) fn flags(out: &mut Out) {
         (UP | UV | BE, None, false, "be1-bs0", allow("AAL2")),
         (UP | UV | BE, None, true, "be1-bs0-attested", allow("AAL2")),
         (UP | UV | BE | BS, None, false, "be1-bs1", allow("AAL2")),
-        (UP | UV | BE | BS, None, true, "be1-bs1-attested", allow("AAL2")),
-        (UP | UV | BS, None, false, "be0-bs1", deny("evidence_malformed")),
-        (UP | UV | BS, None, true, "be0-bs1-attested", deny("evidence_malformed")),
-        (UP | UV, Some(false), false, "be0-enrolled-be0", allow("AAL2")),
-        (UP | UV, Some(false), true, "be0-enrolled-be0-attested", allow("AAL3")),
-        (UP | UV | BE, Some(false), false, "be1-enrolled-be0", deny("backup_eligibility_mismatch")),
-        (UP | UV | BE | BS, Some(false), true, "be1-bs1-enrolled-be0", deny("backup_eligibility_mismatch")),
-        (UP | UV, Some(true), false, "be0-enrolled-be1", deny("backup_eligibility_mismatch")),
-        (UP | UV, Some(true), true, "be0-enrolled-be1-attested", deny("backup_eligibility_mismatch")),
-        (UP | UV | BE, Some(true), false, "be1-bs0-enrolled-be1", allow("AAL2")),
-        (UP | UV | BE | BS, Some(true), true, "be1-bs1-enrolled-be1-attested", allow("AAL2")),
-        (UP | BE | BS, Some(true), true, "uv0-be1-bs1-enrolled-be1", allow("AAL1")),
-        (UP, Some(false), true, "uv0-be0-enrolled-be0-attested", allow("AAL1")),
+        (
+            UP | UV | BE | BS,
+            None,
+            true,
+            "be1-bs1-attested",
+            allow("AAL2"),
+        ),
+        (
+            UP | UV | BS,
+            None,
+            false,
+            "be0-bs1",
+            deny("evidence_malformed"),
+        ),
+        (
+            UP | UV | BS,
+            None,
+            true,
+            "be0-bs1-attested",
+            deny("evidence_malformed"),
+        ),
+        (
+            UP | UV,
+            Some(false),
+            false,
+            "be0-enrolled-be0",
+            allow("AAL2"),
+        ),
+        (
+            UP | UV,
+            Some(false),
+            true,
+            "be0-enrolled-be0-attested",
+            allow("AAL3"),
+        ),
+        (
+            UP | UV | BE,
+            Some(false),
+            false,
+            "be1-enrolled-be0",
+            deny("backup_eligibility_mismatch"),
+        ),
+        (
+            UP | UV | BE | BS,
+            Some(false),
+            true,
+            "be1-bs1-enrolled-be0",
+            deny("backup_eligibility_mismatch"),
+        ),
+        (
+            UP | UV,
+            Some(true),
+            false,
+            "be0-enrolled-be1",
+            deny("backup_eligibility_mismatch"),
+        ),
+        (
+            UP | UV,
+            Some(true),
+            true,
+            "be0-enrolled-be1-attested",
+            deny("backup_eligibility_mismatch"),
+        ),
+        (
+            UP | UV | BE,
+            Some(true),
+            false,
+            "be1-bs0-enrolled-be1",
+            allow("AAL2"),
+        ),
+        (
+            UP | UV | BE | BS,
+            Some(true),
+            true,
+            "be1-bs1-enrolled-be1-attested",
+            allow("AAL2"),
+        ),
+        (
+            UP | BE | BS,
+            Some(true),
+            true,
+            "uv0-be1-bs1-enrolled-be1",
+            allow("AAL1"),
+        ),
+        (
+            UP,
+            Some(false),
+            true,
+            "uv0-be0-enrolled-be0-attested",
+            allow("AAL1"),
+        ),
     ];
     for (byte, enrolled, attest, name, expected) in table {
         let mut c = approve_with(a, with_flags(*byte));
@@ -466,7 +579,8 @@ pub(crate) fn flags(out: &mut Out) {
 pub(crate) fn client_data(out: &mut Out) {
     let a = "alice-es256";
     let action = pay(ACCOUNT_A);
-    let challenge = countersign_testkit::challenge(&countersign_testkit::nonce("cd"), &action, Approved);
+    let challenge =
+        countersign_testkit::challenge(&countersign_testkit::nonce("cd"), &action, Approved);
     let ch = b64(&challenge);
     let with_cd = |text: String| {
         move |s: &mut Signing| {
@@ -490,16 +604,61 @@ pub(crate) fn client_data(out: &mut Out) {
         deny("evidence_malformed"),
     );
     for (name, origin, expected, extra) in [
-        ("other-site", "https://evil.example.com", deny("origin_mismatch"), None),
-        ("http-scheme", "http://pay.example.com", deny("origin_mismatch"), None),
-        ("suffix-attack", "https://pay.example.com.evil.com", deny("origin_mismatch"), None),
-        ("parent-domain", "https://example.com", deny("origin_mismatch"), None),
-        ("other-port", "https://pay.example.com:8443", deny("origin_mismatch"), None),
-        ("trailing-slash", "https://pay.example.com/", deny("origin_mismatch"), None),
-        ("with-path", "https://pay.example.com/approve", deny("origin_mismatch"), None),
+        (
+            "other-site",
+            "https://evil.example.com",
+            deny("origin_mismatch"),
+            None,
+        ),
+        (
+            "http-scheme",
+            "http://pay.example.com",
+            deny("origin_mismatch"),
+            None,
+        ),
+        (
+            "suffix-attack",
+            "https://pay.example.com.evil.com",
+            deny("origin_mismatch"),
+            None,
+        ),
+        (
+            "parent-domain",
+            "https://example.com",
+            deny("origin_mismatch"),
+            None,
+        ),
+        (
+            "other-port",
+            "https://pay.example.com:8443",
+            deny("origin_mismatch"),
+            None,
+        ),
+        (
+            "trailing-slash",
+            "https://pay.example.com/",
+            deny("origin_mismatch"),
+            None,
+        ),
+        (
+            "with-path",
+            "https://pay.example.com/approve",
+            deny("origin_mismatch"),
+            None,
+        ),
         ("null", "null", deny("origin_mismatch"), None),
-        ("default-port", "https://pay.example.com:443", allow("AAL2"), Some("policy-origin-tuple")),
-        ("upper-case-host", "https://PAY.EXAMPLE.COM", allow("AAL2"), Some("policy-origin-tuple")),
+        (
+            "default-port",
+            "https://pay.example.com:443",
+            allow("AAL2"),
+            Some("policy-origin-tuple"),
+        ),
+        (
+            "upper-case-host",
+            "https://PAY.EXAMPLE.COM",
+            allow("AAL2"),
+            Some("policy-origin-tuple"),
+        ),
     ] {
         let mut flags = vec!["origin"];
         flags.extend(extra);
@@ -609,7 +768,12 @@ pub(crate) fn client_data(out: &mut Out) {
             allow("AAL2"),
             &["client-data-shape"][..],
         ),
-        ("not-json", "webauthn.get".to_owned(), deny("evidence_malformed"), &["client-data-malformed"][..]),
+        (
+            "not-json",
+            "webauthn.get".to_owned(),
+            deny("evidence_malformed"),
+            &["client-data-malformed"][..],
+        ),
         (
             "missing-origin",
             format!(r#"{{"type":"webauthn.get","challenge":"{ch}"}}"#),
@@ -618,7 +782,9 @@ pub(crate) fn client_data(out: &mut Out) {
         ),
         (
             "duplicate-challenge",
-            format!(r#"{{"type":"webauthn.get","challenge":"{ch}","challenge":"{ch}","origin":"{o}"}}"#),
+            format!(
+                r#"{{"type":"webauthn.get","challenge":"{ch}","challenge":"{ch}","origin":"{o}"}}"#
+            ),
             deny("evidence_malformed"),
             &["client-data-malformed"][..],
         ),
@@ -644,7 +810,9 @@ pub(crate) fn client_data(out: &mut Out) {
         ),
         (
             "cross-origin-string",
-            format!(r#"{{"type":"webauthn.get","challenge":"{ch}","origin":"{o}","crossOrigin":"false"}}"#),
+            format!(
+                r#"{{"type":"webauthn.get","challenge":"{ch}","origin":"{o}","crossOrigin":"false"}}"#
+            ),
             deny("evidence_malformed"),
             &["client-data-malformed", "cross-origin"][..],
         ),
@@ -659,7 +827,13 @@ pub(crate) fn client_data(out: &mut Out) {
     }
 
     // The challenge's length.
-    for (name, len) in [("63", 63usize), ("65", 65), ("96", 96), ("32", 32), ("empty", 0)] {
+    for (name, len) in [
+        ("63", 63usize),
+        ("65", 65),
+        ("96", 96),
+        ("32", 32),
+        ("empty", 0),
+    ] {
         let mut bytes = challenge.clone();
         bytes.resize(len, 0x5a);
         out.ev(
@@ -676,7 +850,11 @@ pub(crate) fn client_data(out: &mut Out) {
     }
 
     // RP id.
-    for (name, rp) in [("other", "evil.example.com"), ("parent", "example.com"), ("case", "PAY.example.com")] {
+    for (name, rp) in [
+        ("other", "evil.example.com"),
+        ("parent", "example.com"),
+        ("case", "PAY.example.com"),
+    ] {
         out.ev(
             &format!("rp::{name}"),
             &format!("rpIdHash of {rp:?}, the policy's RP id is pay.example.com"),
@@ -699,10 +877,34 @@ pub(crate) fn client_data(out: &mut Out) {
 pub(crate) fn counter(out: &mut Out) {
     let a = "alice-es256";
     for (name, stored, got, expected, flag) in [
-        ("equal", 5u32, 5u32, deny("counter_regression"), "counter-regression"),
-        ("lower", 5, 4, deny("counter_regression"), "counter-regression"),
-        ("zero-after-nonzero", 5, 0, deny("counter_regression"), "counter-regression"),
-        ("max-equal", u32::MAX, u32::MAX, deny("counter_regression"), "counter-regression"),
+        (
+            "equal",
+            5u32,
+            5u32,
+            deny("counter_regression"),
+            "counter-regression",
+        ),
+        (
+            "lower",
+            5,
+            4,
+            deny("counter_regression"),
+            "counter-regression",
+        ),
+        (
+            "zero-after-nonzero",
+            5,
+            0,
+            deny("counter_regression"),
+            "counter-regression",
+        ),
+        (
+            "max-equal",
+            u32::MAX,
+            u32::MAX,
+            deny("counter_regression"),
+            "counter-regression",
+        ),
         ("higher", 5, 6, allow("AAL2"), "counter"),
         ("jump", 5, 1_000_000, allow("AAL2"), "counter"),
         ("max-from-zero", 0, u32::MAX, allow("AAL2"), "counter"),

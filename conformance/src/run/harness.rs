@@ -58,7 +58,9 @@ impl Harness {
                 unsupported_flags: Default::default(),
             },
         };
-        let line = harness.read_line()?.context("harness exited before its hello line")?;
+        let line = harness
+            .read_line()?
+            .context("harness exited before its hello line")?;
         let hello: Hello = serde_json::from_str(&line)
             .with_context(|| format!("harness hello is not valid: {line}"))?;
         if hello.protocol != PROTOCOL {
@@ -73,7 +75,10 @@ impl Harness {
 
     fn read_line(&mut self) -> anyhow::Result<Option<String>> {
         let mut line = String::new();
-        let n = self.stdout.read_line(&mut line).context("reading from the harness")?;
+        let n = self
+            .stdout
+            .read_line(&mut line)
+            .context("reading from the harness")?;
         Ok((n > 0).then(|| line.trim_end().to_owned()))
     }
 
@@ -93,7 +98,8 @@ impl Harness {
     /// Send one vector and read its response.
     pub fn ask(&mut self, v: &Loaded) -> anyhow::Result<Response> {
         let (member, input) = v.vector.input.member();
-        let mut request = json!({"id": v.vector.id, "kind": v.kind.as_str(), "flags": v.vector.flags});
+        let mut request =
+            json!({"id": v.vector.id, "kind": v.kind.as_str(), "flags": v.vector.flags});
         request[member] = input;
         let stdin = self.stdin.as_mut().context("harness stdin closed")?;
         writeln!(stdin, "{request}").context("writing to the harness")?;
@@ -113,7 +119,9 @@ impl Harness {
         } else if let Some(e) = response.get("error") {
             Response::Error(e.as_str().map_or_else(|| e.to_string(), str::to_owned))
         } else {
-            Response::Error(format!("answer has no verdict, unsupported or error: {line}"))
+            Response::Error(format!(
+                "answer has no verdict, unsupported or error: {line}"
+            ))
         })
     }
 

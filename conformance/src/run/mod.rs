@@ -105,7 +105,11 @@ impl Report {
         let mut s = String::new();
         for r in &self.results {
             if let Outcome::Fail(why) = &r.outcome {
-                let backend = r.backend.as_deref().map(|b| format!(" [{b}]")).unwrap_or_default();
+                let backend = r
+                    .backend
+                    .as_deref()
+                    .map(|b| format!(" [{b}]"))
+                    .unwrap_or_default();
                 let _ = writeln!(s, "FAIL {}{backend}: {why}", r.id);
             }
         }
@@ -121,13 +125,25 @@ impl Report {
             }
         }
         let _ = writeln!(s, "\nimplementation: {}", self.implementation);
-        let _ = writeln!(s, "{:<34} {:>6} {:>6} {:>7}", "flag", "passed", "failed", "skipped");
+        let _ = writeln!(
+            s,
+            "{:<34} {:>6} {:>6} {:>7}",
+            "flag", "passed", "failed", "skipped"
+        );
         for (flag, t) in &per_flag {
-            let _ = writeln!(s, "{flag:<34} {:>6} {:>6} {:>7}", t.passed, t.failed, t.skipped);
+            let _ = writeln!(
+                s,
+                "{flag:<34} {:>6} {:>6} {:>7}",
+                t.passed, t.failed, t.skipped
+            );
         }
         let t = self.tally();
         if t.skipped > 0 {
-            let _ = writeln!(s, "{} passed, {} failed, {} skipped", t.passed, t.failed, t.skipped);
+            let _ = writeln!(
+                s,
+                "{} passed, {} failed, {} skipped",
+                t.passed, t.failed, t.skipped
+            );
         } else {
             let _ = writeln!(s, "{} passed, {} failed", t.passed, t.failed);
         }
@@ -143,8 +159,14 @@ impl Report {
             "<testsuites><testsuite name=\"countersign-conformance {}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">",
             xml(&self.implementation),
             self.results.len(),
-            self.results.iter().filter(|r| matches!(r.outcome, Outcome::Fail(_))).count(),
-            self.results.iter().filter(|r| matches!(r.outcome, Outcome::Skip(_))).count(),
+            self.results
+                .iter()
+                .filter(|r| matches!(r.outcome, Outcome::Fail(_)))
+                .count(),
+            self.results
+                .iter()
+                .filter(|r| matches!(r.outcome, Outcome::Skip(_)))
+                .count(),
         );
         let _ = t;
         for r in &self.results {
@@ -152,7 +174,12 @@ impl Report {
                 Some(b) => format!("{}.{b}", r.kind.as_str()),
                 None => r.kind.as_str().to_owned(),
             };
-            let _ = write!(s, "  <testcase classname=\"{}\" name=\"{}\"", xml(&class), xml(&r.id));
+            let _ = write!(
+                s,
+                "  <testcase classname=\"{}\" name=\"{}\"",
+                xml(&class),
+                xml(&r.id)
+            );
             match &r.outcome {
                 Outcome::Pass => s.push_str("/>\n"),
                 Outcome::Fail(why) => {
@@ -209,7 +236,10 @@ pub fn compare(baselines: &[Baseline]) -> String {
         s,
         "{:<56} {}",
         "vector",
-        baselines.iter().map(|b| format!("{:<24}", b.implementation)).collect::<String>()
+        baselines
+            .iter()
+            .map(|b| format!("{:<24}", b.implementation))
+            .collect::<String>()
     );
     let mut ids: Vec<&String> = baselines.iter().flat_map(|b| b.results.keys()).collect();
     ids.sort();
@@ -259,7 +289,11 @@ pub fn run_in_process(
     let mut report = Report {
         implementation: format!(
             "countersign (in process: {})",
-            backends.iter().map(|b| b.name()).collect::<Vec<_>>().join(", ")
+            backends
+                .iter()
+                .map(|b| b.name())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         results: Vec::new(),
     };

@@ -40,7 +40,10 @@ fn flag_registry_is_closed() {
     let used: BTreeSet<String> = all().into_iter().flat_map(|v| v.vector.flags).collect();
     let undocumented: Vec<_> = used.difference(&documented).collect();
     let unused: Vec<_> = documented.difference(&used).collect();
-    assert!(undocumented.is_empty(), "flags used but not documented: {undocumented:?}");
+    assert!(
+        undocumented.is_empty(),
+        "flags used but not documented: {undocumented:?}"
+    );
     assert!(unused.is_empty(), "flags documented but unused: {unused:?}");
 }
 
@@ -50,19 +53,36 @@ fn vectors_are_well_formed_and_numerous() {
     assert!(all.len() >= 300, "only {} vectors", all.len());
     let mut ids = BTreeSet::new();
     for v in &all {
-        assert!(ids.insert(v.vector.id.clone()), "duplicate id {}", v.vector.id);
+        assert!(
+            ids.insert(v.vector.id.clone()),
+            "duplicate id {}",
+            v.vector.id
+        );
         assert!(!v.vector.flags.is_empty(), "{} has no flag", v.vector.id);
-        assert!(v.vector.id.contains("::"), "{} is not module::name", v.vector.id);
+        assert!(
+            v.vector.id.contains("::"),
+            "{} is not module::name",
+            v.vector.id
+        );
         match v.kind {
             Kind::Evidence => {
                 let e: Result<vectors::EvidenceExpected, _> =
                     serde_json::from_value(v.vector.expected.clone());
                 let e = e.unwrap_or_else(|err| panic!("{}: {err}", v.vector.id));
-                assert_eq!(e.effective == "ALLOW", e.reason_code.is_none(), "{}", v.vector.id);
+                assert_eq!(
+                    e.effective == "ALLOW",
+                    e.reason_code.is_none(),
+                    "{}",
+                    v.vector.id
+                );
             }
             Kind::OpHash => {
-                let keys: Vec<&String> =
-                    v.vector.expected.as_object().map(|o| o.keys().collect()).unwrap_or_default();
+                let keys: Vec<&String> = v
+                    .vector
+                    .expected
+                    .as_object()
+                    .map(|o| o.keys().collect())
+                    .unwrap_or_default();
                 assert!(keys == ["op_hash"] || keys == ["error"], "{}", v.vector.id);
             }
         }
@@ -85,13 +105,21 @@ fn every_reason_code_is_pinned() {
         .iter()
         .filter(|c| !used.contains(c) && !EXEMPT.iter().any(|(e, _)| e == *c))
         .collect();
-    assert!(missing.is_empty(), "reason codes no vector pins: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "reason codes no vector pins: {missing:?}"
+    );
 }
 
 #[test]
 fn worked_example_fixtures_are_evidence_vectors() {
     let all = all();
-    for name in ["approve-account-a", "replay-to-account-b", "refuse-account-a", "flipped-decision"] {
+    for name in [
+        "approve-account-a",
+        "replay-to-account-b",
+        "refuse-account-a",
+        "flipped-decision",
+    ] {
         let text = std::fs::read_to_string(
             repo_root().join(format!("fixtures/worked-example/{name}.case.json")),
         )
@@ -116,7 +144,9 @@ fn webauthn_is_real() -> bool {
 fn our_library_agrees_with_every_vector_on_every_backend() {
     let mut all = all();
     if !webauthn_is_real() {
-        eprintln!("SKIP evidence vectors: the WebAuthn layer is still the stub; checking op_hash only");
+        eprintln!(
+            "SKIP evidence vectors: the WebAuthn layer is still the stub; checking op_hash only"
+        );
         all.retain(|v| v.kind == Kind::OpHash);
     }
     let report = run::run_in_process(&all, &countersign::webauthn::all_backends());
@@ -128,5 +158,9 @@ fn our_library_agrees_with_every_vector_on_every_backend() {
             _ => None,
         })
         .collect();
-    assert!(failures.is_empty(), "{} failures:\n{failures:#?}", failures.len());
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{failures:#?}",
+        failures.len()
+    );
 }
