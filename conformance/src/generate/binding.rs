@@ -314,9 +314,12 @@ pub(crate) fn binding(out: &mut Out) {
     );
 }
 
+/// A change made to an evidence entry's JSON.
+type Tamper = Box<dyn Fn(&mut Value)>;
+
 pub(crate) fn entry_structure(out: &mut Out) {
     let a = "alice-es256";
-    let cases: Vec<(&str, &str, Box<dyn Fn(&mut Value)>)> = vec![
+    let cases: Vec<(&str, &str, Tamper)> = vec![
         (
             "missing-signature",
             "no signature member",

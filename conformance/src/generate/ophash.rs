@@ -86,6 +86,7 @@ fn doc_text(profile: &str, decision: &str, fields_text: &str) -> String {
 
 impl Out {
     /// An op_hash vector whose input is a JSON value.
+    #[allow(clippy::too_many_arguments)] // one argument per column of the vector tables below
     fn oh(
         &mut self,
         id: &str,
