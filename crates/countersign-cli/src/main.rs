@@ -1,5 +1,7 @@
 //! `countersign`: check WebAuthn-signed approvals of AI agent actions, offline.
 
+mod harness;
+
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use countersign::{
@@ -92,6 +94,13 @@ enum Command {
         #[command(subcommand)]
         command: RegistryCommand,
     },
+    /// Answer conformance vectors on stdin/stdout (the JSON-lines protocol of
+    /// conformance/HARNESS.md), for `countersign-conformance run --impl 'countersign harness'`.
+    Harness {
+        /// Signature backend: the fastest compiled in (default), or a named one.
+        #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+        backend: BackendChoice,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -154,6 +163,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             audit,
             pretty,
         } => verify(&case, backend, audit, pretty),
+        Command::Harness { backend: choice } => harness::serve(backend(choice)?),
         Command::Serve {
             listen,
             data_dir,

@@ -6,8 +6,8 @@
 //! from labels, keys from fixture seeds.
 
 use countersign::{
-    Action, ApprovalResult, ApprovalStatus, CredentialRecord, Decision, EvidenceEntry, ProfileRegistry,
-    RegistryDocument, WEBAUTHN_ASSERTION_FORMAT, admit_fields, op_hash,
+    Action, ApprovalResult, ApprovalStatus, CredentialRecord, Decision, EvidenceEntry,
+    ProfileRegistry, RegistryDocument, WEBAUTHN_ASSERTION_FORMAT, admit_fields, op_hash,
 };
 use countersign_softkey::{AssertionRequest, AssertionResponse, SoftKey};
 use serde_json::{Value, json};
@@ -37,7 +37,10 @@ pub fn payment_fields(destination: &str) -> Value {
 
 /// The worked example's action (profile `countersign.payment/1`).
 pub fn payment_action(destination: &str) -> Action {
-    Action::new("countersign.payment/1", payment_fields(destination).to_string())
+    Action::new(
+        "countersign.payment/1",
+        payment_fields(destination).to_string(),
+    )
 }
 
 /// A generic tool-call action.
@@ -94,7 +97,9 @@ pub fn enroll(key: &SoftKey, principal: &str) -> CredentialRecord {
 
 /// A registry document from records.
 pub fn registry(records: impl IntoIterator<Item = CredentialRecord>) -> RegistryDocument {
-    RegistryDocument { credentials: records.into_iter().collect() }
+    RegistryDocument {
+        credentials: records.into_iter().collect(),
+    }
 }
 
 /// How to sign one evidence entry. Start from [`Signing::new`] and adjust fields.
@@ -160,7 +165,10 @@ pub fn evidence(key: &SoftKey, action: &Action, signing: &Signing) -> EvidenceEn
 }
 
 /// An ApprovalResult with `status` and evidence entries.
-pub fn result(status: ApprovalStatus, evidence: impl IntoIterator<Item = EvidenceEntry>) -> ApprovalResult {
+pub fn result(
+    status: ApprovalStatus,
+    evidence: impl IntoIterator<Item = EvidenceEntry>,
+) -> ApprovalResult {
     ApprovalResult {
         approval_id: Some("apr_worked_example".to_owned()),
         approver_evidence: evidence.into_iter().map(Into::into).collect(),
@@ -181,7 +189,13 @@ pub fn policy_json() -> Value {
 }
 
 /// A CASE document.
-pub fn case_json(action: &Action, result: &Value, registry: &RegistryDocument, policy: &Value, now: &str) -> Value {
+pub fn case_json(
+    action: &Action,
+    result: &Value,
+    registry: &RegistryDocument,
+    policy: &Value,
+    now: &str,
+) -> Value {
     let fields: Value = serde_json::from_slice(&action.fields_json).unwrap_or(Value::Null);
     json!({
         "action": {"profile": action.profile, "fields": fields},

@@ -5,6 +5,7 @@
 //! so verification does no COSE work on the hot path.
 
 use crate::b64;
+use crate::reason::ReasonCode;
 use crate::webauthn::{CoseError, CosePublicKey};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -181,7 +182,10 @@ impl CredentialRegistry {
             }
             let key = match CosePublicKey::from_cose(&record.public_key) {
                 Ok(key) => Ok(key),
-                Err(e @ CoseError::UnsupportedAlgorithm { .. }) => Err(e),
+                // A well-formed key this verifier cannot use (unknown algorithm, RSA outside
+                // 2048..=8192 bits) keeps its place: its evidence is then refused as
+                // `unsupported_algorithm`, not as an unknown credential.
+                Err(e) if e.reason_code() == ReasonCode::UnsupportedAlgorithm => Err(e),
                 Err(source) => {
                     return Err(RegistryError::BadPublicKey {
                         credential_id,

@@ -105,7 +105,14 @@ impl ApprovalResult {
     /// Read an already-parsed JSON value.
     pub fn from_value(value: &Value) -> Result<Self, ResultError> {
         let object = match value {
-            Value::String(status) => return Ok(Self::bare(parse_status(status)?)),
+            Value::String(status) => {
+                // A bare string reads as {"status": ...}, so a bare "PENDING" lacks its
+                // approval_id exactly like {"status": "PENDING"} does (docs/SPEC.md §2.1).
+                return match parse_status(status)? {
+                    ApprovalStatus::Pending => Err(ResultError::PendingWithoutId),
+                    status => Ok(Self::bare(status)),
+                };
+            }
             Value::Object(object) => object,
             Value::Null => return Err(ResultError::WrongShape("null")),
             Value::Bool(_) => return Err(ResultError::WrongShape("a boolean")),
@@ -265,6 +272,10 @@ mod tests {
         ));
         assert_eq!(
             ApprovalResult::from_json(br#"{"status":"PENDING"}"#),
+            Err(ResultError::PendingWithoutId)
+        );
+        assert_eq!(
+            ApprovalResult::from_json(br#""PENDING""#),
             Err(ResultError::PendingWithoutId)
         );
         assert!(matches!(

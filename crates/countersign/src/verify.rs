@@ -16,7 +16,8 @@ use crate::result::{
     ApprovalResult, ApprovalStatus, EvidenceEntry, EvidenceSlot, WEBAUTHN_ASSERTION_FORMAT,
 };
 use crate::webauthn::{
-    self, Assertion, AssertionError, AssertionExpectations, ClientData, CoseError, SignatureBackend,
+    self, Assertion, AssertionError, AssertionExpectations, ClientData, CoseError, DerPolicy,
+    SignatureBackend,
 };
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -477,6 +478,13 @@ impl<'a> Context<'a> {
             source: e.clone(),
         })?;
         let signed_decision = check_binding(entry, bound)?;
+        // A spent nonce is refused before any signature work: nothing else about the record can
+        // make it acceptable again, and a replay would otherwise surface as a counter regression.
+        let spent_here = earlier_nonces.any(|n| n == entry.nonce.as_slice());
+        if spent_here || self.replay.is_spent(&entry.nonce) {
+            let error = EvidenceError::Replayed(b64::encode(&entry.nonce));
+            self.enforce_or_report(error)?;
+        }
 
         let stored_sign_count = match self.replay.enforcement() {
             Enforcement::Enforce => self.stored_sign_count(credential, &entry.credential_id),
@@ -488,6 +496,8 @@ impl<'a> Context<'a> {
             rp_id: &self.policy.rp_id,
             origins: &self.policy.origins,
             allow_cross_origin: self.policy.allow_cross_origin,
+            allowed_top_origins: &self.policy.top_origins,
+            der_policy: DerPolicy::Strict,
             require_user_verification: self.policy.require_user_verification,
             stored_sign_count,
             backup_eligible: credential.record().backup_eligible,
@@ -513,12 +523,6 @@ impl<'a> Context<'a> {
             }
         }
         self.check_freshness(&entry.assertion_at)?;
-        let spent_here = earlier_nonces.any(|n| n == entry.nonce.as_slice());
-        if spent_here || self.replay.is_spent(&entry.nonce) {
-            let error = EvidenceError::Replayed(b64::encode(&entry.nonce));
-            self.enforce_or_report(error)?;
-        }
-
         let assurance = IdentityAssurance::derive(
             verified.flags,
             credential,

@@ -9,12 +9,15 @@
 //! 2. **Profile** ([`fields`]): the fields must be exactly the profile's declared set, each of its
 //!    declared type; `exact` strings must already be NFC.
 //! 3. **NFC** ([`text`]): every other string, keys and values, is normalized to NFC.
-//! 4. **JCS**: `serde_jcs` (RFC 8785) serializes the admitted value. It is safe here only because
-//!    admission already removed what it would silently mishandle (it keeps the last duplicate).
+//! 4. **JCS** ([`jcs`]): the admitted value is serialized per RFC 8785 by a small writer that
+//!    relies on admission having removed what JCS finds hard; floats are formatted by `serde_jcs`,
+//!    and the whole output is differential-tested against `serde_jcs` and
+//!    `serde_json_canonicalizer` (`serde_jcs` alone would silently keep the last duplicate key).
 //! 5. **op_hash** = SHA-256 of the JCS form of `{"decision", "fields", "profile"}`.
 
 mod error;
 mod fields;
+mod jcs;
 mod json;
 mod profile;
 mod text;
@@ -123,11 +126,9 @@ pub fn admit_fields(profile: &Profile, raw: &[u8]) -> Result<CanonicalFields, Ca
 
 fn admit_parsed(profile: &Profile, mut value: Value) -> Result<CanonicalFields, CanonError> {
     fields::check(profile, &mut value)?;
-    // serde_jcs fails only on non-finite numbers, which admission never produces; the error is
-    // kept typed rather than assumed away.
-    let jcs = serde_jcs::to_vec(&value).map_err(|e| CanonError::Jcs {
-        detail: e.to_string(),
-    })?;
+    // JCS fails only on non-finite numbers, which admission never produces; the error is kept
+    // typed rather than assumed away.
+    let jcs = jcs::to_vec(&value)?;
     Ok(CanonicalFields {
         value,
         jcs,

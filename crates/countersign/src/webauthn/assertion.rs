@@ -117,7 +117,7 @@ pub fn verify_assertion(
     backend: &dyn SignatureBackend,
 ) -> Result<VerifiedAssertion, AssertionError> {
     // Steps 10–14: the client data.
-    let client_data = ClientData::parse(assertion.client_data_json)?;
+    let client_data = ClientData::parse_strict(assertion.client_data_json)?;
     client_data.check_type()?;
     client_data.check_challenge(expect.challenge)?;
     client_data.check_origin(expect.origins)?;
@@ -195,7 +195,10 @@ mod tests {
         assert_eq!(e.reason_code(), ReasonCode::OriginMismatch);
         let e = AssertionError::from(SignatureError::Invalid { backend: "x" });
         assert_eq!(e.reason_code(), ReasonCode::SignatureInvalid);
-        let e = AssertionError::from(CoseError::UnsupportedAlgorithm { alg: -36 });
+        let e = AssertionError::from(CoseError::UnsupportedAlgorithm {
+            alg: -36,
+            crv: None,
+        });
         assert_eq!(e.reason_code(), ReasonCode::UnsupportedAlgorithm);
     }
 }

@@ -14,6 +14,7 @@
 //!
 //! Origins are compared as origins, not strings: see [`ClientData::check_origin`].
 
+use super::assertion::AssertionError;
 use crate::reason::ReasonCode;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -55,8 +56,13 @@ struct Wire<'a> {
 
 impl ClientData {
     /// Parse clientDataJSON. Checks structure only; the values are checked by
-    /// [`crate::webauthn::verify_assertion`] against the expectations.
-    pub fn parse(bytes: &[u8]) -> Result<Self, ClientDataError> {
+    /// [`crate::webauthn::verify_assertion`] against the expectations. The error is always
+    /// [`AssertionError::ClientData`] (the wider type keeps callers' error plumbing uniform).
+    pub fn parse(bytes: &[u8]) -> Result<Self, AssertionError> {
+        Self::parse_strict(bytes).map_err(AssertionError::ClientData)
+    }
+
+    pub(crate) fn parse_strict(bytes: &[u8]) -> Result<Self, ClientDataError> {
         // serde's derived visitor refuses a duplicate of any member it reads and skips the rest.
         let wire: Wire<'_> = serde_json::from_slice(bytes).map_err(|e| ClientDataError::Json {
             detail: e.to_string(),
@@ -279,7 +285,7 @@ mod tests {
     use super::*;
 
     fn parse(json: &str) -> Result<ClientData, ClientDataError> {
-        ClientData::parse(json.as_bytes())
+        ClientData::parse_strict(json.as_bytes())
     }
 
     fn allowed(list: &[&str]) -> Vec<String> {
@@ -338,6 +344,17 @@ mod tests {
         // Duplicate members we do not read are harmless and tolerated.
         assert!(parse(r#"{"type":"webauthn.get","challenge":"AQID","origin":"https://example.org","x":1,"x":2}"#).is_ok());
         assert!(parse(GOOD).is_ok());
+    }
+
+    #[test]
+    fn public_parse_wraps_the_error_as_an_assertion_error() {
+        let err = ClientData::parse(b"{").unwrap_err();
+        assert!(matches!(
+            err,
+            AssertionError::ClientData(ClientDataError::Json { .. })
+        ));
+        assert_eq!(err.reason_code(), ReasonCode::EvidenceMalformed);
+        assert!(ClientData::parse(GOOD.as_bytes()).is_ok());
     }
 
     #[test]

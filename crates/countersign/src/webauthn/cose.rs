@@ -165,7 +165,7 @@ impl CosePublicKey {
                 params.expect_kty(alg, kty, KTY_RSA)?;
                 rsa_key(params.bytes(LABEL_M1)?, params.bytes(LABEL_M2)?)?
             }
-            _ => return Err(CoseError::UnsupportedAlgorithm { alg }),
+            _ => return Err(CoseError::UnsupportedAlgorithm { alg, crv: None }),
         };
         Ok(Self { inner })
     }
@@ -220,7 +220,7 @@ fn rsa_key(n: &[u8], e: &[u8]) -> Result<KeyInner, CoseError> {
     let n = strip_leading_zeros(n);
     let e = strip_leading_zeros(e);
     let bits = match n.first() {
-        Some(&top) => n.len() * 8 - top.leading_zeros() as usize,
+        Some(&top) => n.len().saturating_mul(8) - top.leading_zeros() as usize,
         None => 0,
     };
     if bits < RSA_MIN_BITS {
@@ -319,7 +319,10 @@ impl<'a> Params<'a> {
     fn expect_crv(&self, alg: i64, expected: i64) -> Result<(), CoseError> {
         match self.get(LABEL_M1) {
             Some(Value::Int(crv)) if crv == expected => Ok(()),
-            Some(Value::Int(crv)) => Err(CoseError::UnsupportedCurve { alg, crv }),
+            Some(Value::Int(crv)) => Err(CoseError::UnsupportedAlgorithm {
+                alg,
+                crv: Some(crv),
+            }),
             Some(_) => Err(CoseError::WrongParameterType { label: LABEL_M1 }),
             None => Err(CoseError::MissingParameter { label: LABEL_M1 }),
         }
@@ -374,19 +377,14 @@ pub enum CoseError {
     /// Not the strict CBOR we accept, or not a single map.
     #[error("COSE_Key is not valid CBOR: {0}")]
     Cbor(#[from] CborError),
-    /// The algorithm is not one this verifier implements (ES512, PS256, Ed448, ...).
-    #[error("unsupported COSE algorithm {alg}")]
+    /// The algorithm is not one this verifier implements (ES512, PS256, Ed448, ...), or a
+    /// supported algorithm on a curve we do not pair it with (EdDSA on Ed448, ES256 on P-384).
+    #[error("unsupported COSE algorithm {alg} (curve {crv:?})")]
     UnsupportedAlgorithm {
         /// The COSE algorithm identifier.
         alg: i64,
-    },
-    /// A supported algorithm on a curve it does not use here (e.g. EdDSA on Ed448).
-    #[error("unsupported curve {crv} for COSE algorithm {alg}")]
-    UnsupportedCurve {
-        /// The COSE algorithm identifier.
-        alg: i64,
-        /// The COSE curve identifier.
-        crv: i64,
+        /// The COSE curve, when the algorithm is supported but its curve is not.
+        crv: Option<i64>,
     },
     /// The key type does not match the algorithm (e.g. an RSA key with alg ES256).
     #[error("key type {kty} does not match COSE algorithm {alg}")]
@@ -457,7 +455,6 @@ impl CoseError {
     pub fn reason_code(&self) -> ReasonCode {
         match self {
             Self::UnsupportedAlgorithm { .. }
-            | Self::UnsupportedCurve { .. }
             | Self::RsaModulusTooSmall { .. }
             | Self::RsaModulusTooLarge { .. } => ReasonCode::UnsupportedAlgorithm,
             _ => ReasonCode::EvidenceMalformed,

@@ -2,7 +2,9 @@
 //! does not matter, and the two JCS implementations agree.
 
 use super::{floats, strict, tool_call};
-use countersign::{CanonError, CanonLimits, Decision, admit_fields, admit_json, op_hash};
+use countersign::{
+    CanonError, CanonLimits, Decision, admit_fields, admit_json, canonical_bytes, op_hash,
+};
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 use unicode_normalization::UnicodeNormalization;
@@ -163,6 +165,24 @@ proptest! {
         let forward = h(fields(false));
         prop_assert!(forward.is_ok(), "{forward:?}");
         prop_assert_eq!(forward, h(fields(true)));
+    }
+
+    #[test]
+    fn the_jcs_writer_matches_both_reference_implementations(v in arb_value()) {
+        prop_assume!(!has_nfc_key_collision(&v));
+        let params = match v {
+            Value::Object(_) => v,
+            other => Value::Object(Map::from_iter([("v".to_owned(), other)])),
+        };
+        let raw = format!(r#"{{"agent_id":"a","tool_name":"t","params":{}}}"#, text(&params, false));
+        let p = tool_call();
+        let fields = admit_fields(&p, raw.as_bytes());
+        prop_assert!(fields.is_ok(), "{fields:?}");
+        let Ok(fields) = fields else { return Ok(()) };
+        let ours = canonical_bytes(&p, Decision::Denied, &fields);
+        let whole = serde_json::json!({"profile": p.id, "decision": "DENIED", "fields": fields.as_value()});
+        prop_assert_eq!(&ours, &serde_jcs::to_vec(&whole).unwrap_or_default());
+        prop_assert_eq!(&ours, &serde_json_canonicalizer::to_vec(&whole).unwrap_or_default());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 #[path = "../canon/mod.rs"]
 mod canon;
+mod props;
 mod verify;
 #[path = "../webauthn/mod.rs"]
 mod webauthn;

@@ -4,10 +4,10 @@
 
 use countersign::webauthn::all_backends;
 use countersign::{
-    Aaguid, Action, ApprovalResult, ApprovalStatus, AssuranceLevel, AssuranceSource, AttestationRecord,
-    CredentialRecord, CredentialRegistry, Decision, Effect, EvidenceEntry, EvidenceError, EvidenceSlot,
-    MemoryReplayState, Policy, ReasonCode, ReplayState, Verdict, VerifyError, replay::danger::OfflineAudit,
-    verify_evidence_with,
+    Aaguid, Action, ApprovalResult, ApprovalStatus, AssuranceLevel, AssuranceSource,
+    AttestationRecord, CredentialRecord, CredentialRegistry, Decision, Effect, EvidenceEntry,
+    EvidenceError, EvidenceSlot, MemoryReplayState, Policy, ReasonCode, ReplayState, Verdict,
+    VerifyError, replay::danger::OfflineAudit, verify_evidence_with,
 };
 use countersign_testkit::{self as kit, Flags, Part, Signing};
 use serde_json::json;
@@ -35,14 +35,45 @@ fn alice_registry() -> CredentialRegistry {
 }
 
 /// Verify on every backend with a fresh replay state each; the verdicts must agree.
-fn verify(policy: &Policy, action: &Action, result: &ApprovalResult, registry: &CredentialRegistry) -> Verdict {
+fn verify(
+    policy: &Policy,
+    action: &Action,
+    result: &ApprovalResult,
+    registry: &CredentialRegistry,
+) -> Verdict {
     let mut verdicts = all_backends().into_iter().map(|backend| {
         let mut replay = MemoryReplayState::new();
-        (backend.name(), verify_evidence_with(backend, policy, action, result, registry, &mut replay, now()))
+        (
+            backend.name(),
+            verify_evidence_with(
+                backend,
+                policy,
+                action,
+                result,
+                registry,
+                &mut replay,
+                now(),
+            ),
+        )
     });
     let (first_name, first) = verdicts.next().unwrap();
     for (name, other) in verdicts {
-        assert_eq!(first, other, "backends {first_name} and {name} disagree");
+        // Everything but the human-readable detail, which names the backend, must be identical.
+        let comparable = |v: &Verdict| {
+            (
+                v.effective,
+                v.decision,
+                v.reason_code,
+                v.identity_assurance.clone(),
+                v.approvers.clone(),
+                v.findings.clone(),
+            )
+        };
+        assert_eq!(
+            comparable(&first),
+            comparable(&other),
+            "backends {first_name} and {name} disagree"
+        );
     }
     first
 }
@@ -54,12 +85,20 @@ fn approve_a(signing: Signing) -> (Action, ApprovalResult) {
 }
 
 fn assert_deny(verdict: &Verdict, reason: ReasonCode) {
-    assert_eq!(verdict.effective, Effect::Deny, "expected DENY {reason}, got {verdict:?}");
+    assert_eq!(
+        verdict.effective,
+        Effect::Deny,
+        "expected DENY {reason}, got {verdict:?}"
+    );
     assert_eq!(verdict.reason_code, Some(reason), "{verdict:?}");
 }
 
 fn assert_allow(verdict: &Verdict) {
-    assert_eq!(verdict.effective, Effect::Allow, "expected ALLOW, got {verdict:?}");
+    assert_eq!(
+        verdict.effective,
+        Effect::Allow,
+        "expected ALLOW, got {verdict:?}"
+    );
     assert_eq!(verdict.reason_code, None);
 }
 
@@ -88,9 +127,17 @@ fn approval_of_40000_to_account_a_verifies() {
 #[test]
 fn the_same_evidence_for_account_b_fails_at_the_digest() {
     let (_, result) = approve_a(Signing::new(Decision::Approved, "worked-a"));
-    let verdict = verify(&policy(), &kit::payment_action("account-B"), &result, &alice_registry());
+    let verdict = verify(
+        &policy(),
+        &kit::payment_action("account-B"),
+        &result,
+        &alice_registry(),
+    );
     assert_deny(&verdict, ReasonCode::BindingMismatch);
-    assert!(matches!(evidence_error(&verdict), EvidenceError::ActionMismatch { .. }));
+    assert!(matches!(
+        evidence_error(&verdict),
+        EvidenceError::ActionMismatch { .. }
+    ));
     assert!(verdict.approvers.is_empty(), "nobody approved account B");
 }
 
@@ -106,7 +153,10 @@ fn the_decision_is_read_from_the_signature_not_the_field_beside_it() {
     assert_deny(&verdict, ReasonCode::BindingMismatch);
     assert_eq!(
         evidence_error(&verdict),
-        &EvidenceError::DecisionMismatch { claimed: "APPROVED", signed: "DENIED" }
+        &EvidenceError::DecisionMismatch {
+            claimed: "APPROVED",
+            signed: "DENIED"
+        }
     );
 }
 
@@ -128,17 +178,27 @@ fn a_signed_refusal_under_an_approved_status_is_still_a_refusal() {
     let action = kit::payment_action("account-A");
     let entry = kit::evidence(&alice(), &action, &Signing::new(Decision::Denied, "refuse"));
     let result = kit::result(ApprovalStatus::Approved, [entry]);
-    assert_deny(&verify(&policy(), &action, &result, &alice_registry()), ReasonCode::ApproverRefused);
+    assert_deny(
+        &verify(&policy(), &action, &result, &alice_registry()),
+        ReasonCode::ApproverRefused,
+    );
 }
 
 #[test]
 fn a_denied_status_over_a_signed_approval_is_a_contradiction() {
     let action = kit::payment_action("account-A");
-    let entry = kit::evidence(&alice(), &action, &Signing::new(Decision::Approved, "contra"));
+    let entry = kit::evidence(
+        &alice(),
+        &action,
+        &Signing::new(Decision::Approved, "contra"),
+    );
     let result = kit::result(ApprovalStatus::Denied, [entry]);
     let verdict = verify(&policy(), &action, &result, &alice_registry());
     assert_deny(&verdict, ReasonCode::BindingMismatch);
-    assert!(matches!(verdict.error, Some(VerifyError::StatusContradictsEvidence { .. })));
+    assert!(matches!(
+        verdict.error,
+        Some(VerifyError::StatusContradictsEvidence { .. })
+    ));
 }
 
 // ---- results without evidence -------------------------------------------------------------------
@@ -147,21 +207,37 @@ fn a_denied_status_over_a_signed_approval_is_a_contradiction() {
 fn approved_without_evidence_is_denied_when_evidence_is_required_and_allowed_otherwise() {
     let action = kit::payment_action("account-A");
     let bare = ApprovalResult::from_json(br#""APPROVED""#).unwrap();
-    assert_deny(&verify(&policy(), &action, &bare, &alice_registry()), ReasonCode::EvidenceMissing);
+    assert_deny(
+        &verify(&policy(), &action, &bare, &alice_registry()),
+        ReasonCode::EvidenceMissing,
+    );
 
-    let lax = Policy { require_evidence: false, ..policy() };
-    let declared = ApprovalResult { identity_assurance: Some(json!("AAL3")), ..bare };
+    let lax = Policy {
+        require_evidence: false,
+        ..policy()
+    };
+    let declared = ApprovalResult {
+        identity_assurance: Some(json!("AAL3")),
+        ..bare
+    };
     let verdict = verify(&lax, &action, &declared, &alice_registry());
     assert_allow(&verdict);
     assert_eq!(verdict.identity_assurance.level, AssuranceLevel::Declared);
-    assert_eq!(verdict.identity_assurance.declared_value, Some(json!("AAL3")));
+    assert_eq!(
+        verdict.identity_assurance.declared_value,
+        Some(json!("AAL3"))
+    );
 }
 
 #[test]
 fn pending_is_never_permission() {
     let action = kit::payment_action("account-A");
-    let result = ApprovalResult::from_json(br#"{"status":"PENDING","approval_id":"apr_1"}"#).unwrap();
-    let lax = Policy { require_evidence: false, ..policy() };
+    let result =
+        ApprovalResult::from_json(br#"{"status":"PENDING","approval_id":"apr_1"}"#).unwrap();
+    let lax = Policy {
+        require_evidence: false,
+        ..policy()
+    };
     let verdict = verify(&lax, &action, &result, &alice_registry());
     assert_deny(&verdict, ReasonCode::Pending);
     assert_eq!(verdict.decision, ApprovalStatus::Pending);
@@ -178,8 +254,13 @@ fn denied_without_evidence_keeps_known_transport_reasons_only() {
         ("signature_invalid", ReasonCode::ApproverRefused),
         ("made_up", ReasonCode::ApproverRefused),
     ] {
-        let result = ApprovalResult::from_value(&json!({"status": "DENIED", "reason_code": reason})).unwrap();
-        assert_deny(&verify(&policy(), &action, &result, &alice_registry()), expected);
+        let result =
+            ApprovalResult::from_value(&json!({"status": "DENIED", "reason_code": reason}))
+                .unwrap();
+        assert_deny(
+            &verify(&policy(), &action, &result, &alice_registry()),
+            expected,
+        );
     }
 }
 
@@ -188,45 +269,79 @@ fn denied_without_evidence_keeps_known_transport_reasons_only() {
 #[test]
 fn a_transport_asserted_assurance_is_ignored_when_evidence_verifies() {
     let signing = Signing {
-        request: countersign_softkey::AssertionRequest { flags: Flags { up: true, ..Flags::NONE }, ..Signing::new(Decision::Approved, "x").request },
+        request: countersign_softkey::AssertionRequest {
+            flags: Flags {
+                up: true,
+                ..Flags::NONE
+            },
+            ..Signing::new(Decision::Approved, "x").request
+        },
         ..Signing::new(Decision::Approved, "ignored-claim")
     };
     let (action, mut result) = approve_a(signing);
     result.identity_assurance = Some(json!({"level": "AAL3"}));
-    let no_uv = Policy { require_user_verification: false, ..policy() };
+    let no_uv = Policy {
+        require_user_verification: false,
+        ..policy()
+    };
     let verdict = verify(&no_uv, &action, &result, &alice_registry());
     assert_allow(&verdict);
-    assert_eq!(verdict.identity_assurance.level, AssuranceLevel::Aal1, "UP only is AAL1 whatever the transport says");
+    assert_eq!(
+        verdict.identity_assurance.level,
+        AssuranceLevel::Aal1,
+        "UP only is AAL1 whatever the transport says"
+    );
     assert_eq!(verdict.identity_assurance.declared_value, None);
     let text = serde_json::to_string(&verdict).unwrap();
-    assert!(!text.contains("AAL3"), "the transport claim must not be echoed: {text}");
+    assert!(
+        !text.contains("AAL3"),
+        "the transport claim must not be echoed: {text}"
+    );
 }
 
 fn attested(mut record: CredentialRecord) -> CredentialRecord {
     record.aaguid = Aaguid::parse("adce0002-35bc-c60a-648b-0b25f1f05503");
     record.backup_eligible = Some(false);
-    record.attestation =
-        Some(AttestationRecord { format: "packed".into(), chain_verified: true, root: Some("fixture root".into()) });
+    record.attestation = Some(AttestationRecord {
+        format: "packed".into(),
+        chain_verified: true,
+        root: Some("fixture root".into()),
+    });
     record
 }
 
 fn with_flags(flags: Flags, label: &str) -> Signing {
     let base = Signing::new(Decision::Approved, label);
-    Signing { request: countersign_softkey::AssertionRequest { flags, ..base.request.clone() }, ..base }
+    Signing {
+        request: countersign_softkey::AssertionRequest {
+            flags,
+            ..base.request.clone()
+        },
+        ..base
+    }
 }
 
 #[test]
 fn aal3_needs_uv_device_binding_verified_attestation_and_an_allowed_aaguid() {
     let registry = registry_of(vec![attested(kit::enroll(&alice(), "alice@example.com"))]);
-    let strict = Policy { min_assurance: Some(AssuranceLevel::Aal3), ..policy() };
+    let strict = Policy {
+        min_assurance: Some(AssuranceLevel::Aal3),
+        ..policy()
+    };
     let (action, result) = approve_a(with_flags(Flags::UP_UV, "aal3"));
     let verdict = verify(&strict, &action, &result, &registry);
     assert_allow(&verdict);
     assert_eq!(verdict.identity_assurance.level, AssuranceLevel::Aal3);
 
     // The AAGUID allowlist excludes this model: AAL2 only.
-    let other_model = Policy { aal3_aaguids: Aaguid::parse("00000000-0000-0000-0000-000000000001").map(|a| vec![a]), ..strict.clone() };
-    assert_deny(&verify(&other_model, &action, &result, &registry), ReasonCode::InsufficientAssurance);
+    let other_model = Policy {
+        aal3_aaguids: Aaguid::parse("00000000-0000-0000-0000-000000000001").map(|a| vec![a]),
+        ..strict.clone()
+    };
+    assert_deny(
+        &verify(&other_model, &action, &result, &registry),
+        ReasonCode::InsufficientAssurance,
+    );
 
     // Without verified attestation the same assertion is AAL2.
     let verdict = verify(&strict, &action, &result, &alice_registry());
@@ -239,32 +354,70 @@ fn backup_flags_decide_between_aal2_and_aal3_and_bs_without_be_is_malformed() {
     let mut record = attested(kit::enroll(&alice(), "alice@example.com"));
     record.backup_eligible = Some(true);
     let registry = registry_of(vec![record]);
-    let be = Flags { be: true, ..Flags::UP_UV };
-    let bs = Flags { be: true, bs: true, ..Flags::UP_UV };
+    let be = Flags {
+        be: true,
+        ..Flags::UP_UV
+    };
+    let bs = Flags {
+        be: true,
+        bs: true,
+        ..Flags::UP_UV
+    };
     for flags in [be, bs] {
         let (action, result) = approve_a(with_flags(flags, "synced"));
         let verdict = verify(&policy(), &action, &result, &registry);
         assert_allow(&verdict);
-        assert_eq!(verdict.identity_assurance.level, AssuranceLevel::Aal2, "a synced passkey is at most AAL2");
+        assert_eq!(
+            verdict.identity_assurance.level,
+            AssuranceLevel::Aal2,
+            "a synced passkey is at most AAL2"
+        );
     }
-    let (action, result) = approve_a(with_flags(Flags { bs: true, ..Flags::UP_UV }, "bs-only"));
-    assert_deny(&verify(&policy(), &action, &result, &registry), ReasonCode::EvidenceMalformed);
+    let (action, result) = approve_a(with_flags(
+        Flags {
+            bs: true,
+            ..Flags::UP_UV
+        },
+        "bs-only",
+    ));
+    assert_deny(
+        &verify(&policy(), &action, &result, &registry),
+        ReasonCode::EvidenceMalformed,
+    );
 }
 
 #[test]
 fn backup_eligibility_must_match_enrollment() {
     let registry = registry_of(vec![attested(kit::enroll(&alice(), "alice@example.com"))]);
-    let (action, result) = approve_a(with_flags(Flags { be: true, ..Flags::UP_UV }, "be-mismatch"));
-    assert_deny(&verify(&policy(), &action, &result, &registry), ReasonCode::BackupEligibilityMismatch);
+    let (action, result) = approve_a(with_flags(
+        Flags {
+            be: true,
+            ..Flags::UP_UV
+        },
+        "be-mismatch",
+    ));
+    assert_deny(
+        &verify(&policy(), &action, &result, &registry),
+        ReasonCode::BackupEligibilityMismatch,
+    );
 }
 
 // ---- per-entry checks -----------------------------------------------------------------------------
 
 fn mutate_entry(f: impl FnOnce(&mut EvidenceEntry)) -> Verdict {
     let action = kit::payment_action("account-A");
-    let mut entry = kit::evidence(&alice(), &action, &Signing::new(Decision::Approved, "mutate"));
+    let mut entry = kit::evidence(
+        &alice(),
+        &action,
+        &Signing::new(Decision::Approved, "mutate"),
+    );
     f(&mut entry);
-    verify(&policy(), &action, &kit::result(ApprovalStatus::Approved, [entry]), &alice_registry())
+    verify(
+        &policy(),
+        &action,
+        &kit::result(ApprovalStatus::Approved, [entry]),
+        &alice_registry(),
+    )
 }
 
 #[test]
@@ -275,31 +428,61 @@ fn an_undecodable_entry_is_evidence_malformed() {
         "approver_evidence": [{"format": "webauthn.assertion/1", "signature": "not base64url!"}],
     }))
     .unwrap();
-    assert!(matches!(result.approver_evidence[0], EvidenceSlot::Malformed { .. }));
-    assert_deny(&verify(&policy(), &action, &result, &alice_registry()), ReasonCode::EvidenceMalformed);
-    assert_deny(&mutate_entry(|e| e.nonce.truncate(31)), ReasonCode::EvidenceMalformed);
-    assert_deny(&mutate_entry(|e| e.assertion_at = "yesterday".into()), ReasonCode::EvidenceMalformed);
+    assert!(matches!(
+        result.approver_evidence[0],
+        EvidenceSlot::Malformed { .. }
+    ));
+    assert_deny(
+        &verify(&policy(), &action, &result, &alice_registry()),
+        ReasonCode::EvidenceMalformed,
+    );
+    assert_deny(
+        &mutate_entry(|e| e.nonce.truncate(31)),
+        ReasonCode::EvidenceMalformed,
+    );
+    assert_deny(
+        &mutate_entry(|e| e.assertion_at = "yesterday".into()),
+        ReasonCode::EvidenceMalformed,
+    );
 }
 
 #[test]
 fn format_and_profile_are_checked_before_anything_else() {
-    assert_deny(&mutate_entry(|e| e.format = "webauthn.assertion/2".into()), ReasonCode::UnsupportedFormat);
-    assert_deny(&mutate_entry(|e| e.canonicalization_profile = "acme.payment/9".into()), ReasonCode::ProfileUnknown);
+    assert_deny(
+        &mutate_entry(|e| e.format = "webauthn.assertion/2".into()),
+        ReasonCode::UnsupportedFormat,
+    );
+    assert_deny(
+        &mutate_entry(|e| e.canonicalization_profile = "acme.payment/9".into()),
+        ReasonCode::ProfileUnknown,
+    );
     let verdict = mutate_entry(|e| e.canonicalization_profile = "countersign.tool-call/1".into());
     assert_deny(&verdict, ReasonCode::BindingMismatch);
-    assert!(matches!(evidence_error(&verdict), EvidenceError::ProfileMismatch { .. }));
+    assert!(matches!(
+        evidence_error(&verdict),
+        EvidenceError::ProfileMismatch { .. }
+    ));
 }
 
 #[test]
 fn an_action_under_an_unknown_profile_or_inadmissible_fields_is_denied() {
     let (_, result) = approve_a(Signing::new(Decision::Approved, "p"));
-    let unknown = Action::new("acme.payment/9", kit::payment_fields("account-A").to_string());
-    assert_deny(&verify(&policy(), &unknown, &result, &alice_registry()), ReasonCode::ProfileUnknown);
+    let unknown = Action::new(
+        "acme.payment/9",
+        kit::payment_fields("account-A").to_string(),
+    );
+    assert_deny(
+        &verify(&policy(), &unknown, &result, &alice_registry()),
+        ReasonCode::ProfileUnknown,
+    );
     let duplicate = Action::new(
         "countersign.payment/1",
         r#"{"amount":"40000.00","amount":"1.00","currency":"EUR","source_account":"ops-main","destination_account":"account-A","reference":"INV-2291"}"#,
     );
-    assert_deny(&verify(&policy(), &duplicate, &result, &alice_registry()), ReasonCode::ActionInadmissible);
+    assert_deny(
+        &verify(&policy(), &duplicate, &result, &alice_registry()),
+        ReasonCode::ActionInadmissible,
+    );
 }
 
 #[test]
@@ -309,12 +492,18 @@ fn keys_come_from_the_registry_only() {
     // Bob signs, but only Alice is enrolled.
     let entry = kit::evidence(&bob, &action, &Signing::new(Decision::Approved, "bob"));
     let result = kit::result(ApprovalStatus::Approved, [entry.clone()]);
-    assert_deny(&verify(&policy(), &action, &result, &alice_registry()), ReasonCode::CredentialUnknown);
+    assert_deny(
+        &verify(&policy(), &action, &result, &alice_registry()),
+        ReasonCode::CredentialUnknown,
+    );
     // Bob's signature presented under Alice's credential id does not verify under Alice's key.
     let mut stolen_name = entry;
     stolen_name.credential_id = alice().credential_id().to_vec();
     let result = kit::result(ApprovalStatus::Approved, [stolen_name]);
-    assert_deny(&verify(&policy(), &action, &result, &alice_registry()), ReasonCode::SignatureInvalid);
+    assert_deny(
+        &verify(&policy(), &action, &result, &alice_registry()),
+        ReasonCode::SignatureInvalid,
+    );
 }
 
 #[test]
@@ -322,7 +511,10 @@ fn a_revoked_credential_is_refused() {
     let mut record = kit::enroll(&alice(), "alice@example.com");
     record.revoked = true;
     let (action, result) = approve_a(Signing::new(Decision::Approved, "revoked"));
-    assert_deny(&verify(&policy(), &action, &result, &registry_of(vec![record])), ReasonCode::CredentialRevoked);
+    assert_deny(
+        &verify(&policy(), &action, &result, &registry_of(vec![record])),
+        ReasonCode::CredentialRevoked,
+    );
 }
 
 #[test]
@@ -331,7 +523,10 @@ fn nonce_and_op_hash_beside_the_signature_must_match_the_signed_challenge() {
     assert_deny(&verdict, ReasonCode::BindingMismatch);
     assert_eq!(evidence_error(&verdict), &EvidenceError::NonceMismatch);
     let verdict = mutate_entry(|e| e.op_hash[31] ^= 1);
-    assert_eq!(evidence_error(&verdict), &EvidenceError::OpHashFieldMismatch);
+    assert_eq!(
+        evidence_error(&verdict),
+        &EvidenceError::OpHashFieldMismatch
+    );
 }
 
 #[test]
@@ -341,32 +536,73 @@ fn a_challenge_of_the_wrong_shape_is_a_binding_mismatch() {
     signing.keep_challenge = true;
     signing.request.challenge = kit::nonce("short").to_vec();
     let entry = kit::evidence(&alice(), &action, &signing);
-    let verdict = verify(&policy(), &action, &kit::result(ApprovalStatus::Approved, [entry]), &alice_registry());
-    assert_eq!(evidence_error(&verdict), &EvidenceError::ChallengeLength { got: 32 });
+    let verdict = verify(
+        &policy(),
+        &action,
+        &kit::result(ApprovalStatus::Approved, [entry]),
+        &alice_registry(),
+    );
+    assert_eq!(
+        evidence_error(&verdict),
+        &EvidenceError::ChallengeLength { got: 32 }
+    );
 }
 
 #[test]
 fn origin_rp_presence_and_verification_are_enforced() {
     let other_origin = Signing {
-        request: countersign_softkey::AssertionRequest { origin: "https://pay.example.com.evil.test".into(), ..Signing::new(Decision::Approved, "o").request },
+        request: countersign_softkey::AssertionRequest {
+            origin: "https://pay.example.com.evil.test".into(),
+            ..Signing::new(Decision::Approved, "o").request
+        },
         ..Signing::new(Decision::Approved, "origin")
     };
     let (action, result) = approve_a(other_origin);
-    assert_deny(&verify(&policy(), &action, &result, &alice_registry()), ReasonCode::OriginMismatch);
+    assert_deny(
+        &verify(&policy(), &action, &result, &alice_registry()),
+        ReasonCode::OriginMismatch,
+    );
 
     let other_rp = Signing {
-        request: countersign_softkey::AssertionRequest { rp_id: "example.com".into(), ..Signing::new(Decision::Approved, "r").request },
+        request: countersign_softkey::AssertionRequest {
+            rp_id: "example.com".into(),
+            ..Signing::new(Decision::Approved, "r").request
+        },
         ..Signing::new(Decision::Approved, "rp")
     };
     let (action, result) = approve_a(other_rp);
-    assert_deny(&verify(&policy(), &action, &result, &alice_registry()), ReasonCode::RpMismatch);
+    assert_deny(
+        &verify(&policy(), &action, &result, &alice_registry()),
+        ReasonCode::RpMismatch,
+    );
 
-    let (action, result) = approve_a(with_flags(Flags { up: false, ..Flags::UP_UV }, "no-up"));
-    assert_deny(&verify(&policy(), &action, &result, &alice_registry()), ReasonCode::UserNotPresent);
+    let (action, result) = approve_a(with_flags(
+        Flags {
+            up: false,
+            ..Flags::UP_UV
+        },
+        "no-up",
+    ));
+    assert_deny(
+        &verify(&policy(), &action, &result, &alice_registry()),
+        ReasonCode::UserNotPresent,
+    );
 
-    let (action, result) = approve_a(with_flags(Flags { up: true, ..Flags::NONE }, "no-uv"));
-    assert_deny(&verify(&policy(), &action, &result, &alice_registry()), ReasonCode::UserNotVerified);
-    let no_uv = Policy { require_user_verification: false, ..policy() };
+    let (action, result) = approve_a(with_flags(
+        Flags {
+            up: true,
+            ..Flags::NONE
+        },
+        "no-uv",
+    ));
+    assert_deny(
+        &verify(&policy(), &action, &result, &alice_registry()),
+        ReasonCode::UserNotVerified,
+    );
+    let no_uv = Policy {
+        require_user_verification: false,
+        ..policy()
+    };
     assert_allow(&verify(&no_uv, &action, &result, &alice_registry()));
 }
 
@@ -375,8 +611,14 @@ fn cross_origin_assertions_need_policy_consent() {
     let mut signing = Signing::new(Decision::Approved, "xo");
     signing.request.cross_origin = Some(true);
     let (action, result) = approve_a(signing);
-    assert_deny(&verify(&policy(), &action, &result, &alice_registry()), ReasonCode::OriginMismatch);
-    let allow = Policy { allow_cross_origin: true, ..policy() };
+    assert_deny(
+        &verify(&policy(), &action, &result, &alice_registry()),
+        ReasonCode::OriginMismatch,
+    );
+    let allow = Policy {
+        allow_cross_origin: true,
+        ..policy()
+    };
     assert_allow(&verify(&allow, &action, &result, &alice_registry()));
 }
 
@@ -384,12 +626,23 @@ fn cross_origin_assertions_need_policy_consent() {
 fn any_one_bit_change_of_signed_bytes_is_refused() {
     let action = kit::payment_action("account-A");
     let signing = Signing::new(Decision::Approved, "bits");
-    for (part, bit) in [(Part::Signature, 77), (Part::AuthenticatorData, 300), (Part::ClientDataJson, 20)] {
+    for (part, bit) in [
+        (Part::Signature, 77),
+        (Part::AuthenticatorData, 200),
+        (Part::ClientDataJson, 20),
+    ] {
         let mut response = kit::assert(&alice(), &action, &signing);
         response.flip_bit(part, bit).unwrap();
-        let result = kit::result(ApprovalStatus::Approved, [kit::entry(&response, &action, &signing)]);
+        let result = kit::result(
+            ApprovalStatus::Approved,
+            [kit::entry(&response, &action, &signing)],
+        );
         let verdict = verify(&policy(), &action, &result, &alice_registry());
-        assert_eq!(verdict.effective, Effect::Deny, "{part:?} bit {bit}: {verdict:?}");
+        assert_eq!(
+            verdict.effective,
+            Effect::Deny,
+            "{part:?} bit {bit}: {verdict:?}"
+        );
     }
 }
 
@@ -401,7 +654,10 @@ fn the_signature_counter_may_not_go_backwards_but_zero_is_legal() {
     let mut signing = Signing::new(Decision::Approved, "counter");
     signing.request.sign_count = 5;
     let (action, result) = approve_a(signing.clone());
-    assert_deny(&verify(&policy(), &action, &result, &registry), ReasonCode::CounterRegression);
+    assert_deny(
+        &verify(&policy(), &action, &result, &registry),
+        ReasonCode::CounterRegression,
+    );
     signing.request.sign_count = 6;
     let (action, result) = approve_a(signing.clone());
     assert_allow(&verify(&policy(), &action, &result, &registry));
@@ -419,14 +675,37 @@ fn a_nonce_is_spent_once_across_verifications_and_within_one_result() {
     let registry = alice_registry();
     let mut replay = MemoryReplayState::new();
     let backend = countersign::webauthn::default_backend();
-    let first = verify_evidence_with(backend, &policy(), &action, &result, &registry, &mut replay, now());
+    let first = verify_evidence_with(
+        backend,
+        &policy(),
+        &action,
+        &result,
+        &registry,
+        &mut replay,
+        now(),
+    );
     assert_allow(&first);
-    let again = verify_evidence_with(backend, &policy(), &action, &result, &registry, &mut replay, now());
+    let again = verify_evidence_with(
+        backend,
+        &policy(),
+        &action,
+        &result,
+        &registry,
+        &mut replay,
+        now(),
+    );
     assert_deny(&again, ReasonCode::Replayed);
 
-    let entry = kit::evidence(&alice(), &action, &Signing::new(Decision::Approved, "twice"));
+    let entry = kit::evidence(
+        &alice(),
+        &action,
+        &Signing::new(Decision::Approved, "twice"),
+    );
     let doubled = kit::result(ApprovalStatus::Approved, [entry.clone(), entry]);
-    assert_deny(&verify(&policy(), &action, &doubled, &registry), ReasonCode::Replayed);
+    assert_deny(
+        &verify(&policy(), &action, &doubled, &registry),
+        ReasonCode::Replayed,
+    );
 }
 
 #[test]
@@ -435,7 +714,15 @@ fn a_rejected_record_burns_no_nonce() {
     let mut replay = MemoryReplayState::new();
     let backend = countersign::webauthn::default_backend();
     let wrong = kit::payment_action("account-B");
-    let denied = verify_evidence_with(backend, &policy(), &wrong, &result, &alice_registry(), &mut replay, now());
+    let denied = verify_evidence_with(
+        backend,
+        &policy(),
+        &wrong,
+        &result,
+        &alice_registry(),
+        &mut replay,
+        now(),
+    );
     assert_deny(&denied, ReasonCode::BindingMismatch);
     assert_eq!(replay.spent_count(), 0);
     assert!(!replay.is_spent(&kit::nonce("burn")));
@@ -446,13 +733,19 @@ fn stale_and_future_dated_assertions_are_refused() {
     let mut signing = Signing::new(Decision::Approved, "old");
     signing.assertion_at = "2026-11-20T09:54:59Z".into(); // 301 s before NOW
     let (action, result) = approve_a(signing.clone());
-    assert_deny(&verify(&policy(), &action, &result, &alice_registry()), ReasonCode::Stale);
+    assert_deny(
+        &verify(&policy(), &action, &result, &alice_registry()),
+        ReasonCode::Stale,
+    );
     signing.assertion_at = "2026-11-20T09:55:00Z".into(); // exactly 300 s: still fresh
     let (action, result) = approve_a(signing.clone());
     assert_allow(&verify(&policy(), &action, &result, &alice_registry()));
     signing.assertion_at = "2026-11-20T10:01:01Z".into(); // 61 s in the future
     let (action, result) = approve_a(signing);
-    assert_deny(&verify(&policy(), &action, &result, &alice_registry()), ReasonCode::Stale);
+    assert_deny(
+        &verify(&policy(), &action, &result, &alice_registry()),
+        ReasonCode::Stale,
+    );
 }
 
 #[test]
@@ -462,17 +755,46 @@ fn offline_audit_reports_replay_and_staleness_instead_of_enforcing() {
     let (action, result) = approve_a(signing);
     let mut audit = OfflineAudit::new();
     let backend = countersign::webauthn::default_backend();
-    let verdict = verify_evidence_with(backend, &policy(), &action, &result, &alice_registry(), &mut audit, now());
+    let verdict = verify_evidence_with(
+        backend,
+        &policy(),
+        &action,
+        &result,
+        &alice_registry(),
+        &mut audit,
+        now(),
+    );
     assert_allow(&verdict);
     assert_eq!(verdict.replay, "report_only");
     assert_eq!(verdict.findings.len(), 1);
     assert_eq!(verdict.findings[0].reason_code, ReasonCode::Stale);
-    let again = verify_evidence_with(backend, &policy(), &action, &result, &alice_registry(), &mut audit, now());
+    let again = verify_evidence_with(
+        backend,
+        &policy(),
+        &action,
+        &result,
+        &alice_registry(),
+        &mut audit,
+        now(),
+    );
     assert_allow(&again);
-    assert!(again.findings.iter().any(|f| f.reason_code == ReasonCode::Replayed));
+    assert!(
+        again
+            .findings
+            .iter()
+            .any(|f| f.reason_code == ReasonCode::Replayed)
+    );
     // A signature problem is never merely reported.
     let wrong = kit::payment_action("account-B");
-    let denied = verify_evidence_with(backend, &policy(), &wrong, &result, &alice_registry(), &mut audit, now());
+    let denied = verify_evidence_with(
+        backend,
+        &policy(),
+        &wrong,
+        &result,
+        &alice_registry(),
+        &mut audit,
+        now(),
+    );
     assert_deny(&denied, ReasonCode::BindingMismatch);
 }
 
@@ -481,29 +803,60 @@ fn offline_audit_reports_replay_and_staleness_instead_of_enforcing() {
 #[test]
 fn quorum_counts_distinct_principals() {
     let bob = kit::key("bob-eddsa");
-    let registry = registry_of(vec![kit::enroll(&alice(), "alice@example.com"), kit::enroll(&bob, "bob@example.com")]);
+    let registry = registry_of(vec![
+        kit::enroll(&alice(), "alice@example.com"),
+        kit::enroll(&bob, "bob@example.com"),
+    ]);
     let action = kit::payment_action("account-A");
-    let two = Policy { quorum: 2, ..policy() };
+    let two = Policy {
+        quorum: 2,
+        ..policy()
+    };
     let a = kit::evidence(&alice(), &action, &Signing::new(Decision::Approved, "q-a"));
     let b = kit::evidence(&bob, &action, &Signing::new(Decision::Approved, "q-b"));
-    let verdict = verify(&two, &action, &kit::result(ApprovalStatus::Approved, [a.clone(), b]), &registry);
+    let verdict = verify(
+        &two,
+        &action,
+        &kit::result(ApprovalStatus::Approved, [a.clone(), b]),
+        &registry,
+    );
     assert_allow(&verdict);
     assert_eq!(verdict.approvers.len(), 2);
 
     let a2 = kit::evidence(&alice(), &action, &Signing::new(Decision::Approved, "q-a2"));
-    let verdict = verify(&two, &action, &kit::result(ApprovalStatus::Approved, [a.clone(), a2]), &registry);
+    let verdict = verify(
+        &two,
+        &action,
+        &kit::result(ApprovalStatus::Approved, [a.clone(), a2]),
+        &registry,
+    );
     assert_deny(&verdict, ReasonCode::QuorumNotMet);
-    assert_eq!(verdict.error, Some(VerifyError::QuorumNotMet { required: 2, got: 1 }));
+    assert_eq!(
+        verdict.error,
+        Some(VerifyError::QuorumNotMet {
+            required: 2,
+            got: 1
+        })
+    );
 
     // A refusal by either approver vetoes.
     let b_refuses = kit::evidence(&bob, &action, &Signing::new(Decision::Denied, "q-b-no"));
-    let verdict = verify(&two, &action, &kit::result(ApprovalStatus::Approved, [a, b_refuses]), &registry);
+    let verdict = verify(
+        &two,
+        &action,
+        &kit::result(ApprovalStatus::Approved, [a, b_refuses]),
+        &registry,
+    );
     assert_deny(&verdict, ReasonCode::ApproverRefused);
 }
 
 #[test]
 fn a_quorum_of_zero_still_needs_one_approver() {
-    let zero = Policy { quorum: 0, require_evidence: false, ..policy() };
+    let zero = Policy {
+        quorum: 0,
+        require_evidence: false,
+        ..policy()
+    };
     let (action, result) = approve_a(Signing::new(Decision::Approved, "zero"));
     assert_allow(&verify(&zero, &action, &result, &alice_registry()));
 }
@@ -517,7 +870,12 @@ fn every_supported_algorithm_verifies_on_every_backend() {
         let action = kit::payment_action("account-A");
         let entry = kit::evidence(&key, &action, &Signing::new(Decision::Approved, name));
         let registry = registry_of(vec![kit::enroll(&key, "alice@example.com")]);
-        let verdict = verify(&policy(), &action, &kit::result(ApprovalStatus::Approved, [entry]), &registry);
+        let verdict = verify(
+            &policy(),
+            &action,
+            &kit::result(ApprovalStatus::Approved, [entry]),
+            &registry,
+        );
         assert_allow(&verdict);
     }
 }

@@ -69,13 +69,19 @@ fn unsupported_algorithms_are_typed() {
     for alg in [-36, -37, -38, -39, -47, -53, -65535, 1, 0] {
         let params = set(TestKey::p256(1).cose_params(), 3, Cbor::Int(alg));
         let err = parse(params).unwrap_err();
-        assert_eq!(err, CoseError::UnsupportedAlgorithm { alg });
+        assert_eq!(err, CoseError::UnsupportedAlgorithm { alg, crv: None });
         assert_eq!(err.reason_code(), ReasonCode::UnsupportedAlgorithm);
     }
     // EdDSA on Ed448 is a supported algorithm on an unsupported curve.
     let ed448 = okp_params(-8, 7, &[0x11; 57]);
     let err = parse(ed448).unwrap_err();
-    assert_eq!(err, CoseError::UnsupportedCurve { alg: -8, crv: 7 });
+    assert_eq!(
+        err,
+        CoseError::UnsupportedAlgorithm {
+            alg: -8,
+            crv: Some(7)
+        }
+    );
     assert_eq!(err.reason_code(), ReasonCode::UnsupportedAlgorithm);
 }
 
@@ -126,7 +132,10 @@ fn key_type_and_curve_must_match_the_algorithm() {
     );
     assert_eq!(
         parse(set(base.clone(), -1, Cbor::Int(2))),
-        Err(CoseError::UnsupportedCurve { alg: -7, crv: 2 })
+        Err(CoseError::UnsupportedAlgorithm {
+            alg: -7,
+            crv: Some(2)
+        })
     );
     let ed = TestKey::ed25519(3).cose_params();
     assert_eq!(

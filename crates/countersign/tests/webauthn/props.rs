@@ -9,12 +9,23 @@ use countersign::webauthn::{
 use proptest::prelude::*;
 use std::sync::OnceLock;
 
-fn keys() -> &'static [(CosePublicKey, Signed)] {
-    static KEYS: OnceLock<Vec<(CosePublicKey, Signed)>> = OnceLock::new();
-    KEYS.get_or_init(|| {
+struct Fixture {
+    cose: Vec<u8>,
+    key: CosePublicKey,
+    signed: Signed,
+}
+
+/// One key, its COSE encoding and a good assertion per algorithm, made once.
+fn fixtures() -> &'static [Fixture] {
+    static FIXTURES: OnceLock<Vec<Fixture>> = OnceLock::new();
+    FIXTURES.get_or_init(|| {
         TestKey::all()
             .into_iter()
-            .map(|(_, k)| (k.public(), good(&k)))
+            .map(|(_, k)| Fixture {
+                cose: k.cose(),
+                key: k.public(),
+                signed: good(&k),
+            })
             .collect()
     })
 }
@@ -84,10 +95,8 @@ proptest! {
         edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4),
         truncate in proptest::option::of(any::<usize>()),
     ) {
-        let (key, _) = &keys()[which];
-        let _ = key;
-        let cose = TestKey::all().swap_remove(which).1.cose();
-        let _ = CosePublicKey::from_cose(&mutate(&cose, &edits, truncate));
+        let cose = &fixtures()[which].cose;
+        let _ = CosePublicKey::from_cose(&mutate(cose, &edits, truncate));
     }
 
     #[test]
@@ -95,7 +104,7 @@ proptest! {
         which in 0usize..4,
         bytes in proptest::collection::vec(any::<u8>(), 0..300),
     ) {
-        let (key, _) = &keys()[which];
+        let key = &fixtures()[which].key;
         for policy in [DerPolicy::Strict, DerPolicy::DangerLenient] {
             let _ = PreparedSignature::new(key, &bytes, policy);
         }
@@ -109,7 +118,7 @@ proptest! {
         sig_edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..3),
         truncate in proptest::option::of(any::<usize>()),
     ) {
-        let (key, signed) = &keys()[which];
+        let Fixture { key, signed, .. } = &fixtures()[which];
         let bad = Signed {
             cdj: mutate(&signed.cdj, &cdj_edits, None),
             auth_data: mutate(&signed.auth_data, &ad_edits, None),
@@ -133,16 +142,17 @@ proptest! {
     ) {
         let origins = origins();
         let assertion = Assertion { client_data_json: &cdj, authenticator_data: &ad, signature: &sig };
-        for (key, _) in keys() {
+        for fixture in fixtures() {
             for backend in all_backends() {
-                prop_assert!(verify_assertion(key, &assertion, &expect(&origins), backend).is_err());
+                let result = verify_assertion(&fixture.key, &assertion, &expect(&origins), backend);
+                prop_assert!(result.is_err());
             }
         }
     }
 
     #[test]
     fn der_round_trips(r in proptest::array::uniform32(any::<u8>()), s in proptest::array::uniform32(any::<u8>())) {
-        let (key, _) = &keys()[0];
+        let key = &fixtures()[0].key;
         let der = der_sig(&r, &s);
         match PreparedSignature::new(key, &der, DerPolicy::Strict) {
             Ok(PreparedSignature::EcdsaP256(fixed)) => {
