@@ -6,7 +6,9 @@ use crate::audit::events::RequestFacts;
 use crate::clock::{from_ms, rfc3339};
 use crate::config::ApprovalRule;
 use crate::error::ApiError;
-use crate::store::{GrantOutcome, NewApproval, SettleKind, SettleOutcome, Settlement};
+use crate::store::{
+    ApprovalRecord, GrantOutcome, NewApproval, SettleKind, SettleOutcome, Settlement,
+};
 use countersign::{ApprovalResult, ApprovalStatus, Decision, ReasonCode, b64};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -156,8 +158,25 @@ impl AppState {
         {
             notifier.send(notifier.notification(&approval.id, &severity, &expires_at));
         }
-        let record = self.load(&approval.id).await?;
-        Ok(self.result_of(&record))
+        // The row is exactly what was inserted: answer from it without reading it back.
+        Ok(self.result_of(&ApprovalRecord {
+            decided_at: (status != ApprovalStatus::Pending).then_some(now),
+            reason_code: reason.map(|r| r.as_str().to_owned()),
+            evidence_json: None,
+            grant_collected_at: None,
+            id: approval.id,
+            created_at: approval.created_at,
+            expires_at: approval.expires_at,
+            agent_id: approval.agent_id,
+            tool_name: approval.tool_name,
+            profile: approval.profile,
+            fields_json: approval.fields_json,
+            severity: approval.severity,
+            op_hash_approved: approval.op_hash_approved,
+            op_hash_denied: approval.op_hash_denied,
+            status: approval.status,
+            grant_expires_at: approval.grant_expires_at,
+        }))
     }
 
     /// Whether at least one enrolled, unrevoked credential belongs to an eligible principal.
