@@ -81,12 +81,68 @@ enum Command {
         /// The profile definition (JSON).
         file: PathBuf,
     },
+    /// Run the reference approval_callback service.
+    ///
+    /// With no config file it listens on 127.0.0.1:8080 with an embedded SQLite database in
+    /// DATA_DIR (created if needed) and prints where it listens. SIGTERM or Ctrl-C shuts it down
+    /// gracefully. See docs/API.md and docs/spec/service.md.
+    Serve {
+        /// Address and port to listen on (port 0 picks a free one).
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: std::net::SocketAddr,
+        /// Directory for the database, the audit log and the service key.
+        #[arg(long, default_value = "countersign-data")]
+        data_dir: PathBuf,
+        /// TOML configuration (rp_id, origins, tools, groups, timeouts, webhook).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Audit log commands.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+    /// Enrolled-credential registry commands.
+    Registry {
+        #[command(subcommand)]
+        command: RegistryCommand,
+    },
     /// Answer conformance vectors on stdin/stdout (the JSON-lines protocol of
     /// conformance/HARNESS.md), for `countersign-conformance run --impl 'countersign harness'`.
     Harness {
         /// Signature backend: the fastest compiled in (default), or a named one.
         #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
         backend: BackendChoice,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum AuditCommand {
+    /// Check an audit log's hash chain, signatures and cross-line rules.
+    ///
+    /// Exit codes: 0 valid (informational findings are printed), 1 a violation (an edited,
+    /// removed, inserted or reordered line, a bad signature, two verdicts for one approval, a
+    /// grant collected twice or without approval), 2 unusable input (unreadable file or key).
+    Verify {
+        /// The audit log (JSON lines), or - for stdin.
+        file: PathBuf,
+        /// The service's Ed25519 public key: base64url, or a file containing it
+        /// (DATA_DIR/service-key.pub).
+        #[arg(long)]
+        key: String,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum RegistryCommand {
+    /// Print the registry document of a service's data directory (what verifiers should trust).
+    Export {
+        /// The service's data directory.
+        #[arg(long, default_value = "countersign-data")]
+        data_dir: PathBuf,
     },
 }
 
@@ -123,7 +179,114 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         } => verify(&case, backend, audit, pretty, profiles.registry()?),
         Command::ProfileDigest { file } => profiles::print_digest(&file),
         Command::Harness { backend: choice } => harness::serve(backend(choice)?),
+        Command::Serve {
+            listen,
+            data_dir,
+            config,
+        } => serve(listen, data_dir, config),
+        Command::Audit {
+            command: AuditCommand::Verify { file, key, json },
+        } => audit_verify(&file, &key, json),
+        Command::Registry {
+            command: RegistryCommand::Export { data_dir },
+        } => registry_export(&data_dir),
     }
+}
+
+fn serve(
+    listen: std::net::SocketAddr,
+    data_dir: PathBuf,
+    config: Option<PathBuf>,
+) -> anyhow::Result<u8> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(countersign_server::serve(
+        countersign_server::ServeOptions {
+            listen,
+            data_dir,
+            config,
+        },
+    ))?;
+    Ok(EXIT_ALLOW)
+}
+
+fn audit_verify(path: &PathBuf, key: &str, json: bool) -> anyhow::Result<u8> {
+    let key_text = match std::fs::read_to_string(key) {
+        Ok(text) => text,
+        Err(_) => key.to_owned(),
+    };
+    let key = countersign::b64::decode(key_text.trim())
+        .ok()
+        .and_then(|b| <[u8; 32]>::try_from(b).ok())
+        .and_then(|b| ed25519_dalek::VerifyingKey::from_bytes(&b).ok());
+    let Some(key) = key else {
+        eprintln!(
+            "countersign: --key is not a base64url Ed25519 public key (or a file holding one)"
+        );
+        return Ok(EXIT_UNUSABLE);
+    };
+    let bytes = match read_input(path) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            eprintln!("countersign: {e:#}");
+            return Ok(EXIT_UNUSABLE);
+        }
+    };
+    let report = countersign_server::audit::verify_log(&bytes, &key);
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", serde_json::to_string(&report)?)?;
+    } else {
+        for issue in &report.issues {
+            let class = match issue.class {
+                countersign_server::audit::IssueClass::Violation => "VIOLATION",
+                countersign_server::audit::IssueClass::Informational => "info",
+            };
+            writeln!(
+                out,
+                "line {}: {class} {}: {}",
+                issue.line, issue.code, issue.detail
+            )?;
+        }
+        let verdict = if report.is_valid() {
+            "valid"
+        } else {
+            "INVALID"
+        };
+        writeln!(
+            out,
+            "{verdict}: {} line(s), head {}",
+            report.lines, report.head
+        )?;
+    }
+    Ok(if report.is_valid() {
+        EXIT_ALLOW
+    } else {
+        EXIT_DENY
+    })
+}
+
+fn registry_export(data_dir: &std::path::Path) -> anyhow::Result<u8> {
+    use countersign_server::store::Store as _;
+    let key = data_dir.join(countersign_server::files::SERVICE_KEY);
+    anyhow::ensure!(
+        key.exists(),
+        "{} is not a countersign data directory (no service key)",
+        data_dir.display()
+    );
+    let sealer = countersign_server::audit::AuditSealer::load_or_create(&key)?;
+    let store = countersign_server::store::SqliteStore::open(
+        &data_dir.join(countersign_server::files::DATABASE),
+        sealer,
+        countersign_server::config::Durability::Normal,
+    )?;
+    let doc = countersign::RegistryDocument {
+        credentials: store.credentials()?,
+    };
+    println!("{}", serde_json::to_string_pretty(&doc)?);
+    Ok(EXIT_ALLOW)
 }
 
 fn read_input(path: &PathBuf) -> anyhow::Result<Vec<u8>> {

@@ -1,0 +1,553 @@
+//! The gateway side of the approval_callback: hold a call until a human has decided it.
+//!
+//! [`Gateway::authorize`] is the whole rule in one call:
+//!
+//! 1. ask the callback, with a mandatory timeout: no answer in time is DENIED `callback_timeout`;
+//! 2. follow the redrive URL (long-polling) until the request is settled or `expires_at` passes,
+//!    which is DENIED `expired_unanswered`;
+//! 3. verify the evidence with the core verifier against the registry *this gateway* trusts and
+//!    its *current* policy — never a registry or an assurance level the answer carries;
+//! 4. collect the single-use grant with the fingerprint of the exact call about to run.
+//!
+//! Every failure is a [`Refusal`] with a reason code; nothing here returns "maybe". The call may
+//! run only with a [`Grant`] in hand.
+
+use countersign::{
+    Action, ApprovalResult, ApprovalStatus, CredentialRegistry, Decision, MemoryReplayState,
+    Policy, ReasonCode, ReplayState, Verdict, b64, verify_evidence,
+};
+use serde::Deserialize;
+use std::sync::{Mutex, RwLock};
+use std::time::Duration;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use url::Url;
+
+/// The profile of a generic tool call.
+pub const TOOL_CALL_PROFILE: &str = "countersign.tool-call/1";
+
+/// The call a gateway is holding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    pub agent_id: String,
+    pub tool_name: String,
+    /// The JSON text of the arguments, exactly as the tool will receive them.
+    pub params_json: String,
+    /// Canonicalization profile (default: the generic tool-call profile).
+    pub profile: Option<String>,
+    pub severity: Option<String>,
+}
+
+impl ToolCall {
+    /// A generic tool call.
+    pub fn new(
+        agent_id: impl Into<String>,
+        tool_name: impl Into<String>,
+        params: &serde_json::Value,
+    ) -> Self {
+        Self {
+            agent_id: agent_id.into(),
+            tool_name: tool_name.into(),
+            params_json: params.to_string(),
+            profile: None,
+            severity: None,
+        }
+    }
+
+    /// The profile this call is signed under.
+    pub fn profile(&self) -> &str {
+        self.profile.as_deref().unwrap_or(TOOL_CALL_PROFILE)
+    }
+
+    /// The action the evidence must bind: the same fields the service derives from the request.
+    pub fn action(&self) -> Action {
+        if self.profile() != TOOL_CALL_PROFILE {
+            return Action::new(self.profile(), self.params_json.clone().into_bytes());
+        }
+        let agent = serde_json::Value::from(self.agent_id.as_str());
+        let tool = serde_json::Value::from(self.tool_name.as_str());
+        Action::new(
+            TOOL_CALL_PROFILE,
+            format!(
+                "{{\"agent_id\":{agent},\"tool_name\":{tool},\"params\":{}}}",
+                self.params_json
+            )
+            .into_bytes(),
+        )
+    }
+
+    fn request_body(&self) -> Result<serde_json::Value, Refusal> {
+        let params: serde_json::Value = serde_json::from_str(&self.params_json)
+            .map_err(|e| Refusal::new(ReasonCode::ActionInadmissible, format!("params: {e}")))?;
+        let mut body = serde_json::json!({
+            "agent_id": self.agent_id,
+            "tool_name": self.tool_name,
+            "params": params,
+        });
+        if let Some(object) = body.as_object_mut() {
+            if let Some(p) = &self.profile {
+                object.insert("profile".into(), p.clone().into());
+            }
+            if let Some(s) = &self.severity {
+                object.insert("severity".into(), s.clone().into());
+            }
+        }
+        Ok(body)
+    }
+}
+
+/// Why the call must not run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{reason_code}: {detail}")]
+pub struct Refusal {
+    pub reason_code: ReasonCode,
+    pub approval_id: Option<String>,
+    pub detail: String,
+    /// The verifier's verdict, when the refusal came from verification.
+    pub verdict: Option<Box<Verdict>>,
+}
+
+impl Refusal {
+    fn new(reason_code: ReasonCode, detail: impl Into<String>) -> Self {
+        Self {
+            reason_code,
+            approval_id: None,
+            detail: detail.into(),
+            verdict: None,
+        }
+    }
+    fn for_approval(mut self, id: &str) -> Self {
+        self.approval_id = Some(id.to_owned());
+        self
+    }
+}
+
+/// A settled, verified approval (not yet permission: collect the grant).
+#[derive(Debug, Clone)]
+pub struct Approval {
+    pub approval_id: String,
+    pub result: ApprovalResult,
+    pub verdict: Verdict,
+}
+
+/// Permission to run exactly one call, once.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Grant {
+    pub approval_id: String,
+    pub fingerprint: String,
+    pub collected_at: String,
+}
+
+/// Gateway settings.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// The approval service, e.g. `http://127.0.0.1:8080`.
+    pub base_url: Url,
+    /// How long the callback may take to answer one request. Mandatory by construction.
+    pub callback_timeout: Duration,
+    /// How long one long-poll asks the service to hold (`?wait=`).
+    pub poll_wait: Duration,
+    /// Stop following a request after this long even if it has not expired (withdrawing it).
+    pub max_hold: Duration,
+}
+
+impl GatewayConfig {
+    /// Settings with a callback timeout; long polls of 20 s and a one-hour hold limit.
+    pub fn new(base_url: Url, callback_timeout: Duration) -> Self {
+        Self {
+            base_url,
+            callback_timeout,
+            poll_wait: Duration::from_secs(20),
+            max_hold: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// Where the gateway reads "now" (the system clock unless a test injects one).
+type ClockFn = std::sync::Arc<dyn Fn() -> OffsetDateTime + Send + Sync>;
+
+struct Trust {
+    policy: Policy,
+    registry: CredentialRegistry,
+}
+
+/// A gateway's connection to one approval service.
+pub struct Gateway {
+    config: GatewayConfig,
+    http: reqwest::Client,
+    trust: RwLock<Trust>,
+    replay: Mutex<Box<dyn ReplayState + Send>>,
+    clock: ClockFn,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("base_url", &self.config.base_url.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+fn short(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+impl Gateway {
+    /// A gateway trusting `registry` and enforcing `policy`, with an in-memory replay state.
+    pub fn new(config: GatewayConfig, policy: Policy, registry: CredentialRegistry) -> Self {
+        Self {
+            config,
+            http: reqwest::Client::new(),
+            trust: RwLock::new(Trust { policy, registry }),
+            replay: Mutex::new(Box::new(MemoryReplayState::new())),
+            clock: std::sync::Arc::new(OffsetDateTime::now_utc),
+        }
+    }
+
+    /// Read "now" from `clock` instead of the system clock (tests with a manual clock).
+    pub fn with_clock(
+        mut self,
+        clock: impl Fn() -> OffsetDateTime + Send + Sync + 'static,
+    ) -> Self {
+        self.clock = std::sync::Arc::new(clock);
+        self
+    }
+
+    /// Use a shared replay state (spent nonces, counters) instead of the in-memory one.
+    pub fn with_replay_state(mut self, replay: Box<dyn ReplayState + Send>) -> Self {
+        self.replay = Mutex::new(replay);
+        self
+    }
+
+    /// Replace the policy; it applies to every verification from now on, including approvals
+    /// already granted by the service but not yet verified here.
+    pub fn set_policy(&self, policy: Policy) {
+        self.trust.write().unwrap_or_else(|p| p.into_inner()).policy = policy;
+    }
+
+    /// Replace the trusted registry (e.g. after a revocation).
+    pub fn set_registry(&self, registry: CredentialRegistry) {
+        self.trust
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .registry = registry;
+    }
+
+    /// Request, wait, verify and collect: a [`Grant`] or a [`Refusal`].
+    pub async fn authorize(&self, call: &ToolCall) -> Result<Grant, Refusal> {
+        let approval = self.request_approval(call).await?;
+        self.collect_grant(&approval, call).await
+    }
+
+    /// Ask for approval and wait for a verified verdict on this exact call.
+    pub async fn request_approval(&self, call: &ToolCall) -> Result<Approval, Refusal> {
+        let body = call.request_body()?;
+        let url = self.endpoint("v1/approvals")?;
+        let request = self.http.post(url).json(&body).send();
+        let first = self.answer(request, self.config.callback_timeout).await?;
+        let id = first.approval_id.clone();
+        let result = match first.status {
+            ApprovalStatus::Pending => {
+                let id = id.clone().ok_or_else(|| {
+                    Refusal::new(ReasonCode::ResultMalformed, "PENDING without approval_id")
+                })?;
+                self.follow(&id, first).await?
+            }
+            _ => first,
+        };
+        if let (Some(asked), Some(got)) = (&id, &result.approval_id)
+            && asked != got
+        {
+            return Err(Refusal::new(
+                ReasonCode::ResultMalformed,
+                format!("asked about {asked}, the answer is about {got}"),
+            ));
+        }
+        self.verify(call, result, id.as_deref())
+    }
+
+    /// Verify a settled result against this gateway's trust, for `call`.
+    fn verify(
+        &self,
+        call: &ToolCall,
+        result: ApprovalResult,
+        id: Option<&str>,
+    ) -> Result<Approval, Refusal> {
+        let trust = self.trust.read().unwrap_or_else(|p| p.into_inner());
+        let mut replay = self.replay.lock().unwrap_or_else(|p| p.into_inner());
+        let verdict = verify_evidence(
+            &trust.policy,
+            &call.action(),
+            &result,
+            &trust.registry,
+            replay.as_mut(),
+            (self.clock)(),
+        );
+        let id = id.unwrap_or_default();
+        if !verdict.is_allow() {
+            let reason = verdict.reason_code.unwrap_or(ReasonCode::ApproverRefused);
+            let mut refusal = Refusal::new(
+                reason,
+                verdict
+                    .detail
+                    .clone()
+                    .unwrap_or_else(|| format!("verdict DENY ({reason})")),
+            )
+            .for_approval(id);
+            refusal.verdict = Some(Box::new(verdict));
+            return Err(refusal);
+        }
+        Ok(Approval {
+            approval_id: id.to_owned(),
+            result,
+            verdict,
+        })
+    }
+
+    /// Follow the redrive URL until the request settles or its window closes.
+    async fn follow(
+        &self,
+        id: &str,
+        mut result: ApprovalResult,
+    ) -> Result<ApprovalResult, Refusal> {
+        let started = tokio::time::Instant::now();
+        let expires = result
+            .expires_at
+            .as_deref()
+            .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
+            .ok_or_else(|| {
+                Refusal::new(
+                    ReasonCode::ResultMalformed,
+                    "PENDING without a valid expires_at",
+                )
+                .for_approval(id)
+            })?;
+        let redrive = self.redrive_url(id, result.redrive_url.as_deref())?;
+        loop {
+            if result.status != ApprovalStatus::Pending {
+                return Ok(result);
+            }
+            let now = (self.clock)();
+            if now >= expires {
+                return Err(Refusal::new(
+                    ReasonCode::ExpiredUnanswered,
+                    "the approval window closed with no verdict",
+                )
+                .for_approval(id));
+            }
+            if started.elapsed() >= self.config.max_hold {
+                self.withdraw(id).await;
+                return Err(Refusal::new(
+                    ReasonCode::Cancelled,
+                    "gave up waiting (max_hold) and withdrew the request",
+                )
+                .for_approval(id));
+            }
+            let left = u64::try_from((expires - now).whole_seconds()).unwrap_or(0);
+            let wait = self.config.poll_wait.as_secs().min(left.max(1));
+            let mut url = redrive.clone();
+            url.query_pairs_mut().append_pair("wait", &wait.to_string());
+            let request = self.http.get(url).send();
+            let timeout = Duration::from_secs(wait) + self.config.callback_timeout;
+            result = self
+                .answer(request, timeout)
+                .await
+                .map_err(|r| r.for_approval(id))?;
+        }
+    }
+
+    /// The redrive URL, only if it points back at the service we asked (no open redirects).
+    fn redrive_url(&self, id: &str, given: Option<&str>) -> Result<Url, Refusal> {
+        let fallback = || self.endpoint(&format!("v1/approvals/{id}"));
+        let Some(given) = given else {
+            return fallback();
+        };
+        let url = Url::parse(given).map_err(|e| {
+            Refusal::new(ReasonCode::ResultMalformed, format!("redrive_url: {e}")).for_approval(id)
+        })?;
+        if url.origin() != self.config.base_url.origin() {
+            return Err(Refusal::new(
+                ReasonCode::ResultMalformed,
+                format!("redrive_url {url} is not on the service's origin"),
+            )
+            .for_approval(id));
+        }
+        Ok(url)
+    }
+
+    /// Best-effort withdrawal when the gateway stops waiting.
+    pub async fn withdraw(&self, id: &str) {
+        if let Ok(url) = self.endpoint(&format!("v1/approvals/{id}/withdraw")) {
+            let send = self.http.post(url).send();
+            let _ = tokio::time::timeout(self.config.callback_timeout, send).await;
+        }
+    }
+
+    /// Collect the grant for `call`, which must be the call about to run.
+    pub async fn collect_grant(
+        &self,
+        approval: &Approval,
+        call: &ToolCall,
+    ) -> Result<Grant, Refusal> {
+        let id = approval.approval_id.as_str();
+        let fingerprint = self.fingerprint(call).map_err(|r| r.for_approval(id))?;
+        let url = self.endpoint(&format!("v1/approvals/{id}/grant"))?;
+        let send = self
+            .http
+            .post(url)
+            .json(&serde_json::json!({ "fingerprint": fingerprint }))
+            .send();
+        let response = match tokio::time::timeout(self.config.callback_timeout, send).await {
+            Err(_) => {
+                return Err(
+                    Refusal::new(ReasonCode::CallbackTimeout, "grant: no answer in time")
+                        .for_approval(id),
+                );
+            }
+            Ok(Err(e)) => {
+                return Err(Refusal::new(ReasonCode::CallbackTimeout, short(&e)).for_approval(id));
+            }
+            Ok(Ok(r)) => r,
+        };
+        let status = response.status();
+        let bytes = tokio::time::timeout(self.config.callback_timeout, response.bytes())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        if status.is_success() {
+            let grant: Grant = serde_json::from_slice(&bytes).map_err(|e| {
+                Refusal::new(ReasonCode::ResultMalformed, format!("grant: {e}")).for_approval(id)
+            })?;
+            if grant.fingerprint != fingerprint || grant.approval_id != id {
+                return Err(Refusal::new(
+                    ReasonCode::BindingMismatch,
+                    "the grant is for another call",
+                )
+                .for_approval(id));
+            }
+            return Ok(grant);
+        }
+        Err(error_refusal(&bytes, status).for_approval(id))
+    }
+
+    /// The call fingerprint: the APPROVED op_hash of the exact call, under the gateway's profiles.
+    pub fn fingerprint(&self, call: &ToolCall) -> Result<String, Refusal> {
+        let trust = self.trust.read().unwrap_or_else(|p| p.into_inner());
+        let action = call.action();
+        let profile = trust.policy.profiles.get(&action.profile).ok_or_else(|| {
+            Refusal::new(
+                ReasonCode::ProfileUnknown,
+                format!("profile {:?}", action.profile),
+            )
+        })?;
+        let fields = countersign::admit_fields(profile, &action.fields_json)
+            .map_err(|e| Refusal::new(e.reason_code(), e.to_string()))?;
+        Ok(b64::encode(
+            &countersign::op_hash(profile, Decision::Approved, &fields).0,
+        ))
+    }
+
+    fn endpoint(&self, path: &str) -> Result<Url, Refusal> {
+        let mut base = self.config.base_url.clone();
+        if !base.path().ends_with('/') {
+            base.set_path(&format!("{}/", base.path()));
+        }
+        base.join(path)
+            .map_err(|e| Refusal::new(ReasonCode::ResultMalformed, format!("url: {e}")))
+    }
+
+    /// Await one answer within `timeout` and read it as an ApprovalResult.
+    async fn answer(
+        &self,
+        request: impl std::future::Future<Output = reqwest::Result<reqwest::Response>>,
+        timeout: Duration,
+    ) -> Result<ApprovalResult, Refusal> {
+        let read = async {
+            let response = request.await?;
+            let status = response.status();
+            let bytes = response.bytes().await?;
+            Ok::<_, reqwest::Error>((status, bytes))
+        };
+        let (status, bytes) = match tokio::time::timeout(timeout, read).await {
+            Err(_) => {
+                return Err(Refusal::new(
+                    ReasonCode::CallbackTimeout,
+                    format!("no answer within {} ms", timeout.as_millis()),
+                ));
+            }
+            Ok(Err(e)) => return Err(Refusal::new(ReasonCode::CallbackTimeout, short(&e))),
+            Ok(Ok(answer)) => answer,
+        };
+        if !status.is_success() {
+            return Err(error_refusal(&bytes, status));
+        }
+        ApprovalResult::from_json(&bytes)
+            .map_err(|e| Refusal::new(ReasonCode::ResultMalformed, e.to_string()))
+    }
+}
+
+/// A refusal from the service's JSON error envelope.
+fn error_refusal(bytes: &[u8], status: reqwest::StatusCode) -> Refusal {
+    #[derive(Deserialize)]
+    struct Envelope {
+        error: ErrorBody,
+    }
+    #[derive(Deserialize)]
+    struct ErrorBody {
+        code: String,
+        message: String,
+        reason_code: Option<String>,
+    }
+    match serde_json::from_slice::<Envelope>(bytes) {
+        Ok(e) => Refusal::new(
+            e.error
+                .reason_code
+                .as_deref()
+                .and_then(ReasonCode::from_wire)
+                .unwrap_or(ReasonCode::ResultMalformed),
+            format!("{status} {}: {}", e.error.code, e.error.message),
+        ),
+        Err(_) => Refusal::new(ReasonCode::ResultMalformed, format!("HTTP {status}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_call_action_wraps_params_with_agent_and_tool() {
+        let call = ToolCall::new(
+            "agent-7",
+            "payments.transfer",
+            &serde_json::json!({"to": "A"}),
+        );
+        let action = call.action();
+        assert_eq!(action.profile, TOOL_CALL_PROFILE);
+        let v: serde_json::Value = serde_json::from_slice(&action.fields_json).unwrap();
+        assert_eq!(v["agent_id"], "agent-7");
+        assert_eq!(v["params"]["to"], "A");
+        let mut typed = call.clone();
+        typed.profile = Some("countersign.payment/1".into());
+        assert_eq!(typed.action().fields_json, br#"{"to":"A"}"#);
+    }
+
+    #[test]
+    fn error_envelopes_map_to_reason_codes() {
+        let r = error_refusal(
+            br#"{"error":{"code":"grant_already_collected","message":"m","reason_code":"replayed"}}"#,
+            reqwest::StatusCode::CONFLICT,
+        );
+        assert_eq!(r.reason_code, ReasonCode::Replayed);
+        let r = error_refusal(b"<html>", reqwest::StatusCode::BAD_GATEWAY);
+        assert_eq!(r.reason_code, ReasonCode::ResultMalformed);
+    }
+}

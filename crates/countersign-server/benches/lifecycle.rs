@@ -1,0 +1,250 @@
+//! Load benchmark (not a test): full lifecycles over loopback HTTP against a file-backed SQLite
+//! service, then memory with a large number of pending approvals.
+//!
+//! `cargo bench -p countersign-server --bench lifecycle -- [LIFECYCLES] [CONCURRENCY] [PENDING]`
+//! (defaults 5000, 16, 1000000). Prints a markdown report for docs/PERFORMANCE.md.
+//!
+//! Each lifecycle: create (POST /v1/approvals) → decision challenge → software-authenticator
+//! assertion (ES256, signed in this process, so it competes for the same cores) → decision (the
+//! service runs the core verifier) → redrive (GET) → grant. Counters are 0 (a legal "no counter"
+//! authenticator) so concurrent workers sharing one credential do not trip the regression rule.
+
+use countersign::b64;
+use countersign_server::audit::AuditSealer;
+use countersign_server::store::SqliteStore;
+use countersign_server::{AppState, Config, CreateRequest, StateParts, SystemClock};
+use countersign_softkey::AssertionRequest;
+use countersign_testkit::{ORIGIN, RP_ID};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let lifecycles = args.first().copied().unwrap_or(5000);
+    let concurrency = args.get(1).copied().unwrap_or(16);
+    let pending = args.get(2).copied().unwrap_or(1_000_000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(run(lifecycles, concurrency, pending));
+}
+
+fn sign(challenge: Vec<u8>) -> Value {
+    let key = countersign_testkit::key("alice-es256");
+    let request = AssertionRequest {
+        sign_count: 0,
+        ..AssertionRequest::new(RP_ID, ORIGIN, challenge)
+    };
+    let r = key.assert(&request).unwrap();
+    json!({
+        "credential_id": b64::encode(&r.credential_id),
+        "client_data_json": b64::encode(&r.client_data_json),
+        "authenticator_data": b64::encode(&r.authenticator_data),
+        "signature": b64::encode(&r.signature),
+    })
+}
+
+async fn post(http: &reqwest::Client, url: String, token: Option<&str>, body: &Value) -> Value {
+    let mut req = http.post(url).json(body);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req.send().await.unwrap();
+    assert!(resp.status().is_success(), "{}", resp.status());
+    resp.json().await.unwrap()
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn pct(v: &mut [Duration], p: f64) -> f64 {
+    v.sort_unstable();
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v.get(i).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+}
+
+async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
+    let dir = std::env::temp_dir().join(format!("countersign-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = Config::from_toml(&format!(
+        "rp_id = \"{RP_ID}\"\norigins = [\"{ORIGIN}\"]\n[timeouts]\napproval_seconds = 3600\n"
+    ))
+    .unwrap();
+    let sealer = AuditSealer::from_seed([1; 32]);
+    let store =
+        SqliteStore::open(&dir.join("bench.db"), sealer.clone(), config.durability).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let state = AppState::new(StateParts {
+        config,
+        public_url: base.clone(),
+        store: Arc::new(store),
+        clock: Arc::new(SystemClock),
+        sealer,
+        mirror: None,
+    })
+    .unwrap();
+    let alice = countersign_testkit::key("alice-es256");
+    state
+        .enroll(vec![countersign_testkit::enroll(&alice, "alice")])
+        .await
+        .unwrap();
+    let router = countersign_server::build_router(state.clone());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let http = reqwest::Client::new();
+
+    let c = post(
+        &http,
+        format!("{base}/v1/approver/login/challenge"),
+        None,
+        &json!({}),
+    )
+    .await;
+    let login = sign(b64::decode(c["challenge"].as_str().unwrap()).unwrap());
+    let token = post(&http, format!("{base}/v1/approver/login"), None, &login).await["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for w in 0..concurrency {
+        let (http, base, token) = (http.clone(), base.clone(), token.clone());
+        let share = lifecycles / concurrency + usize::from(w < lifecycles % concurrency);
+        workers.push(tokio::spawn(async move {
+            let mut lat = (Vec::new(), Vec::new(), Vec::new());
+            for n in 0..share {
+                let params = json!({"to": "A", "worker": w.to_string(), "n": n.to_string()});
+                let body = json!({"agent_id": "bench", "tool_name": "payments.transfer", "params": params});
+                let t = Instant::now();
+                let created = post(&http, format!("{base}/v1/approvals"), None, &body).await;
+                lat.0.push(t.elapsed());
+                let id = created["approval_id"].as_str().unwrap().to_owned();
+                let ch = post(
+                    &http,
+                    format!("{base}/v1/approver/approvals/{id}/challenge"),
+                    Some(&token),
+                    &json!({"decision": "APPROVED"}),
+                )
+                .await;
+                let assertion = sign(b64::decode(ch["challenge"].as_str().unwrap()).unwrap());
+                post(
+                    &http,
+                    format!("{base}/v1/approver/approvals/{id}/decision"),
+                    Some(&token),
+                    &assertion,
+                )
+                .await;
+                let t = Instant::now();
+                let r: Value = http
+                    .get(format!("{base}/v1/approvals/{id}"))
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                lat.1.push(t.elapsed());
+                assert_eq!(r["status"], "APPROVED");
+                let t = Instant::now();
+                post(
+                    &http,
+                    format!("{base}/v1/approvals/{id}/grant"),
+                    None,
+                    &json!({"fingerprint": ch["op_hash"]}),
+                )
+                .await;
+                lat.2.push(t.elapsed());
+            }
+            lat
+        }));
+    }
+    let (mut create, mut redrive, mut grant) = (Vec::new(), Vec::new(), Vec::new());
+    for w in workers {
+        let (c, r, g) = w.await.unwrap();
+        create.extend(c);
+        redrive.extend(r);
+        grant.extend(g);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    println!("## Service load benchmark\n");
+    println!(
+        "{lifecycles} full lifecycles, {concurrency} concurrent workers, loopback HTTP/1.1, SQLite WAL (synchronous=NORMAL)\n"
+    );
+    println!("| measure | value |\n|---|---|");
+    println!(
+        "| lifecycles per second | {:.0} |",
+        lifecycles as f64 / elapsed
+    );
+    for (name, v) in [
+        ("create", &mut create),
+        ("redrive", &mut redrive),
+        ("grant", &mut grant),
+    ] {
+        println!(
+            "| {name} p50 / p99 (ms) | {:.2} / {:.2} |",
+            pct(v, 0.5),
+            pct(v, 0.99)
+        );
+    }
+
+    if pending > 0 {
+        let before = rss_kib();
+        let t = Instant::now();
+        for n in 0..pending {
+            let params =
+                serde_json::value::RawValue::from_string(format!("{{\"n\":\"{n}\"}}")).unwrap();
+            state
+                .create(CreateRequest {
+                    agent_id: "bench".into(),
+                    tool_name: "payments.transfer".into(),
+                    params,
+                    profile: None,
+                    severity: None,
+                })
+                .await
+                .unwrap();
+            if n == 10_000 {
+                println!(
+                    "| RSS after 10,000 pending (MiB) | {:.1} |",
+                    rss_kib() as f64 / 1024.0
+                );
+            }
+        }
+        let fill = t.elapsed().as_secs_f64();
+        let after = rss_kib();
+        let mut late = Vec::new();
+        for n in 0..2000 {
+            let body =
+                json!({"agent_id": "bench", "tool_name": "t", "params": {"late": n.to_string()}});
+            let t = Instant::now();
+            post(&http, format!("{base}/v1/approvals"), None, &body).await;
+            late.push(t.elapsed());
+        }
+        println!("| pending approvals inserted | {pending} in {fill:.0} s |");
+        println!(
+            "| RSS before / after (MiB) | {:.1} / {:.1} |",
+            before as f64 / 1024.0,
+            after as f64 / 1024.0
+        );
+        println!(
+            "| create p50 / p99 with {pending} pending (ms) | {:.2} / {:.2} |",
+            pct(&mut late, 0.5),
+            pct(&mut late, 0.99)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,115 @@
+//! The kinds of audit line (seed 000's model: an outcome line closes the request's record at once;
+//! a human verdict is a separate `decision` line cross-referenced by `approval_id`).
+
+use serde_json::{Map, Value, json};
+
+/// The body of one audit line before it is sealed (no `seq`, `prev_hash` or `sig`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditEvent(Map<String, Value>);
+
+/// What a `request` line records.
+#[derive(Debug, Clone)]
+pub struct RequestFacts<'a> {
+    pub approval_id: &'a str,
+    pub ts: &'a str,
+    pub agent_id: &'a str,
+    pub tool_name: &'a str,
+    pub profile: &'a str,
+    pub fields: &'a Value,
+    pub severity: &'a str,
+    pub expires_at: &'a str,
+    pub fingerprint: &'a str,
+}
+
+impl AuditEvent {
+    fn of(value: Value) -> Self {
+        match value {
+            Value::Object(map) => Self(map),
+            _ => Self(Map::new()),
+        }
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> &Map<String, Value> {
+        &self.0
+    }
+
+    /// The `kind` member.
+    pub fn kind(&self) -> &str {
+        self.0.get("kind").and_then(Value::as_str).unwrap_or("")
+    }
+
+    /// A request as the gateway submitted it: the full action, because the record must say what
+    /// was asked. (Notifications never carry it; the audit log is not a notification.)
+    pub fn request(f: &RequestFacts<'_>) -> Self {
+        Self::of(json!({
+            "kind": "request",
+            "approval_id": f.approval_id,
+            "ts": f.ts,
+            "agent_id": f.agent_id,
+            "tool_name": f.tool_name,
+            "profile": f.profile,
+            "fields": f.fields,
+            "severity": f.severity,
+            "expires_at": f.expires_at,
+            "fingerprint": f.fingerprint,
+        }))
+    }
+
+    /// The callback's immediate answer: PENDING, or an at-once APPROVED/DENIED with its reason.
+    pub fn outcome(approval_id: &str, ts: &str, status: &str, reason_code: Option<&str>) -> Self {
+        Self::of(json!({
+            "kind": "outcome",
+            "approval_id": approval_id,
+            "ts": ts,
+            "status": status,
+            "reason_code": reason_code,
+        }))
+    }
+
+    /// A human verdict with the evidence that proves it and the assurance derived from it.
+    pub fn decision(
+        approval_id: &str,
+        ts: &str,
+        verdict: &str,
+        principal: &str,
+        identity_assurance: &Value,
+        evidence: &Value,
+    ) -> Self {
+        Self::of(json!({
+            "kind": "decision",
+            "approval_id": approval_id,
+            "ts": ts,
+            "verdict": verdict,
+            "principal": principal,
+            "identity_assurance": identity_assurance,
+            "evidence": evidence,
+        }))
+    }
+
+    /// A terminal settlement that is not a human verdict: expiry or withdrawal.
+    pub fn settlement(approval_id: &str, ts: &str, reason_code: &str) -> Self {
+        Self::of(json!({
+            "kind": "settlement",
+            "approval_id": approval_id,
+            "ts": ts,
+            "status": "DENIED",
+            "reason_code": reason_code,
+        }))
+    }
+
+    /// A grant collected for the exact call fingerprint.
+    pub fn grant(approval_id: &str, ts: &str, fingerprint: &str) -> Self {
+        Self::of(json!({
+            "kind": "grant",
+            "approval_id": approval_id,
+            "ts": ts,
+            "fingerprint": fingerprint,
+        }))
+    }
+
+    #[cfg(test)]
+    pub(crate) fn test(approval_id: &str) -> Self {
+        Self::outcome(approval_id, "2026-01-01T00:00:00Z", "PENDING", None)
+    }
+}

@@ -1,0 +1,451 @@
+//! Offline verification of an audit log: chain, signatures, then the cross-line rules.
+//!
+//! Integrity comes first and is checked on every line, even after a failure, so one edited line
+//! reports where it is (its signature) and what it broke (the next line's `prev_hash`). The
+//! structural rules follow seed 000: a PENDING outcome with no decision is informational (the
+//! human may still answer, or answered in a later file); a decision for an approval id the file
+//! does not contain is informational (the request was recorded in an earlier file); two terminal
+//! lines (decision or settlement) for one approval is a violation, because a correct writer —
+//! whose database settles each approval once, atomically — cannot produce it.
+
+use super::{AUDIT_DOMAIN, GENESIS_HASH, SIG_SUFFIX_LEN, line_hash};
+use countersign::b64;
+use ed25519_dalek::{Signature, VerifyingKey};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+
+/// Whether an issue breaks the log or is only worth knowing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IssueClass {
+    /// Integrity or structure is broken: exit code 1.
+    Violation,
+    /// Legal, reported for the reader.
+    Informational,
+}
+
+/// One finding, tied to a line (1-based; 0 for the file as a whole).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuditIssue {
+    pub line: usize,
+    pub class: IssueClass,
+    /// A stable code: `not_json`, `bad_signature`, `chain_break`, `seq_gap`, `two_verdicts`, ...
+    pub code: &'static str,
+    pub detail: String,
+}
+
+/// The result of [`verify_log`].
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AuditReport {
+    pub lines: usize,
+    /// base64url hash of the last line (compare with the service's published head to detect a
+    /// truncated tail, which a chain alone cannot reveal).
+    pub head: String,
+    pub issues: Vec<AuditIssue>,
+}
+
+impl AuditReport {
+    /// No violation (informational issues allowed).
+    pub fn is_valid(&self) -> bool {
+        !self.issues.iter().any(|i| i.class == IssueClass::Violation)
+    }
+}
+
+#[derive(Default)]
+struct Approval {
+    requested: bool,
+    pending: Option<usize>,
+    terminal: Option<(usize, String)>,
+    granted: bool,
+}
+
+struct Checker {
+    report: AuditReport,
+    approvals: HashMap<String, Approval>,
+}
+
+impl Checker {
+    fn push(&mut self, line: usize, class: IssueClass, code: &'static str, detail: String) {
+        self.report.issues.push(AuditIssue {
+            line,
+            class,
+            code,
+            detail,
+        });
+    }
+    fn violation(&mut self, line: usize, code: &'static str, detail: String) {
+        self.push(line, IssueClass::Violation, code, detail);
+    }
+    fn note(&mut self, line: usize, code: &'static str, detail: String) {
+        self.push(line, IssueClass::Informational, code, detail);
+    }
+}
+
+/// Verify a whole log against the service's public key.
+pub fn verify_log(bytes: &[u8], key: &VerifyingKey) -> AuditReport {
+    let mut c = Checker {
+        report: AuditReport::default(),
+        approvals: HashMap::new(),
+    };
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        c.violation(0, "not_utf8", "the log is not UTF-8 text".into());
+        return c.report;
+    };
+    let body = match text.strip_suffix('\n') {
+        Some(body) => body,
+        None if text.is_empty() => "",
+        None => {
+            c.violation(
+                0,
+                "unterminated",
+                "the last line has no newline (a torn write?)".into(),
+            );
+            text
+        }
+    };
+    let mut prev_hash = GENESIS_HASH;
+    let mut expected_seq = 1u64;
+    if !body.is_empty() {
+        for (i, line) in body.split('\n').enumerate() {
+            let n = i + 1;
+            c.report.lines = n;
+            if let Some(object) = check_integrity(&mut c, n, line, key, &prev_hash, expected_seq) {
+                check_structure(&mut c, n, &object);
+            }
+            prev_hash = line_hash(line);
+            expected_seq = expected_seq.saturating_add(1);
+        }
+    }
+    c.report.head = b64::encode(&prev_hash);
+    let mut pending: Vec<(usize, String)> = c
+        .approvals
+        .iter()
+        .filter(|(_, a)| a.terminal.is_none())
+        .filter_map(|(id, a)| a.pending.map(|line| (line, id.clone())))
+        .collect();
+    pending.sort();
+    for (line, id) in pending {
+        c.note(
+            line,
+            "pending_without_decision",
+            format!("{id} is PENDING and has no decision in this file"),
+        );
+    }
+    c.report
+}
+
+/// Signature, `seq` and `prev_hash` of one line; the parsed object when the line is readable.
+fn check_integrity(
+    c: &mut Checker,
+    n: usize,
+    line: &str,
+    key: &VerifyingKey,
+    prev_hash: &[u8; 32],
+    expected_seq: u64,
+) -> Option<Map<String, Value>> {
+    let Some((unsigned, signature)) = split_signature(line) else {
+        c.violation(
+            n,
+            "no_signature",
+            "line does not end with a \"sig\" member".into(),
+        );
+        return None;
+    };
+    let object = match serde_json::from_str::<Value>(&unsigned) {
+        Ok(Value::Object(object)) if !object.contains_key("sig") => object,
+        Ok(_) => {
+            c.violation(
+                n,
+                "not_object",
+                "line is not a JSON object with one sig".into(),
+            );
+            return None;
+        }
+        Err(e) => {
+            c.violation(n, "not_json", format!("line is not JSON: {e}"));
+            return None;
+        }
+    };
+    let mut message = Vec::with_capacity(AUDIT_DOMAIN.len() + unsigned.len());
+    message.extend_from_slice(AUDIT_DOMAIN);
+    message.extend_from_slice(unsigned.as_bytes());
+    if key.verify_strict(&message, &signature).is_err() {
+        c.violation(
+            n,
+            "bad_signature",
+            "signature does not verify under the key".into(),
+        );
+    }
+    let seq = object.get("seq").and_then(Value::as_u64);
+    if seq != Some(expected_seq) {
+        c.violation(
+            n,
+            "seq_gap",
+            format!(
+                "seq is {seq:?}, expected {expected_seq} (line removed, inserted or reordered)"
+            ),
+        );
+    }
+    let expected = b64::encode(prev_hash);
+    let got = object.get("prev_hash").and_then(Value::as_str);
+    if got != Some(expected.as_str()) {
+        c.violation(
+            n,
+            "chain_break",
+            format!("prev_hash is {got:?}, the previous line hashes to {expected}"),
+        );
+    }
+    Some(object)
+}
+
+/// Split `...,"sig":"<86 chars>"}` into the signed text (`...}`) and the signature.
+fn split_signature(line: &str) -> Option<(String, Signature)> {
+    let cut = line.len().checked_sub(SIG_SUFFIX_LEN)?;
+    let head = line.get(..cut)?;
+    let suffix = line.get(cut..)?;
+    let encoded = suffix.strip_prefix(",\"sig\":\"")?.strip_suffix("\"}")?;
+    let bytes = b64::decode(encoded).ok()?;
+    let signature = Signature::from_slice(&bytes).ok()?;
+    Some((format!("{head}}}"), signature))
+}
+
+/// The cross-line rules for one readable line.
+fn check_structure(c: &mut Checker, n: usize, object: &Map<String, Value>) {
+    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+    let Some(id) = object.get("approval_id").and_then(Value::as_str) else {
+        c.violation(
+            n,
+            "no_approval_id",
+            format!("{kind:?} line without approval_id"),
+        );
+        return;
+    };
+    let id = id.to_owned();
+    let status = object.get("status").and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "request" => {
+            let a = c.approvals.entry(id.clone()).or_default();
+            if std::mem::replace(&mut a.requested, true) {
+                c.violation(n, "duplicate_request", format!("{id} requested twice"));
+            }
+        }
+        "outcome" => match status {
+            "PENDING" => {
+                c.approvals.entry(id).or_default().pending = Some(n);
+            }
+            "APPROVED" | "DENIED" => terminal(c, n, id, status),
+            other => c.violation(n, "bad_status", format!("outcome status {other:?}")),
+        },
+        "decision" => {
+            let verdict = object.get("verdict").and_then(Value::as_str).unwrap_or("");
+            if !matches!(verdict, "APPROVED" | "DENIED") {
+                c.violation(n, "bad_status", format!("decision verdict {verdict:?}"));
+                return;
+            }
+            if !c.approvals.get(&id).is_some_and(|a| a.requested) {
+                c.note(
+                    n,
+                    "decision_for_unknown_approval",
+                    format!("{id} was requested in an earlier file"),
+                );
+            }
+            terminal(c, n, id, verdict);
+        }
+        "settlement" => terminal(c, n, id, "DENIED"),
+        "grant" => grant(c, n, id),
+        other => c.violation(n, "unknown_kind", format!("unknown line kind {other:?}")),
+    }
+}
+
+fn terminal(c: &mut Checker, n: usize, id: String, status: &str) {
+    let a = c.approvals.entry(id.clone()).or_default();
+    if let Some((first, _)) = &a.terminal {
+        let first = *first;
+        c.violation(
+            n,
+            "two_verdicts",
+            format!("{id} already settled on line {first}"),
+        );
+        return;
+    }
+    a.terminal = Some((n, status.to_owned()));
+}
+
+fn grant(c: &mut Checker, n: usize, id: String) {
+    let Some(a) = c.approvals.get_mut(&id) else {
+        c.note(
+            n,
+            "grant_for_unknown_approval",
+            format!("{id} was decided in an earlier file"),
+        );
+        return;
+    };
+    if std::mem::replace(&mut a.granted, true) {
+        c.violation(n, "grant_collected_twice", format!("{id} granted twice"));
+        return;
+    }
+    match a.terminal.as_ref().map(|(_, s)| s.as_str()) {
+        Some("APPROVED") => {}
+        Some(other) => {
+            let other = other.to_owned();
+            c.violation(n, "grant_without_approval", format!("{id} settled {other}"));
+        }
+        None if a.requested => {
+            c.violation(n, "grant_without_approval", format!("{id} is not settled"));
+        }
+        None => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{AuditEvent, AuditSealer};
+    use super::*;
+
+    fn log(events: &[AuditEvent]) -> (AuditSealer, Vec<String>) {
+        let sealer = AuditSealer::from_seed([9; 32]);
+        let mut prev = GENESIS_HASH;
+        let lines = events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let s = sealer.seal(i as u64 + 1, &prev, e);
+                prev = s.hash;
+                s.line
+            })
+            .collect();
+        (sealer, lines)
+    }
+
+    fn verify(sealer: &AuditSealer, lines: &[String]) -> AuditReport {
+        let mut text = lines.join("\n");
+        text.push('\n');
+        verify_log(text.as_bytes(), &sealer.public_key())
+    }
+
+    fn codes(r: &AuditReport, class: IssueClass) -> Vec<&'static str> {
+        r.issues
+            .iter()
+            .filter(|i| i.class == class)
+            .map(|i| i.code)
+            .collect()
+    }
+
+    const T: &str = "2026-01-01T00:00:00Z";
+
+    fn lifecycle(id: &str) -> Vec<AuditEvent> {
+        let fields = serde_json::json!({"a": 1});
+        vec![
+            AuditEvent::request(&super::super::events::RequestFacts {
+                approval_id: id,
+                ts: T,
+                agent_id: "agent",
+                tool_name: "tool",
+                profile: "p",
+                fields: &fields,
+                severity: "high",
+                expires_at: T,
+                fingerprint: "fp",
+            }),
+            AuditEvent::outcome(id, T, "PENDING", None),
+            AuditEvent::decision(id, T, "APPROVED", "alice", &Value::Null, &Value::Null),
+            AuditEvent::grant(id, T, "fp"),
+        ]
+    }
+
+    #[test]
+    fn a_clean_lifecycle_verifies() {
+        let (s, lines) = log(&lifecycle("a"));
+        let r = verify(&s, &lines);
+        assert!(r.is_valid(), "{r:?}");
+        assert_eq!(r.lines, 4);
+        assert!(r.issues.is_empty());
+    }
+
+    #[test]
+    fn edited_removed_and_reordered_lines_are_violations() {
+        let (s, lines) = log(&lifecycle("a"));
+        let mut edited = lines.clone();
+        edited[2] = edited[2].replace("alice", "mallory");
+        assert_eq!(
+            codes(&verify(&s, &edited), IssueClass::Violation),
+            ["bad_signature", "chain_break"]
+        );
+        let mut removed = lines.clone();
+        removed.remove(1);
+        let r = verify(&s, &removed);
+        assert!(codes(&r, IssueClass::Violation).contains(&"chain_break"));
+        assert!(codes(&r, IssueClass::Violation).contains(&"seq_gap"));
+        let mut reordered = lines.clone();
+        reordered.swap(1, 2);
+        assert!(!verify(&s, &reordered).is_valid());
+        let other = AuditSealer::from_seed([1; 32]);
+        assert!(!verify(&other, &lines).is_valid());
+        let unterminated = lines.join("\n");
+        assert!(!verify_log(unterminated.as_bytes(), &s.public_key()).is_valid());
+    }
+
+    #[test]
+    fn seed_rules_pending_and_unknown_are_informational_two_verdicts_violate() {
+        let (s, lines) = log(&[AuditEvent::outcome("p", T, "PENDING", None)]);
+        let r = verify(&s, &lines);
+        assert!(r.is_valid());
+        assert_eq!(
+            codes(&r, IssueClass::Informational),
+            ["pending_without_decision"]
+        );
+
+        let (s, lines) = log(&[AuditEvent::decision(
+            "x",
+            T,
+            "DENIED",
+            "bob",
+            &Value::Null,
+            &Value::Null,
+        )]);
+        let r = verify(&s, &lines);
+        assert!(r.is_valid());
+        assert_eq!(
+            codes(&r, IssueClass::Informational),
+            ["decision_for_unknown_approval"]
+        );
+
+        let mut events = lifecycle("a");
+        events.insert(
+            3,
+            AuditEvent::decision("a", T, "DENIED", "bob", &Value::Null, &Value::Null),
+        );
+        let (s, lines) = log(&events);
+        assert_eq!(
+            codes(&verify(&s, &lines), IssueClass::Violation),
+            ["two_verdicts"]
+        );
+
+        let mut events = lifecycle("a");
+        events.insert(2, AuditEvent::settlement("a", T, "expired_unanswered"));
+        let (s, lines) = log(&events);
+        let r = verify(&s, &lines);
+        assert_eq!(
+            codes(&r, IssueClass::Violation),
+            ["two_verdicts", "grant_without_approval"]
+        );
+
+        let mut events = lifecycle("a");
+        events.push(AuditEvent::grant("a", T, "fp"));
+        let (s, lines) = log(&events);
+        assert_eq!(
+            codes(&verify(&s, &lines), IssueClass::Violation),
+            ["grant_collected_twice"]
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400)) {
+            let key = AuditSealer::from_seed([3; 32]).public_key();
+            let r = verify_log(&bytes, &key);
+            proptest::prop_assert!(bytes.is_empty() || !r.is_valid() || r.lines == 0);
+        }
+    }
+}

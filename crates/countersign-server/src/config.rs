@@ -1,0 +1,353 @@
+//! Service configuration: the TOML file `countersign serve --config FILE` reads.
+//!
+//! Every field has a default so the service starts with no file at all. Defaults fail closed: a
+//! tool the file does not mention needs approval, and any enrolled principal may decide it only
+//! because no group narrows the set.
+
+use countersign::{AssuranceLevel, Policy};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The whole configuration file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// WebAuthn relying party id the approvers' credentials are enrolled for.
+    #[serde(default = "default_rp_id")]
+    pub rp_id: String,
+    /// Origins allowed in clientDataJSON (the approver page's origin).
+    #[serde(default = "default_origins")]
+    pub origins: Vec<String>,
+    /// Base URL used in `redrive_url` and the approver link. Default: `http://<listen address>`.
+    #[serde(default)]
+    pub public_url: Option<String>,
+    /// A registry document (`{"credentials": [...]}`) imported at startup.
+    #[serde(default)]
+    pub registry: Option<PathBuf>,
+    /// Timeouts.
+    #[serde(default)]
+    pub timeouts: Timeouts,
+    /// Where to POST a notification for each new PENDING approval (reference only, no params).
+    #[serde(default)]
+    pub webhook_url: Option<String>,
+    /// Approver groups: name to principals.
+    #[serde(default)]
+    pub groups: BTreeMap<String, Vec<String>>,
+    /// The rule for tools that have no `[[tools]]` entry.
+    #[serde(default)]
+    pub default_tool: ToolRule,
+    /// Per-tool rules.
+    #[serde(default)]
+    pub tools: Vec<ToolRule>,
+    /// `normal` (default: survives a killed process) or `full` (also survives power loss, slower).
+    #[serde(default)]
+    pub durability: Durability,
+}
+
+/// Timeouts, in seconds.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timeouts {
+    /// How long a request waits for a human before it settles DENIED `expired_unanswered`.
+    #[serde(default = "default_approval_ttl")]
+    pub approval_seconds: u64,
+    /// How long an APPROVED request's grant may be collected after the verdict.
+    #[serde(default = "default_grant_ttl")]
+    pub grant_seconds: u64,
+    /// Upper bound of `?wait=` on the redrive URL.
+    #[serde(default = "default_long_poll")]
+    pub long_poll_max_seconds: u64,
+    /// Lifetime of an approver session after login.
+    #[serde(default = "default_session_ttl")]
+    pub session_seconds: u64,
+    /// Maximum age of an assertion (and lifetime of an issued challenge).
+    #[serde(default = "default_max_age")]
+    pub assertion_max_age_seconds: u64,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            approval_seconds: default_approval_ttl(),
+            grant_seconds: default_grant_ttl(),
+            long_poll_max_seconds: default_long_poll(),
+            session_seconds: default_session_ttl(),
+            assertion_max_age_seconds: default_max_age(),
+        }
+    }
+}
+
+/// Whether a tool needs a human.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalRule {
+    /// A human must approve (the default).
+    #[default]
+    Required,
+    /// The callback answers APPROVED at once, without evidence.
+    None,
+}
+
+/// Policy for one tool (or the default for unlisted tools).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolRule {
+    /// The tool name this rule applies to (ignored for `default_tool`).
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub approval: ApprovalRule,
+    /// Approver groups whose members may decide. Empty: every enrolled principal.
+    #[serde(default)]
+    pub approvers: Vec<String>,
+    /// Severity shown in notifications when the request does not give one.
+    #[serde(default)]
+    pub severity: Option<String>,
+    /// Weakest identity assurance a verdict may have.
+    #[serde(default)]
+    pub min_assurance: Option<AssuranceLevel>,
+    /// Whether verdicts need user verification (default true).
+    #[serde(default)]
+    pub require_user_verification: Option<bool>,
+    /// This tool's approval window, overriding `timeouts.approval_seconds`.
+    #[serde(default)]
+    pub approval_seconds: Option<u64>,
+}
+
+/// SQLite `synchronous` setting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    #[default]
+    Normal,
+    Full,
+}
+
+fn default_rp_id() -> String {
+    "localhost".to_owned()
+}
+fn default_origins() -> Vec<String> {
+    vec!["http://localhost:8080".to_owned()]
+}
+fn default_approval_ttl() -> u64 {
+    300
+}
+fn default_grant_ttl() -> u64 {
+    120
+}
+fn default_long_poll() -> u64 {
+    30
+}
+fn default_session_ttl() -> u64 {
+    900
+}
+fn default_max_age() -> u64 {
+    countersign::DEFAULT_MAX_AGE_SECONDS
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            rp_id: default_rp_id(),
+            origins: default_origins(),
+            public_url: None,
+            registry: None,
+            timeouts: Timeouts::default(),
+            webhook_url: None,
+            groups: BTreeMap::new(),
+            default_tool: ToolRule::default(),
+            tools: Vec::new(),
+            durability: Durability::default(),
+        }
+    }
+}
+
+/// Why a configuration is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("parsing {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("tool {tool:?} names approver group {group:?}, which is not defined in [groups]")]
+    UnknownGroup { tool: String, group: String },
+    #[error("tool {0:?} appears twice in [[tools]]")]
+    DuplicateTool(String),
+    #[error("timeouts.{0} must be at least 1 second")]
+    ZeroTimeout(&'static str),
+}
+
+impl Config {
+    /// Read and check a TOML file.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_toml(&text).map_err(|e| match e {
+            ConfigError::Parse { message, .. } => ConfigError::Parse {
+                path: path.to_owned(),
+                message,
+            },
+            other => other,
+        })
+    }
+
+    /// Parse and check TOML text.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        let config: Self = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: PathBuf::new(),
+            message: e.to_string(),
+        })?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Cross-field checks serde cannot express.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let t = &self.timeouts;
+        for (name, value) in [
+            ("approval_seconds", t.approval_seconds),
+            ("grant_seconds", t.grant_seconds),
+            ("long_poll_max_seconds", t.long_poll_max_seconds),
+            ("session_seconds", t.session_seconds),
+            ("assertion_max_age_seconds", t.assertion_max_age_seconds),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::ZeroTimeout(name));
+            }
+        }
+        if self.tools.iter().any(|r| r.approval_seconds == Some(0)) {
+            return Err(ConfigError::ZeroTimeout("tools.approval_seconds"));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for rule in self.tools.iter().chain(std::iter::once(&self.default_tool)) {
+            for group in &rule.approvers {
+                if !self.groups.contains_key(group) {
+                    return Err(ConfigError::UnknownGroup {
+                        tool: rule.name.clone(),
+                        group: group.clone(),
+                    });
+                }
+            }
+        }
+        for rule in &self.tools {
+            if !seen.insert(rule.name.as_str()) {
+                return Err(ConfigError::DuplicateTool(rule.name.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The rule for `tool_name`.
+    pub fn rule(&self, tool_name: &str) -> &ToolRule {
+        self.tools
+            .iter()
+            .find(|r| r.name == tool_name)
+            .unwrap_or(&self.default_tool)
+    }
+
+    /// The principals a rule admits; `None` means every enrolled principal.
+    pub fn eligible_principals(&self, rule: &ToolRule) -> Option<Vec<&str>> {
+        if rule.approvers.is_empty() {
+            return None;
+        }
+        let mut out: Vec<&str> = rule
+            .approvers
+            .iter()
+            .filter_map(|g| self.groups.get(g))
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        Some(out)
+    }
+
+    /// The verifier policy the service applies to a verdict on `rule`'s tool.
+    pub fn policy(&self, rule: &ToolRule) -> Policy {
+        let mut policy = Policy::new(self.rp_id.clone(), self.origins.iter().cloned());
+        policy.min_assurance = rule.min_assurance;
+        policy.require_user_verification = rule.require_user_verification.unwrap_or(true);
+        policy.max_age_seconds = self.timeouts.assertion_max_age_seconds;
+        policy
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_fail_closed_defaults() {
+        let c = Config::from_toml("").ok();
+        let c = c.as_ref();
+        assert_eq!(
+            c.map(|c| c.rule("anything").approval),
+            Some(ApprovalRule::Required)
+        );
+        assert_eq!(c.map(|c| c.timeouts.approval_seconds), Some(300));
+        assert_eq!(
+            c.map(|c| c.eligible_principals(c.rule("x")).is_none()),
+            Some(true)
+        );
+    }
+
+    #[test]
+    fn tools_groups_and_policy_are_read() {
+        let c = Config::from_toml(
+            r#"
+            rp_id = "example.org"
+            origins = ["https://approve.example.org"]
+            [groups]
+            finance = ["alice", "bob"]
+            [[tools]]
+            name = "payments.transfer"
+            approvers = ["finance"]
+            min_assurance = "AAL3"
+            [[tools]]
+            name = "read_file"
+            approval = "none"
+            "#,
+        );
+        let c = c.ok();
+        let c = c.as_ref();
+        let rule = c.map(|c| c.rule("payments.transfer"));
+        assert_eq!(
+            c.zip(rule).and_then(|(c, r)| c.eligible_principals(r)),
+            Some(vec!["alice", "bob"])
+        );
+        assert_eq!(
+            c.map(|c| c.rule("read_file").approval),
+            Some(ApprovalRule::None)
+        );
+        assert_eq!(
+            c.zip(rule).and_then(|(c, r)| c.policy(r).min_assurance),
+            Some(AssuranceLevel::Aal3)
+        );
+    }
+
+    #[test]
+    fn unknown_keys_groups_duplicates_and_zero_timeouts_are_refused() {
+        assert!(matches!(
+            Config::from_toml("rp_idd = \"x\""),
+            Err(ConfigError::Parse { .. })
+        ));
+        assert!(matches!(
+            Config::from_toml("[[tools]]\nname = \"t\"\napprovers = [\"nobody\"]"),
+            Err(ConfigError::UnknownGroup { .. })
+        ));
+        assert!(matches!(
+            Config::from_toml("[[tools]]\nname = \"t\"\n[[tools]]\nname = \"t\""),
+            Err(ConfigError::DuplicateTool(_))
+        ));
+        assert!(matches!(
+            Config::from_toml("[timeouts]\napproval_seconds = 0"),
+            Err(ConfigError::ZeroTimeout("approval_seconds"))
+        ));
+    }
+}

@@ -1,0 +1,125 @@
+//! One error type that becomes the HTTP response, one JSON envelope everywhere.
+//!
+//! `{"error": {"code": "...", "message": "...", "reason_code": "...", "result": {...}}}`: `code`
+//! is a stable machine-readable name of what was refused, `reason_code` the core's wire reason
+//! when one applies, `result` the approval's current ApprovalResult for conflicts. Internal
+//! errors answer a generic 500 and log the detail; they never echo it.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use countersign::{ApprovalResult, ReasonCode};
+use serde::Serialize;
+
+/// An API refusal or failure.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub reason_code: Option<ReasonCode>,
+    pub result: Option<Box<ApprovalResult>>,
+}
+
+#[derive(Serialize)]
+struct Envelope<'a> {
+    error: Body<'a>,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    code: &'static str,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason_code: Option<ReasonCode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a ApprovalResult>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            reason_code: None,
+            result: None,
+        }
+    }
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+    pub fn unprocessable(reason: ReasonCode, message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "evidence_rejected",
+            message,
+        )
+        .reason(reason)
+    }
+    pub fn not_found(what: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("{what} not found"),
+        )
+    }
+    pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, code, message)
+    }
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+    pub fn forbidden(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, code, message)
+    }
+    /// A failure that is the service's fault: logged, answered generically.
+    pub fn internal(detail: impl std::fmt::Display) -> Self {
+        tracing::error!(%detail, "internal error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error (logged)",
+        )
+    }
+    pub fn reason(mut self, reason: ReasonCode) -> Self {
+        self.reason_code = Some(reason);
+        self
+    }
+    pub fn with_result(mut self, result: ApprovalResult) -> Self {
+        self.result = Some(Box::new(result));
+        self
+    }
+}
+
+impl From<crate::store::StoreError> for ApiError {
+    fn from(e: crate::store::StoreError) -> Self {
+        Self::internal(e)
+    }
+}
+
+impl From<tokio::task::JoinError> for ApiError {
+    fn from(e: tokio::task::JoinError) -> Self {
+        Self::internal(e)
+    }
+}
+
+impl From<getrandom::Error> for ApiError {
+    fn from(e: getrandom::Error) -> Self {
+        Self::internal(e)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = Envelope {
+            error: Body {
+                code: self.code,
+                message: &self.message,
+                reason_code: self.reason_code,
+                result: self.result.as_deref(),
+            },
+        };
+        (self.status, Json(body)).into_response()
+    }
+}

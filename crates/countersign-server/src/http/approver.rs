@@ -1,0 +1,85 @@
+//! `/v1/approver`: what the approver page and the CLI approver call.
+
+use super::{Body, PathArg};
+use crate::error::ApiError;
+use crate::service::{
+    AppState, AssertionBody, DecisionChallenge, LoginChallenge, LoginResponse, ReviewView,
+};
+use crate::store::Session;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use countersign::{ApprovalResult, Decision};
+use serde::Deserialize;
+
+pub(super) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/approver/login/challenge", post(login_challenge))
+        .route("/v1/approver/login", post(login))
+        .route("/v1/approver/approvals/{id}", get(review))
+        .route("/v1/approver/approvals/{id}/challenge", post(challenge))
+        .route("/v1/approver/approvals/{id}/decision", post(decide))
+}
+
+/// An authenticated approver (`Authorization: Bearer <token>`).
+struct Approver(Session);
+
+impl FromRequestParts<AppState> for Approver {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let token = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or_else(|| ApiError::unauthorized("missing bearer token"))?;
+        state.authenticate(token.trim()).await.map(Self)
+    }
+}
+
+async fn login_challenge(State(state): State<AppState>) -> Result<Json<LoginChallenge>, ApiError> {
+    state.login_challenge().await.map(Json)
+}
+
+async fn login(
+    State(state): State<AppState>,
+    Body(body): Body<AssertionBody>,
+) -> Result<Json<LoginResponse>, ApiError> {
+    state.login(body).await.map(Json)
+}
+
+async fn review(
+    State(state): State<AppState>,
+    Approver(session): Approver,
+    PathArg(id): PathArg<String>,
+) -> Result<Json<ReviewView>, ApiError> {
+    state.review(&id, &session).await.map(Json)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChallengeRequest {
+    decision: Decision,
+}
+
+async fn challenge(
+    State(state): State<AppState>,
+    Approver(session): Approver,
+    PathArg(id): PathArg<String>,
+    Body(req): Body<ChallengeRequest>,
+) -> Result<Json<DecisionChallenge>, ApiError> {
+    state
+        .decision_challenge(&id, req.decision, &session)
+        .await
+        .map(Json)
+}
+
+async fn decide(
+    State(state): State<AppState>,
+    Approver(session): Approver,
+    PathArg(id): PathArg<String>,
+    Body(body): Body<AssertionBody>,
+) -> Result<Json<ApprovalResult>, ApiError> {
+    state.decide(&id, body, &session).await.map(Json)
+}

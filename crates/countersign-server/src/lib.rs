@@ -1,0 +1,39 @@
+//! The reference `approval_callback` service.
+//!
+//! A gateway creates a request (`POST /v1/approvals`) and gets PENDING at once; an approver
+//! authenticates with a WebAuthn credential, fetches a challenge `nonce || op_hash(decision)` and
+//! submits the assertion; the service runs the core verifier on it before accepting it, and the
+//! first accepted verdict wins atomically. The gateway follows the redrive URL, verifies the
+//! evidence itself, and collects a single-use grant bound to the exact call. Every step is
+//! recorded in a hash-chained, signed audit log. See docs/spec/service.md.
+#![cfg_attr(
+    not(test),
+    warn(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
+
+pub mod audit;
+pub mod clock;
+pub mod config;
+mod error;
+mod http;
+mod notify;
+mod random;
+mod serve;
+mod service;
+pub mod store;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::{Config, ConfigError};
+pub use error::ApiError;
+pub use http::build_router;
+pub use notify::Notification;
+pub use serve::{ServeOptions, files, open_state, serve};
+pub use service::{
+    AppState, AssertionBody, CreateRequest, DEFAULT_PROFILE, DecisionChallenge, GrantReceipt,
+    GrantRequest, LoginChallenge, LoginResponse, ReviewView, StateParts,
+};

@@ -1,0 +1,158 @@
+//! `countersign serve`: boot the service from a data directory and an optional config file.
+
+use crate::audit::{AuditMirror, AuditSealer};
+use crate::clock::SystemClock;
+use crate::config::Config;
+use crate::service::{AppState, StateParts};
+use crate::store::{SqliteStore, Store};
+use anyhow::Context as _;
+use countersign::RegistryDocument;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often overdue approvals are settled in the background (reads settle them too).
+const SWEEP_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Options of `countersign serve`.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Address to listen on (default 127.0.0.1:8080; port 0 picks a free port).
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    pub config: Option<PathBuf>,
+}
+
+/// File names inside the data directory.
+pub mod files {
+    /// The SQLite database.
+    pub const DATABASE: &str = "countersign.db";
+    /// The audit log (JSON lines).
+    pub const AUDIT_LOG: &str = "audit.jsonl";
+    /// The audit signing key seed (base64url, owner-only).
+    pub const SERVICE_KEY: &str = "service-key";
+    /// The audit public key (base64url), for auditors.
+    pub const SERVICE_PUBLIC_KEY: &str = "service-key.pub";
+}
+
+/// Open the state of a data directory: key, database, audit file, registry import.
+pub fn open_state(data_dir: &Path, config: Config, public_url: String) -> anyhow::Result<AppState> {
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("creating {}", data_dir.display()))?;
+    let sealer = AuditSealer::load_or_create(&data_dir.join(files::SERVICE_KEY))?;
+    std::fs::write(
+        data_dir.join(files::SERVICE_PUBLIC_KEY),
+        format!("{}\n", sealer.public_key_b64()),
+    )?;
+    let store = SqliteStore::open(
+        &data_dir.join(files::DATABASE),
+        sealer.clone(),
+        config.durability,
+    )?;
+    if let Some(path) = &config.registry {
+        let text =
+            std::fs::read(path).with_context(|| format!("reading registry {}", path.display()))?;
+        let doc: RegistryDocument = serde_json::from_slice(&text)
+            .with_context(|| format!("parsing registry {}", path.display()))?;
+        countersign::CredentialRegistry::from_document(doc.clone())
+            .with_context(|| format!("loading registry {}", path.display()))?;
+        store.put_credentials(&doc.credentials)?;
+    }
+    let mirror = AuditMirror::open(&data_dir.join(files::AUDIT_LOG), &store)?;
+    AppState::new(StateParts {
+        config,
+        public_url,
+        store: Arc::new(store),
+        clock: Arc::new(SystemClock),
+        sealer,
+        mirror: Some(mirror),
+    })
+}
+
+/// Print a status line; a closed stdout is not a reason to stop serving.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// Run the service until SIGTERM or Ctrl-C.
+pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
+    let config = match &opts.config {
+        Some(path) => Config::from_file(path)?,
+        None => Config::default(),
+    };
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .with_context(|| format!("binding {}", opts.listen))?;
+    let local = listener.local_addr()?;
+    let public_url = config
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{local}"));
+    let state = open_state(&opts.data_dir, config, public_url.clone())?;
+    // Whatever expired while the process was down is settled before the first request.
+    let expired = state
+        .expire_overdue()
+        .await
+        .map_err(|e| anyhow::anyhow!(e.message))?;
+
+    say!("countersign: listening on http://{local}");
+    say!("countersign: data directory {}", opts.data_dir.display());
+    say!("countersign: audit key {}", state.service_key());
+    if expired > 0 {
+        say!("countersign: settled {expired} approval(s) that expired while stopped");
+    }
+    let enrolled = state.registry().len();
+    if enrolled == 0 {
+        say!(
+            "countersign: no approver enrolled yet; to enroll one, write a registry document \
+             ({{\"credentials\": [...]}}) and name it in the config file (registry = \"FILE\"), \
+             then restart. Until then every request answers DENIED no_eligible_approver."
+        );
+    } else {
+        say!("countersign: {enrolled} credential(s) enrolled");
+    }
+    say!("countersign: API at {public_url}/openapi.json");
+
+    let sweeper = state.clone();
+    let sweep = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(SWEEP_INTERVAL);
+        loop {
+            tick.tick().await;
+            if let Err(e) = sweeper.expire_overdue().await {
+                tracing::error!(error = %e.message, "expiry sweep failed");
+            }
+        }
+    });
+    axum::serve(listener, crate::build_router(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("serving")?;
+    sweep.abort();
+    say!("countersign: stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}

@@ -1,0 +1,459 @@
+//! The approver's side: authenticate, see the action, fetch a challenge, submit the assertion.
+//!
+//! Login is a WebAuthn assertion over a 32-byte server nonce; a decision challenge is 64 bytes
+//! (`nonce || op_hash(decision)`). The lengths differ on purpose, so a login assertion can never
+//! pass as evidence for an action and an action's evidence can never open a session.
+
+use super::AppState;
+use crate::audit::AuditEvent;
+use crate::clock::{from_ms, rfc3339};
+use crate::error::ApiError;
+use crate::store::{IssuedChallenge, Session, SettleKind, Settlement, Spend};
+use countersign::webauthn::{self, Assertion, AssertionExpectations, ClientData};
+use countersign::{
+    Action, ApprovalResult, ApprovalStatus, Decision, EvidenceEntry, ReasonCode, ReplayState,
+    WEBAUTHN_ASSERTION_FORMAT, b64, verify_evidence,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+/// A login challenge.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoginChallenge {
+    /// base64url of 32 random bytes: the WebAuthn `challenge`.
+    pub challenge: String,
+    pub rp_id: String,
+    pub expires_at: String,
+}
+
+/// The three byte strings an authenticator returns, and which credential made them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AssertionBody {
+    pub credential_id: String,
+    pub client_data_json: String,
+    pub authenticator_data: String,
+    pub signature: String,
+}
+
+/// A session.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoginResponse {
+    /// Bearer token for the approver endpoints.
+    pub token: String,
+    pub principal: String,
+    pub expires_at: String,
+}
+
+/// What an authenticated approver sees before deciding: every material field, as signed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReviewView {
+    pub approval_id: String,
+    pub status: ApprovalStatus,
+    pub agent_id: String,
+    pub tool_name: String,
+    pub profile: String,
+    /// The admitted (NFC) fields the op_hash covers.
+    pub fields: Value,
+    pub severity: String,
+    pub expires_at: String,
+}
+
+/// A decision challenge.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DecisionChallenge {
+    pub approval_id: String,
+    pub decision: Decision,
+    pub profile: String,
+    pub fields: Value,
+    pub nonce: String,
+    pub op_hash: String,
+    /// base64url(nonce || op_hash): the WebAuthn `challenge` to sign.
+    pub challenge: String,
+    pub rp_id: String,
+    pub expires_at: String,
+}
+
+/// A replay state read from the database for one assertion; the store re-checks on commit.
+struct Snapshot {
+    spent: bool,
+    count: Option<u32>,
+}
+
+impl ReplayState for Snapshot {
+    fn is_spent(&self, _nonce: &[u8]) -> bool {
+        self.spent
+    }
+    fn sign_count(&self, _credential_id: &[u8]) -> Option<u32> {
+        self.count
+    }
+    fn record(&mut self, _nonce: &[u8], _credential_id: &[u8], _sign_count: u32) {}
+}
+
+fn decode(field: &'static str, text: &str) -> Result<Vec<u8>, ApiError> {
+    b64::decode(text)
+        .map_err(|_| ApiError::bad_request("invalid_request", format!("{field} is not base64url")))
+}
+
+fn token_hash(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+impl AppState {
+    /// Issue a login challenge.
+    pub async fn login_challenge(&self) -> Result<LoginChallenge, ApiError> {
+        let nonce = crate::random::bytes::<32>()?;
+        let expires_at = self.now_ms().saturating_add(self.max_age_ms());
+        self.blocking(move |s| s.put_login_challenge(&nonce, expires_at))
+            .await?;
+        Ok(LoginChallenge {
+            challenge: b64::encode(&nonce),
+            rp_id: self.config().rp_id.clone(),
+            expires_at: rfc3339(from_ms(expires_at)),
+        })
+    }
+
+    fn max_age_ms(&self) -> i64 {
+        i64::try_from(
+            self.config()
+                .timeouts
+                .assertion_max_age_seconds
+                .saturating_mul(1000),
+        )
+        .unwrap_or(i64::MAX)
+    }
+
+    /// Verify a login assertion and open a session.
+    pub async fn login(&self, body: AssertionBody) -> Result<LoginResponse, ApiError> {
+        let credential_id = decode("credential_id", &body.credential_id)?;
+        let client_data_json = decode("client_data_json", &body.client_data_json)?;
+        let authenticator_data = decode("authenticator_data", &body.authenticator_data)?;
+        let signature = decode("signature", &body.signature)?;
+        let registry = self.registry();
+        let credential = registry
+            .get(&credential_id)
+            .filter(|c| !c.record().revoked)
+            .ok_or_else(|| {
+                ApiError::unauthorized("credential is not enrolled (or revoked)")
+                    .reason(ReasonCode::CredentialUnknown)
+            })?;
+        let key = credential.key().map_err(|e| {
+            ApiError::unauthorized(e.to_string()).reason(ReasonCode::UnsupportedAlgorithm)
+        })?;
+        let client_data = ClientData::parse(&client_data_json)
+            .map_err(|e| ApiError::unauthorized(e.to_string()).reason(e.reason_code()))?;
+        let nonce = client_data.challenge.clone();
+        let now = self.now_ms();
+        let taken = self
+            .blocking(move |s| s.take_login_challenge(&nonce, now))
+            .await?;
+        if !taken {
+            return Err(
+                ApiError::unauthorized("login challenge unknown, used or expired")
+                    .reason(ReasonCode::Replayed),
+            );
+        }
+        let cid = credential_id.clone();
+        let (_, stored) = self.blocking(move |s| s.replay_snapshot(&[], &cid)).await?;
+        let config = self.config();
+        let expectations = AssertionExpectations {
+            stored_sign_count: stored.unwrap_or(0).max(credential.record().sign_count),
+            backup_eligible: credential.record().backup_eligible,
+            ..AssertionExpectations::new(&client_data.challenge, &config.rp_id, &config.origins)
+        };
+        let assertion = Assertion {
+            client_data_json: &client_data_json,
+            authenticator_data: &authenticator_data,
+            signature: &signature,
+        };
+        let verified =
+            webauthn::verify_assertion(key, &assertion, &expectations, webauthn::default_backend())
+                .map_err(|e| ApiError::unauthorized(e.to_string()).reason(e.reason_code()))?;
+        let token = b64::encode(&crate::random::bytes::<32>()?);
+        let session_ttl =
+            i64::try_from(config.timeouts.session_seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
+        let session = Session {
+            principal: credential.principal().to_owned(),
+            credential_id,
+            expires_at: now.saturating_add(session_ttl),
+        };
+        let hash = token_hash(&token);
+        let stored_session = session.clone();
+        let count = verified.sign_count;
+        let created = self
+            .blocking(move |s| s.create_session(&hash, &stored_session, count))
+            .await?;
+        if !created {
+            return Err(ApiError::unauthorized("signature counter regressed")
+                .reason(ReasonCode::CounterRegression));
+        }
+        Ok(LoginResponse {
+            token,
+            principal: session.principal,
+            expires_at: rfc3339(from_ms(session.expires_at)),
+        })
+    }
+
+    /// The session behind a bearer token.
+    pub async fn authenticate(&self, token: &str) -> Result<Session, ApiError> {
+        let hash = token_hash(token);
+        let now = self.now_ms();
+        self.blocking(move |s| s.session(&hash, now))
+            .await?
+            .ok_or_else(|| ApiError::unauthorized("unknown or expired session"))
+    }
+
+    fn check_eligible(&self, tool_name: &str, principal: &str) -> Result<(), ApiError> {
+        let config = self.config();
+        let eligible = config.eligible_principals(config.rule(tool_name));
+        if eligible.is_some_and(|set| !set.contains(&principal)) {
+            return Err(ApiError::forbidden(
+                "not_eligible",
+                format!("{principal} may not decide {tool_name}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The action as an approver must see it before deciding.
+    pub async fn review(&self, id: &str, session: &Session) -> Result<ReviewView, ApiError> {
+        let record = self.load(id).await?;
+        self.check_eligible(&record.tool_name, &session.principal)?;
+        let fields = self.admitted_fields(&record.profile, &record.fields_json)?;
+        Ok(ReviewView {
+            approval_id: record.id,
+            status: record.status,
+            agent_id: record.agent_id,
+            tool_name: record.tool_name,
+            profile: record.profile,
+            fields,
+            severity: record.severity,
+            expires_at: rfc3339(from_ms(record.expires_at)),
+        })
+    }
+
+    fn admitted_fields(&self, profile: &str, fields_json: &str) -> Result<Value, ApiError> {
+        let policy = self.config().policy(self.config().rule(""));
+        let profile = policy
+            .profiles
+            .get(profile)
+            .ok_or_else(|| ApiError::internal("stored approval names an unpinned profile"))?;
+        countersign::admit_fields(profile, fields_json.as_bytes())
+            .map(|f| f.as_value().clone())
+            .map_err(ApiError::internal)
+    }
+
+    /// Issue the challenge for one decision on one PENDING approval.
+    pub async fn decision_challenge(
+        &self,
+        id: &str,
+        decision: Decision,
+        session: &Session,
+    ) -> Result<DecisionChallenge, ApiError> {
+        let record = self.load(id).await?;
+        self.check_eligible(&record.tool_name, &session.principal)?;
+        if record.status != ApprovalStatus::Pending {
+            return Err(ApiError::conflict(
+                "already_settled",
+                format!("{id} is already {}", record.status.as_str()),
+            )
+            .with_result(self.result_of(&record)));
+        }
+        let op_hash = match decision {
+            Decision::Approved => record.op_hash_approved,
+            Decision::Denied => record.op_hash_denied,
+        };
+        let nonce = crate::random::bytes::<32>()?;
+        let expires_at = record
+            .expires_at
+            .min(self.now_ms().saturating_add(self.max_age_ms()));
+        let issued = IssuedChallenge {
+            nonce: nonce.to_vec(),
+            approval_id: record.id.clone(),
+            decision,
+            principal: session.principal.clone(),
+            expires_at,
+        };
+        self.blocking(move |s| s.put_challenge(&issued)).await?;
+        let mut challenge = nonce.to_vec();
+        challenge.extend_from_slice(&op_hash);
+        Ok(DecisionChallenge {
+            fields: self.admitted_fields(&record.profile, &record.fields_json)?,
+            approval_id: record.id,
+            decision,
+            profile: record.profile,
+            nonce: b64::encode(&nonce),
+            op_hash: b64::encode(&op_hash),
+            challenge: b64::encode(&challenge),
+            rp_id: self.config().rp_id.clone(),
+            expires_at: rfc3339(from_ms(expires_at)),
+        })
+    }
+
+    /// Accept an assertion as the verdict on `id`, after the core verifier accepted it.
+    pub async fn decide(
+        &self,
+        id: &str,
+        body: AssertionBody,
+        session: &Session,
+    ) -> Result<ApprovalResult, ApiError> {
+        let record = self.load(id).await?;
+        self.check_eligible(&record.tool_name, &session.principal)?;
+        if record.status != ApprovalStatus::Pending {
+            return Err(ApiError::conflict(
+                "already_settled",
+                format!("{id} is already {}", record.status.as_str()),
+            )
+            .with_result(self.result_of(&record)));
+        }
+        let credential_id = decode("credential_id", &body.credential_id)?;
+        let client_data_json = decode("client_data_json", &body.client_data_json)?;
+        let registry = self.registry();
+        let credential = registry.get(&credential_id).ok_or_else(|| {
+            ApiError::unprocessable(ReasonCode::CredentialUnknown, "credential is not enrolled")
+        })?;
+        if credential.principal() != session.principal {
+            return Err(ApiError::forbidden(
+                "not_your_credential",
+                "the credential belongs to another principal than the session",
+            ));
+        }
+        // Which challenge was signed: look it up by its nonce, then check it was issued for this
+        // approval and this approver. The core verifier re-checks the binding cryptographically.
+        let client_data = ClientData::parse(&client_data_json)
+            .map_err(|e| ApiError::unprocessable(e.reason_code(), e.to_string()))?;
+        let nonce = client_data
+            .challenge
+            .get(..32)
+            .filter(|_| client_data.challenge.len() == 64)
+            .ok_or_else(|| {
+                ApiError::unprocessable(
+                    ReasonCode::BindingMismatch,
+                    "the signed challenge is not nonce(32) || op_hash(32)",
+                )
+            })?
+            .to_vec();
+        let key = nonce.clone();
+        let issued = self
+            .blocking(move |s| s.challenge(&key))
+            .await?
+            .ok_or_else(|| {
+                ApiError::unprocessable(
+                    ReasonCode::BindingMismatch,
+                    "the signed challenge was not issued by this service (or is used up)",
+                )
+            })?;
+        if issued.approval_id != record.id {
+            return Err(ApiError::unprocessable(
+                ReasonCode::BindingMismatch,
+                format!(
+                    "the signed challenge was issued for {}, not {}",
+                    issued.approval_id, record.id
+                ),
+            ));
+        }
+        if issued.principal != session.principal {
+            return Err(ApiError::forbidden(
+                "not_your_challenge",
+                "the challenge was issued to another approver",
+            ));
+        }
+        let now = self.now_ms();
+        if issued.expires_at <= now {
+            return Err(ApiError::unprocessable(
+                ReasonCode::Stale,
+                "the challenge expired",
+            ));
+        }
+        let op_hash = match issued.decision {
+            Decision::Approved => record.op_hash_approved,
+            Decision::Denied => record.op_hash_denied,
+        };
+        let entry = EvidenceEntry {
+            format: WEBAUTHN_ASSERTION_FORMAT.to_owned(),
+            decision: issued.decision,
+            canonicalization_profile: record.profile.clone(),
+            credential_id: credential_id.clone(),
+            client_data_json,
+            authenticator_data: decode("authenticator_data", &body.authenticator_data)?,
+            signature: decode("signature", &body.signature)?,
+            aaguid: credential.record().aaguid.map(|a| a.to_string()),
+            attestation_ref: None,
+            nonce: nonce.clone(),
+            op_hash: op_hash.to_vec(),
+            assertion_at: rfc3339(from_ms(now)),
+            co_signatures: Vec::new(),
+        };
+        let mut result = ApprovalResult::bare(issued.decision.into());
+        result.approval_id = Some(record.id.clone());
+        result.approver_evidence = vec![entry.clone().into()];
+
+        let (key_nonce, key_cred) = (nonce.clone(), credential_id.clone());
+        let (spent, count) = self
+            .blocking(move |s| s.replay_snapshot(&key_nonce, &key_cred))
+            .await?;
+        let mut replay = Snapshot { spent, count };
+        let policy = self.config().policy(self.config().rule(&record.tool_name));
+        let action = Action::new(record.profile.clone(), record.fields_json.clone());
+        let verdict = verify_evidence(
+            &policy,
+            &action,
+            &result,
+            &registry,
+            &mut replay,
+            from_ms(now),
+        );
+        let refused = verdict.reason_code == Some(ReasonCode::ApproverRefused);
+        let (Some(approver), true) = (verdict.approvers.first(), verdict.is_allow() || refused)
+        else {
+            let reason = verdict.reason_code.unwrap_or(ReasonCode::EvidenceMalformed);
+            return Err(ApiError::unprocessable(
+                reason,
+                verdict
+                    .detail
+                    .unwrap_or_else(|| format!("evidence rejected: {reason}")),
+            ));
+        };
+        let evidence = serde_json::to_value(&entry).map_err(ApiError::internal)?;
+        let assurance =
+            serde_json::to_value(&approver.identity_assurance).map_err(ApiError::internal)?;
+        let status: ApprovalStatus = issued.decision.into();
+        let grant_ttl = i64::try_from(self.config().timeouts.grant_seconds.saturating_mul(1000))
+            .unwrap_or(i64::MAX);
+        let settlement = Settlement {
+            approval_id: record.id.clone(),
+            now,
+            status,
+            reason_code: refused.then_some(ReasonCode::ApproverRefused),
+            kind: SettleKind::Verdict {
+                spend: Spend {
+                    nonce,
+                    credential_id,
+                    sign_count: approver.sign_count,
+                },
+                evidence_json: Value::Array(vec![evidence.clone()]).to_string(),
+            },
+            grant_expires_at: (status == ApprovalStatus::Approved)
+                .then(|| now.saturating_add(grant_ttl)),
+            event: AuditEvent::decision(
+                &record.id,
+                &rfc3339(from_ms(now)),
+                status.as_str(),
+                &approver.principal,
+                &assurance,
+                &evidence,
+            ),
+        };
+        let outcome = self.blocking(move |s| s.settle(&settlement)).await?;
+        self.settled_outcome(outcome)
+    }
+}
+
+impl ApiError {
+    /// Replace the stable error code.
+    pub fn code(mut self, code: &'static str) -> Self {
+        self.code = code;
+        self
+    }
+}

@@ -1,0 +1,230 @@
+//! The service's state and its operations, independent of HTTP.
+//!
+//! `gateway` holds what a gateway calls (create, redrive, withdraw, grant); `approver` what an
+//! approver calls (login, view, challenge, decide). Both go through [`AppState`], one cloneable
+//! struct of handles.
+
+mod approver;
+mod gateway;
+
+pub use approver::{AssertionBody, DecisionChallenge, LoginChallenge, LoginResponse, ReviewView};
+pub use gateway::{CreateRequest, DEFAULT_PROFILE, GrantReceipt, GrantRequest};
+
+use crate::audit::{AuditMirror, AuditSealer};
+use crate::clock::{Clock, from_ms, rfc3339};
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::notify::Notifier;
+use crate::store::{ApprovalRecord, Store, StoreError};
+use countersign::{
+    ApprovalResult, ApprovalStatus, CredentialRecord, CredentialRegistry, EvidenceEntry,
+    RegistryDocument,
+};
+use std::sync::{Arc, Mutex, RwLock};
+use tokio::sync::watch;
+
+/// Shared handles of the running service.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: Config,
+    public_url: String,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    registry: RwLock<Arc<CredentialRegistry>>,
+    service_key: String,
+    /// Bumped after every settlement; long-polls wait on it.
+    settled: watch::Sender<u64>,
+    mirror: Option<Mutex<AuditMirror>>,
+    notifier: Option<Notifier>,
+}
+
+/// What [`AppState::new`] needs.
+#[derive(Debug)]
+pub struct StateParts {
+    pub config: Config,
+    /// Base of `redrive_url` and approver links, without a trailing slash.
+    pub public_url: String,
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub sealer: AuditSealer,
+    /// The audit log file mirror, if any.
+    pub mirror: Option<AuditMirror>,
+}
+
+impl AppState {
+    /// Assemble the state and load the enrolled credentials from the store.
+    pub fn new(parts: StateParts) -> Result<Self, anyhow::Error> {
+        let records = parts.store.credentials()?;
+        let registry = CredentialRegistry::from_document(RegistryDocument {
+            credentials: records,
+        })?;
+        let notifier = parts
+            .config
+            .webhook_url
+            .clone()
+            .map(|url| Notifier::new(url, parts.public_url.clone()));
+        Ok(Self {
+            inner: Arc::new(Inner {
+                public_url: parts.public_url.trim_end_matches('/').to_owned(),
+                config: parts.config,
+                store: parts.store,
+                clock: parts.clock,
+                registry: RwLock::new(Arc::new(registry)),
+                service_key: parts.sealer.public_key_b64(),
+                settled: watch::channel(0).0,
+                mirror: parts.mirror.map(Mutex::new),
+                notifier,
+            }),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// The audit key, base64url (for `audit verify --key`).
+    pub fn service_key(&self) -> &str {
+        &self.inner.service_key
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    /// The public base URL.
+    pub fn public_url(&self) -> &str {
+        &self.inner.public_url
+    }
+
+    pub(crate) fn now_ms(&self) -> i64 {
+        crate::clock::to_ms(self.inner.clock.now())
+    }
+
+    pub(crate) fn registry(&self) -> Arc<CredentialRegistry> {
+        self.inner
+            .registry
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Enroll (or replace) credentials: stored, then the in-memory registry is rebuilt.
+    pub async fn enroll(&self, records: Vec<CredentialRecord>) -> Result<(), anyhow::Error> {
+        // Refuse a document the core would refuse before storing anything.
+        CredentialRegistry::from_document(RegistryDocument {
+            credentials: records.clone(),
+        })?;
+        let store = self.inner.store.clone();
+        let all = tokio::task::spawn_blocking(move || {
+            store.put_credentials(&records)?;
+            store.credentials()
+        })
+        .await??;
+        let registry = CredentialRegistry::from_document(RegistryDocument { credentials: all })?;
+        *self
+            .inner
+            .registry
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = Arc::new(registry);
+        Ok(())
+    }
+
+    /// The registry document a verifier should trust (public keys only).
+    pub async fn registry_document(&self) -> Result<RegistryDocument, ApiError> {
+        let credentials = self.blocking(|s| s.credentials()).await?;
+        Ok(RegistryDocument { credentials })
+    }
+
+    /// Run a store call on the blocking pool.
+    pub(crate) async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&dyn Store) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let store = self.inner.store.clone();
+        Ok(tokio::task::spawn_blocking(move || f(store.as_ref())).await??)
+    }
+
+    /// After a commit that appended audit lines: copy them to the file, wake long-polls.
+    pub(crate) fn after_commit(&self, settled: bool) {
+        if let Some(mirror) = &self.inner.mirror {
+            let mut mirror = mirror.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(e) = mirror.sync(self.inner.store.as_ref()) {
+                // The database holds the line; the file is repaired on the next sync or start.
+                tracing::error!(error = %e, "audit file sync failed");
+            }
+        }
+        if settled {
+            self.inner.settled.send_modify(|v| *v = v.wrapping_add(1));
+        }
+    }
+
+    /// Settle every overdue approval (the sweeper and startup call this).
+    pub async fn expire_overdue(&self) -> Result<usize, ApiError> {
+        let now = self.now_ms();
+        let mut total = 0;
+        loop {
+            let ids = self.blocking(move |s| s.expire_overdue(now, 512)).await?;
+            total += ids.len();
+            if ids.is_empty() {
+                break;
+            }
+            self.after_commit(true);
+        }
+        Ok(total)
+    }
+
+    /// Read an approval, settling it as expired first if its window has closed.
+    pub(crate) async fn load(&self, id: &str) -> Result<ApprovalRecord, ApiError> {
+        let key = id.to_owned();
+        let record = self
+            .blocking(move |s| s.get(&key))
+            .await?
+            .ok_or_else(|| ApiError::not_found("approval"))?;
+        if record.status == ApprovalStatus::Pending && record.expires_at <= self.now_ms() {
+            self.expire_overdue().await?;
+            let key = id.to_owned();
+            return self
+                .blocking(move |s| s.get(&key))
+                .await?
+                .ok_or_else(|| ApiError::not_found("approval"));
+        }
+        Ok(record)
+    }
+
+    /// The ApprovalResult a gateway sees for a record.
+    pub fn result_of(&self, r: &ApprovalRecord) -> ApprovalResult {
+        let mut result = ApprovalResult::bare(r.status);
+        result.approval_id = Some(r.id.clone());
+        result.expires_at = Some(rfc3339(from_ms(r.expires_at)));
+        result.redrive_url = Some(self.redrive_url(&r.id));
+        result.reason_code = r.reason_code.clone();
+        if let Some(json) = &r.evidence_json {
+            match serde_json::from_str::<Vec<EvidenceEntry>>(json) {
+                Ok(entries) => {
+                    result.approver_evidence = entries.into_iter().map(Into::into).collect();
+                }
+                Err(e) => tracing::error!(id = %r.id, error = %e, "stored evidence unreadable"),
+            }
+        }
+        result
+    }
+
+    pub(crate) fn redrive_url(&self, id: &str) -> String {
+        format!("{}/v1/approvals/{id}", self.inner.public_url)
+    }
+
+    pub(crate) fn settled_receiver(&self) -> watch::Receiver<u64> {
+        self.inner.settled.subscribe()
+    }
+
+    pub(crate) fn notifier(&self) -> Option<&Notifier> {
+        self.inner.notifier.as_ref()
+    }
+}

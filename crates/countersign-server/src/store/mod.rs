@@ -1,0 +1,221 @@
+//! Durable state behind one trait.
+//!
+//! Every method is one atomic unit: it either commits entirely (state change and its audit lines,
+//! sealed against the chain head read in the same transaction) or changes nothing. That is what
+//! lets N replicas share one database later: first-verdict-wins is a compare-and-set on the
+//! approval's status, grant collection a compare-and-set on its collection time, nonce spending a
+//! unique insert, counter advance a conditional update, and the audit chain head a row read and
+//! written inside the transaction. A PostgreSQL implementation maps each method to one
+//! transaction with `SELECT ... FOR UPDATE` on the chain head.
+//!
+//! The trait is synchronous on purpose: the SQLite driver is, and the async service calls it on
+//! tokio's blocking pool. Times are milliseconds since the Unix epoch from the service's clock,
+//! passed in, so the store never reads a clock of its own (tests drive expiry explicitly).
+
+mod sqlite;
+
+pub use sqlite::SqliteStore;
+
+use crate::audit::AuditEvent;
+use countersign::{ApprovalStatus, CredentialRecord, ReasonCode};
+
+/// A request to create.
+#[derive(Debug, Clone)]
+pub struct NewApproval {
+    pub id: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub agent_id: String,
+    pub tool_name: String,
+    pub profile: String,
+    /// The JSON text of the action's fields, exactly as the verifier will admit it.
+    pub fields_json: String,
+    pub severity: String,
+    pub op_hash_approved: [u8; 32],
+    pub op_hash_denied: [u8; 32],
+    /// Initial status: PENDING, or an at-once APPROVED/DENIED.
+    pub status: ApprovalStatus,
+    pub reason_code: Option<ReasonCode>,
+    /// When an at-once APPROVED grant stops being collectable.
+    pub grant_expires_at: Option<i64>,
+}
+
+/// An approval as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalRecord {
+    pub id: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub agent_id: String,
+    pub tool_name: String,
+    pub profile: String,
+    pub fields_json: String,
+    pub severity: String,
+    pub op_hash_approved: [u8; 32],
+    pub op_hash_denied: [u8; 32],
+    pub status: ApprovalStatus,
+    pub reason_code: Option<String>,
+    /// The decided ApprovalResult's `approver_evidence` (JSON array text), when a human decided.
+    pub evidence_json: Option<String>,
+    pub decided_at: Option<i64>,
+    pub grant_expires_at: Option<i64>,
+    pub grant_collected_at: Option<i64>,
+}
+
+/// A nonce to spend and a counter to advance with a verdict.
+#[derive(Debug, Clone)]
+pub struct Spend {
+    pub nonce: Vec<u8>,
+    pub credential_id: Vec<u8>,
+    pub sign_count: u32,
+}
+
+/// How an approval is being settled.
+#[derive(Debug, Clone)]
+pub enum SettleKind {
+    /// A verified human verdict; the nonce is spent and the counter advanced atomically with it.
+    Verdict { spend: Spend, evidence_json: String },
+    /// The gateway withdrew the request (`cancelled`).
+    Withdrawn,
+}
+
+/// A first-verdict-wins settlement.
+#[derive(Debug, Clone)]
+pub struct Settlement {
+    pub approval_id: String,
+    pub now: i64,
+    pub status: ApprovalStatus,
+    pub reason_code: Option<ReasonCode>,
+    pub kind: SettleKind,
+    /// Set for APPROVED.
+    pub grant_expires_at: Option<i64>,
+    pub event: AuditEvent,
+}
+
+/// What a settlement attempt did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SettleOutcome {
+    Settled(ApprovalRecord),
+    /// Somebody settled first; nothing changed.
+    AlreadySettled(ApprovalRecord),
+    /// The approval had expired: it is now (or already was) DENIED `expired_unanswered`.
+    Expired(ApprovalRecord),
+    /// The nonce was spent by an earlier verdict.
+    Replayed,
+    /// The signature counter did not advance past the stored one.
+    CounterRegression {
+        stored: u32,
+        got: u32,
+    },
+    NotFound,
+}
+
+/// What a grant collection did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GrantOutcome {
+    Granted {
+        collected_at: i64,
+    },
+    NotFound,
+    /// The approval is not APPROVED (pending, refused, expired, withdrawn).
+    NotApproved(Box<ApprovalRecord>),
+    AlreadyCollected {
+        collected_at: i64,
+    },
+    FingerprintMismatch,
+    Expired,
+}
+
+/// A challenge issued to an authenticated approver for one decision on one approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssuedChallenge {
+    pub nonce: Vec<u8>,
+    pub approval_id: String,
+    pub decision: countersign::Decision,
+    pub principal: String,
+    pub expires_at: i64,
+}
+
+/// An approver session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub principal: String,
+    pub credential_id: Vec<u8>,
+    pub expires_at: i64,
+}
+
+/// A storage failure (not a refusal: refusals are outcomes).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database: {0}")]
+    Database(String),
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+    #[error("an approval with id {0} already exists")]
+    DuplicateId(String),
+}
+
+/// The service's durable state.
+pub trait Store: Send + Sync + std::fmt::Debug + 'static {
+    /// Insert a request with its audit lines (request and outcome).
+    fn create(&self, approval: &NewApproval, events: &[AuditEvent]) -> Result<(), StoreError>;
+
+    /// Read an approval.
+    fn get(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError>;
+
+    /// Settle a PENDING approval, first writer wins. An approval whose `expires_at <= now` is
+    /// settled as expired instead, whatever was asked.
+    fn settle(&self, settlement: &Settlement) -> Result<SettleOutcome, StoreError>;
+
+    /// Settle up to `limit` overdue PENDING approvals as DENIED `expired_unanswered`; returns
+    /// their ids.
+    fn expire_overdue(&self, now: i64, limit: usize) -> Result<Vec<String>, StoreError>;
+
+    /// Collect the single-use grant of an APPROVED approval for `fingerprint`.
+    fn collect_grant(
+        &self,
+        id: &str,
+        fingerprint: &[u8; 32],
+        now: i64,
+        event: &AuditEvent,
+    ) -> Result<GrantOutcome, StoreError>;
+
+    /// Remember an issued decision challenge.
+    fn put_challenge(&self, challenge: &IssuedChallenge) -> Result<(), StoreError>;
+    /// Look up an issued decision challenge by its nonce.
+    fn challenge(&self, nonce: &[u8]) -> Result<Option<IssuedChallenge>, StoreError>;
+
+    /// Whether a nonce is spent, and the stored counter of a credential.
+    fn replay_snapshot(
+        &self,
+        nonce: &[u8],
+        credential_id: &[u8],
+    ) -> Result<(bool, Option<u32>), StoreError>;
+
+    /// Remember a login challenge.
+    fn put_login_challenge(&self, nonce: &[u8], expires_at: i64) -> Result<(), StoreError>;
+    /// Consume a login challenge: true exactly once, and only before it expires.
+    fn take_login_challenge(&self, nonce: &[u8], now: i64) -> Result<bool, StoreError>;
+    /// Create a session for the hash of its bearer token; the login assertion's counter is
+    /// advanced in the same transaction (false and nothing stored when it regressed).
+    fn create_session(
+        &self,
+        token_hash: &[u8; 32],
+        session: &Session,
+        sign_count: u32,
+    ) -> Result<bool, StoreError>;
+    /// The live session for a token hash.
+    fn session(&self, token_hash: &[u8; 32], now: i64) -> Result<Option<Session>, StoreError>;
+
+    /// Insert or replace enrolled credentials.
+    fn put_credentials(&self, records: &[CredentialRecord]) -> Result<(), StoreError>;
+    /// Every enrolled credential.
+    fn credentials(&self) -> Result<Vec<CredentialRecord>, StoreError>;
+
+    /// `(seq, hash)` of the last audit line (`(0, GENESIS)` when empty).
+    fn audit_head(&self) -> Result<(u64, [u8; 32]), StoreError>;
+    /// Up to `limit` audit lines after `seq`, in order.
+    fn audit_lines_after(&self, seq: u64, limit: usize) -> Result<Vec<(u64, String)>, StoreError>;
+    /// Number of PENDING approvals.
+    fn pending_count(&self) -> Result<u64, StoreError>;
+}

@@ -1,0 +1,821 @@
+//! The embedded SQLite store (the default: nothing to install).
+//!
+//! One connection in WAL mode behind a mutex: SQLite serializes writers anyway, and a single
+//! connection makes every method trivially one `IMMEDIATE` transaction. With `synchronous=NORMAL`
+//! a committed transaction survives the process being killed (the WAL is in the OS page cache);
+//! `durability = "full"` also survives power loss at the cost of an fsync per commit.
+
+use super::{
+    ApprovalRecord, GrantOutcome, IssuedChallenge, NewApproval, Session, SettleKind, SettleOutcome,
+    Settlement, Store, StoreError,
+};
+use crate::audit::{AuditEvent, AuditSealer, GENESIS_HASH};
+use crate::clock::{from_ms, rfc3339};
+use crate::config::Durability;
+use countersign::{ApprovalStatus, CredentialRecord, Decision, ReasonCode};
+use rusqlite::{Connection, OptionalExtension as _, Row, Transaction, TransactionBehavior, params};
+use std::path::Path;
+use std::sync::Mutex;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS approvals (
+    id TEXT PRIMARY KEY,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    agent_id TEXT NOT NULL,
+    tool_name TEXT NOT NULL,
+    profile TEXT NOT NULL,
+    fields_json TEXT NOT NULL,
+    severity TEXT NOT NULL,
+    op_hash_approved BLOB NOT NULL,
+    op_hash_denied BLOB NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('PENDING', 'APPROVED', 'DENIED')),
+    reason_code TEXT,
+    evidence_json TEXT,
+    decided_at INTEGER,
+    grant_expires_at INTEGER,
+    grant_collected_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS approvals_pending_expiry ON approvals (expires_at) WHERE status = 'PENDING';
+CREATE TABLE IF NOT EXISTS challenges (
+    nonce BLOB PRIMARY KEY,
+    approval_id TEXT NOT NULL,
+    decision TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS spent_nonces (nonce BLOB PRIMARY KEY, spent_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS counters (credential_id BLOB PRIMARY KEY, sign_count INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS credentials (credential_id BLOB PRIMARY KEY, record_json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS login_challenges (nonce BLOB PRIMARY KEY, expires_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    token_hash BLOB PRIMARY KEY,
+    principal TEXT NOT NULL,
+    credential_id BLOB NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS audit (seq INTEGER PRIMARY KEY, hash BLOB NOT NULL, line TEXT NOT NULL);
+";
+
+const APPROVAL_COLUMNS: &str = "id, created_at, expires_at, agent_id, tool_name, profile, \
+    fields_json, severity, op_hash_approved, op_hash_denied, status, reason_code, evidence_json, \
+    decided_at, grant_expires_at, grant_collected_at";
+
+/// SQLite-backed [`Store`].
+#[derive(Debug)]
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+    sealer: AuditSealer,
+}
+
+fn db(e: rusqlite::Error) -> StoreError {
+    StoreError::Database(e.to_string())
+}
+
+impl SqliteStore {
+    /// Open (creating if needed) the database at `path`.
+    pub fn open(
+        path: &Path,
+        sealer: AuditSealer,
+        durability: Durability,
+    ) -> Result<Self, StoreError> {
+        let conn = Connection::open(path).map_err(db)?;
+        Self::init(conn, sealer, durability)
+    }
+
+    /// A private in-memory database (tests).
+    pub fn in_memory(sealer: AuditSealer) -> Result<Self, StoreError> {
+        let conn = Connection::open_in_memory().map_err(db)?;
+        Self::init(conn, sealer, Durability::Normal)
+    }
+
+    fn init(
+        conn: Connection,
+        sealer: AuditSealer,
+        durability: Durability,
+    ) -> Result<Self, StoreError> {
+        let sync = match durability {
+            Durability::Normal => "NORMAL",
+            Durability::Full => "FULL",
+        };
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(db)?;
+        conn.pragma_update(None, "synchronous", sync).map_err(db)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(db)?;
+        conn.execute_batch(SCHEMA).map_err(db)?;
+        Ok(Self {
+            conn: Mutex::new(conn),
+            sealer,
+        })
+    }
+
+    fn with_tx<T>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db)?;
+        let out = f(&tx)?;
+        tx.commit().map_err(db)?;
+        Ok(out)
+    }
+
+    /// Seal and insert `events` after the current chain head, inside `tx`.
+    fn append(&self, tx: &Transaction<'_>, events: &[AuditEvent]) -> Result<(), StoreError> {
+        let (mut seq, mut prev) = head(tx)?;
+        for event in events {
+            seq += 1;
+            let sealed = self.sealer.seal(seq, &prev, event);
+            tx.execute(
+                "INSERT INTO audit (seq, hash, line) VALUES (?1, ?2, ?3)",
+                params![to_i64(sealed.seq), &sealed.hash[..], sealed.line],
+            )
+            .map_err(db)?;
+            prev = sealed.hash;
+        }
+        Ok(())
+    }
+
+    /// Settle one overdue PENDING approval inside `tx`.
+    fn expire_in(&self, tx: &Transaction<'_>, id: &str, now: i64) -> Result<(), StoreError> {
+        let changed = tx
+            .execute(
+                "UPDATE approvals SET status = 'DENIED', reason_code = ?2, decided_at = ?3 \
+                 WHERE id = ?1 AND status = 'PENDING' AND expires_at <= ?3",
+                params![id, ReasonCode::ExpiredUnanswered.as_str(), now],
+            )
+            .map_err(db)?;
+        if changed == 1 {
+            let event = AuditEvent::settlement(
+                id,
+                &rfc3339(from_ms(now)),
+                ReasonCode::ExpiredUnanswered.as_str(),
+            );
+            self.append(tx, &[event])?;
+        }
+        Ok(())
+    }
+}
+
+fn head(tx: &Transaction<'_>) -> Result<(u64, [u8; 32]), StoreError> {
+    let row: Option<(i64, Vec<u8>)> = tx
+        .query_row(
+            "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(db)?;
+    match row {
+        None => Ok((0, GENESIS_HASH)),
+        Some((seq, hash)) => Ok((
+            u64::try_from(seq).map_err(|_| StoreError::Corrupt("negative audit seq".into()))?,
+            hash32(hash, "audit hash")?,
+        )),
+    }
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn hash32(bytes: Vec<u8>, what: &str) -> Result<[u8; 32], StoreError> {
+    <[u8; 32]>::try_from(bytes).map_err(|_| StoreError::Corrupt(format!("{what} is not 32 bytes")))
+}
+
+fn status_from(text: &str) -> Result<ApprovalStatus, StoreError> {
+    match text {
+        "PENDING" => Ok(ApprovalStatus::Pending),
+        "APPROVED" => Ok(ApprovalStatus::Approved),
+        "DENIED" => Ok(ApprovalStatus::Denied),
+        other => Err(StoreError::Corrupt(format!("status {other:?}"))),
+    }
+}
+
+fn read_approval(r: &Row<'_>) -> rusqlite::Result<(ApprovalRecord, Vec<u8>, Vec<u8>, String)> {
+    Ok((
+        ApprovalRecord {
+            id: r.get(0)?,
+            created_at: r.get(1)?,
+            expires_at: r.get(2)?,
+            agent_id: r.get(3)?,
+            tool_name: r.get(4)?,
+            profile: r.get(5)?,
+            fields_json: r.get(6)?,
+            severity: r.get(7)?,
+            op_hash_approved: [0; 32],
+            op_hash_denied: [0; 32],
+            status: ApprovalStatus::Pending,
+            reason_code: r.get(11)?,
+            evidence_json: r.get(12)?,
+            decided_at: r.get(13)?,
+            grant_expires_at: r.get(14)?,
+            grant_collected_at: r.get(15)?,
+        },
+        r.get(8)?,
+        r.get(9)?,
+        r.get(10)?,
+    ))
+}
+
+fn get_approval(conn: &Connection, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
+    let row = conn
+        .query_row(
+            &format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?1"),
+            [id],
+            read_approval,
+        )
+        .optional()
+        .map_err(db)?;
+    let Some((mut record, approved, denied, status)) = row else {
+        return Ok(None);
+    };
+    record.op_hash_approved = hash32(approved, "op_hash_approved")?;
+    record.op_hash_denied = hash32(denied, "op_hash_denied")?;
+    record.status = status_from(&status)?;
+    Ok(Some(record))
+}
+
+fn decision_text(d: Decision) -> &'static str {
+    d.as_str()
+}
+
+fn decision_from(text: &str) -> Result<Decision, StoreError> {
+    match text {
+        "APPROVED" => Ok(Decision::Approved),
+        "DENIED" => Ok(Decision::Denied),
+        other => Err(StoreError::Corrupt(format!("decision {other:?}"))),
+    }
+}
+
+impl Store for SqliteStore {
+    fn create(&self, a: &NewApproval, events: &[AuditEvent]) -> Result<(), StoreError> {
+        self.with_tx(|tx| {
+            let decided = (a.status != ApprovalStatus::Pending).then_some(a.created_at);
+            let inserted = tx.execute(
+                "INSERT INTO approvals (id, created_at, expires_at, agent_id, tool_name, profile, \
+                 fields_json, severity, op_hash_approved, op_hash_denied, status, reason_code, \
+                 decided_at, grant_expires_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                params![
+                    a.id,
+                    a.created_at,
+                    a.expires_at,
+                    a.agent_id,
+                    a.tool_name,
+                    a.profile,
+                    a.fields_json,
+                    a.severity,
+                    &a.op_hash_approved[..],
+                    &a.op_hash_denied[..],
+                    a.status.as_str(),
+                    a.reason_code.map(ReasonCode::as_str),
+                    decided,
+                    a.grant_expires_at,
+                ],
+            );
+            match inserted {
+                Ok(_) => {}
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+                {
+                    return Err(StoreError::DuplicateId(a.id.clone()));
+                }
+                Err(e) => return Err(db(e)),
+            }
+            self.append(tx, events)
+        })
+    }
+
+    fn get(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        get_approval(&conn, id)
+    }
+
+    fn settle(&self, s: &Settlement) -> Result<SettleOutcome, StoreError> {
+        self.with_tx(|tx| {
+            let Some(current) = get_approval(tx, &s.approval_id)? else {
+                return Ok(SettleOutcome::NotFound);
+            };
+            if current.status != ApprovalStatus::Pending {
+                return Ok(SettleOutcome::AlreadySettled(current));
+            }
+            // Late by a millisecond is late: the window closed, so the request expires here
+            // and the verdict that arrived after it changes nothing but that.
+            if current.expires_at <= s.now {
+                self.expire_in(tx, &s.approval_id, s.now)?;
+                let expired = get_approval(tx, &s.approval_id)?;
+                return Ok(expired.map_or(SettleOutcome::NotFound, SettleOutcome::Expired));
+            }
+            let mut evidence_json = None;
+            if let SettleKind::Verdict {
+                spend,
+                evidence_json: evidence,
+            } = &s.kind
+            {
+                // Every refusal is decided before the first write: returning Ok commits.
+                let spent = tx
+                    .query_row(
+                        "SELECT 1 FROM spent_nonces WHERE nonce = ?1",
+                        [&spend.nonce],
+                        |_| Ok(()),
+                    )
+                    .optional()
+                    .map_err(db)?
+                    .is_some();
+                if spent {
+                    return Ok(SettleOutcome::Replayed);
+                }
+                let stored: Option<u32> = tx
+                    .query_row(
+                        "SELECT sign_count FROM counters WHERE credential_id = ?1",
+                        [&spend.credential_id],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                    .map_err(db)?;
+                if let Some(stored) = stored
+                    && !(stored == 0 && spend.sign_count == 0)
+                    && spend.sign_count <= stored
+                {
+                    return Ok(SettleOutcome::CounterRegression {
+                        stored,
+                        got: spend.sign_count,
+                    });
+                }
+                tx.execute(
+                    "INSERT INTO spent_nonces (nonce, spent_at) VALUES (?1, ?2)",
+                    params![spend.nonce, s.now],
+                )
+                .map_err(db)?;
+                tx.execute(
+                    "INSERT INTO counters (credential_id, sign_count) VALUES (?1, ?2) \
+                     ON CONFLICT (credential_id) DO UPDATE SET sign_count = MAX(sign_count, ?2)",
+                    params![spend.credential_id, spend.sign_count],
+                )
+                .map_err(db)?;
+                evidence_json = Some(evidence.as_str());
+            }
+            let changed = tx
+                .execute(
+                    "UPDATE approvals SET status = ?2, reason_code = ?3, evidence_json = ?4, \
+                     decided_at = ?5, grant_expires_at = ?6 \
+                     WHERE id = ?1 AND status = 'PENDING' AND expires_at > ?5",
+                    params![
+                        s.approval_id,
+                        s.status.as_str(),
+                        s.reason_code.map(ReasonCode::as_str),
+                        evidence_json,
+                        s.now,
+                        s.grant_expires_at,
+                    ],
+                )
+                .map_err(db)?;
+            if changed != 1 {
+                return Err(StoreError::Database(
+                    "compare-and-set lost inside an immediate transaction".into(),
+                ));
+            }
+            // Issued challenges stay until they expire (the sweeper removes them): a verdict
+            // racing this one must find its challenge and lose with "already settled", not be
+            // told its challenge was never issued.
+            self.append(tx, std::slice::from_ref(&s.event))?;
+            let settled = get_approval(tx, &s.approval_id)?;
+            Ok(settled.map_or(SettleOutcome::NotFound, SettleOutcome::Settled))
+        })
+    }
+
+    fn expire_overdue(&self, now: i64, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.with_tx(|tx| {
+            let ids: Vec<String> = {
+                let mut stmt = tx
+                    .prepare(
+                        "SELECT id FROM approvals WHERE status = 'PENDING' AND expires_at <= ?1 \
+                         ORDER BY expires_at LIMIT ?2",
+                    )
+                    .map_err(db)?;
+                stmt.query_map(params![now, to_i64(limit as u64)], |r| r.get(0))
+                    .map_err(db)?
+                    .collect::<Result<_, _>>()
+                    .map_err(db)?
+            };
+            for id in &ids {
+                self.expire_in(tx, id, now)?;
+            }
+            tx.execute("DELETE FROM challenges WHERE expires_at <= ?1", [now])
+                .map_err(db)?;
+            tx.execute("DELETE FROM login_challenges WHERE expires_at <= ?1", [now])
+                .map_err(db)?;
+            tx.execute("DELETE FROM sessions WHERE expires_at <= ?1", [now])
+                .map_err(db)?;
+            Ok(ids)
+        })
+    }
+
+    fn collect_grant(
+        &self,
+        id: &str,
+        fingerprint: &[u8; 32],
+        now: i64,
+        event: &AuditEvent,
+    ) -> Result<GrantOutcome, StoreError> {
+        self.with_tx(|tx| {
+            let Some(current) = get_approval(tx, id)? else {
+                return Ok(GrantOutcome::NotFound);
+            };
+            if current.status != ApprovalStatus::Approved {
+                return Ok(GrantOutcome::NotApproved(Box::new(current)));
+            }
+            if let Some(collected_at) = current.grant_collected_at {
+                return Ok(GrantOutcome::AlreadyCollected { collected_at });
+            }
+            if &current.op_hash_approved != fingerprint {
+                return Ok(GrantOutcome::FingerprintMismatch);
+            }
+            if current.grant_expires_at.is_none_or(|t| t <= now) {
+                return Ok(GrantOutcome::Expired);
+            }
+            let changed = tx
+                .execute(
+                    "UPDATE approvals SET grant_collected_at = ?2 \
+                     WHERE id = ?1 AND grant_collected_at IS NULL",
+                    params![id, now],
+                )
+                .map_err(db)?;
+            if changed != 1 {
+                return Err(StoreError::Database("grant compare-and-set lost".into()));
+            }
+            self.append(tx, std::slice::from_ref(event))?;
+            Ok(GrantOutcome::Granted { collected_at: now })
+        })
+    }
+
+    fn put_challenge(&self, c: &IssuedChallenge) -> Result<(), StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        conn.execute(
+            "INSERT INTO challenges (nonce, approval_id, decision, principal, expires_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                c.nonce,
+                c.approval_id,
+                decision_text(c.decision),
+                c.principal,
+                c.expires_at
+            ],
+        )
+        .map_err(db)?;
+        Ok(())
+    }
+
+    fn challenge(&self, nonce: &[u8]) -> Result<Option<IssuedChallenge>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let row: Option<(String, String, String, i64)> = conn
+            .query_row(
+                "SELECT approval_id, decision, principal, expires_at FROM challenges \
+                 WHERE nonce = ?1",
+                [nonce],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .optional()
+            .map_err(db)?;
+        row.map(|(approval_id, decision, principal, expires_at)| {
+            Ok(IssuedChallenge {
+                nonce: nonce.to_vec(),
+                approval_id,
+                decision: decision_from(&decision)?,
+                principal,
+                expires_at,
+            })
+        })
+        .transpose()
+    }
+
+    fn replay_snapshot(
+        &self,
+        nonce: &[u8],
+        credential_id: &[u8],
+    ) -> Result<(bool, Option<u32>), StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let spent = conn
+            .query_row(
+                "SELECT 1 FROM spent_nonces WHERE nonce = ?1",
+                [nonce],
+                |_| Ok(()),
+            )
+            .optional()
+            .map_err(db)?
+            .is_some();
+        let count = conn
+            .query_row(
+                "SELECT sign_count FROM counters WHERE credential_id = ?1",
+                [credential_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db)?;
+        Ok((spent, count))
+    }
+
+    fn put_login_challenge(&self, nonce: &[u8], expires_at: i64) -> Result<(), StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        conn.execute(
+            "INSERT INTO login_challenges (nonce, expires_at) VALUES (?1, ?2)",
+            params![nonce, expires_at],
+        )
+        .map_err(db)?;
+        Ok(())
+    }
+
+    fn take_login_challenge(&self, nonce: &[u8], now: i64) -> Result<bool, StoreError> {
+        self.with_tx(|tx| {
+            let expires: Option<i64> = tx
+                .query_row(
+                    "DELETE FROM login_challenges WHERE nonce = ?1 RETURNING expires_at",
+                    [nonce],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(db)?;
+            Ok(expires.is_some_and(|t| t > now))
+        })
+    }
+
+    fn create_session(
+        &self,
+        token_hash: &[u8; 32],
+        s: &Session,
+        sign_count: u32,
+    ) -> Result<bool, StoreError> {
+        self.with_tx(|tx| {
+            let stored: Option<u32> = tx
+                .query_row(
+                    "SELECT sign_count FROM counters WHERE credential_id = ?1",
+                    [&s.credential_id],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(db)?;
+            if let Some(stored) = stored
+                && !(stored == 0 && sign_count == 0)
+                && sign_count <= stored
+            {
+                return Ok(false);
+            }
+            tx.execute(
+                "INSERT INTO counters (credential_id, sign_count) VALUES (?1, ?2) \
+                 ON CONFLICT (credential_id) DO UPDATE SET sign_count = MAX(sign_count, ?2)",
+                params![s.credential_id, sign_count],
+            )
+            .map_err(db)?;
+            tx.execute(
+                "INSERT INTO sessions (token_hash, principal, credential_id, expires_at) \
+                 VALUES (?1, ?2, ?3, ?4)",
+                params![&token_hash[..], s.principal, s.credential_id, s.expires_at],
+            )
+            .map_err(db)?;
+            Ok(true)
+        })
+    }
+
+    fn session(&self, token_hash: &[u8; 32], now: i64) -> Result<Option<Session>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        conn.query_row(
+            "SELECT principal, credential_id, expires_at FROM sessions \
+             WHERE token_hash = ?1 AND expires_at > ?2",
+            params![&token_hash[..], now],
+            |r| {
+                Ok(Session {
+                    principal: r.get(0)?,
+                    credential_id: r.get(1)?,
+                    expires_at: r.get(2)?,
+                })
+            },
+        )
+        .optional()
+        .map_err(db)
+    }
+
+    fn put_credentials(&self, records: &[CredentialRecord]) -> Result<(), StoreError> {
+        self.with_tx(|tx| {
+            for record in records {
+                let json = serde_json::to_string(record)
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                tx.execute(
+                    "INSERT INTO credentials (credential_id, record_json) VALUES (?1, ?2) \
+                     ON CONFLICT (credential_id) DO UPDATE SET record_json = ?2",
+                    params![record.credential_id, json],
+                )
+                .map_err(db)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn credentials(&self) -> Result<Vec<CredentialRecord>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stmt = conn
+            .prepare("SELECT record_json FROM credentials ORDER BY credential_id")
+            .map_err(db)?;
+        let rows: Vec<String> = stmt
+            .query_map([], |r| r.get(0))
+            .map_err(db)?
+            .collect::<Result<_, _>>()
+            .map_err(db)?;
+        rows.iter()
+            .map(|json| serde_json::from_str(json).map_err(|e| StoreError::Corrupt(e.to_string())))
+            .collect()
+    }
+
+    fn audit_head(&self) -> Result<(u64, [u8; 32]), StoreError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = conn.transaction().map_err(db)?;
+        head(&tx)
+    }
+
+    fn audit_lines_after(&self, seq: u64, limit: usize) -> Result<Vec<(u64, String)>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stmt = conn
+            .prepare_cached("SELECT seq, line FROM audit WHERE seq > ?1 ORDER BY seq LIMIT ?2")
+            .map_err(db)?;
+        let rows: Vec<(i64, String)> = stmt
+            .query_map(params![to_i64(seq), to_i64(limit as u64)], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .map_err(db)?
+            .collect::<Result<_, _>>()
+            .map_err(db)?;
+        rows.into_iter()
+            .map(|(s, line)| {
+                u64::try_from(s)
+                    .map(|s| (s, line))
+                    .map_err(|_| StoreError::Corrupt("negative audit seq".into()))
+            })
+            .collect()
+    }
+
+    fn pending_count(&self) -> Result<u64, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let n: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM approvals WHERE status = 'PENDING'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(db)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Spend;
+
+    fn store() -> SqliteStore {
+        SqliteStore::in_memory(AuditSealer::from_seed([5; 32])).unwrap()
+    }
+
+    fn new(id: &str, expires_at: i64) -> NewApproval {
+        NewApproval {
+            id: id.into(),
+            created_at: 0,
+            expires_at,
+            agent_id: "agent".into(),
+            tool_name: "tool".into(),
+            profile: "p".into(),
+            fields_json: "{}".into(),
+            severity: "high".into(),
+            op_hash_approved: [1; 32],
+            op_hash_denied: [2; 32],
+            status: ApprovalStatus::Pending,
+            reason_code: None,
+            grant_expires_at: None,
+        }
+    }
+
+    fn verdict(id: &str, now: i64, status: ApprovalStatus, nonce: u8, count: u32) -> Settlement {
+        Settlement {
+            approval_id: id.into(),
+            now,
+            status,
+            reason_code: None,
+            kind: SettleKind::Verdict {
+                spend: Spend {
+                    nonce: vec![nonce; 32],
+                    credential_id: b"cred".to_vec(),
+                    sign_count: count,
+                },
+                evidence_json: "[]".into(),
+            },
+            grant_expires_at: Some(now + 1000),
+            event: AuditEvent::test(id),
+        }
+    }
+
+    #[test]
+    fn first_verdict_wins_and_later_ones_change_nothing() {
+        let s = store();
+        s.create(&new("a", 100), &[]).unwrap();
+        let first = s
+            .settle(&verdict("a", 10, ApprovalStatus::Approved, 1, 1))
+            .unwrap();
+        assert!(matches!(first, SettleOutcome::Settled(r) if r.status == ApprovalStatus::Approved));
+        let second = s
+            .settle(&verdict("a", 11, ApprovalStatus::Denied, 2, 2))
+            .unwrap();
+        assert!(
+            matches!(second, SettleOutcome::AlreadySettled(r) if r.status == ApprovalStatus::Approved)
+        );
+        // The loser's nonce was not spent.
+        assert_eq!(
+            s.replay_snapshot(&[2; 32], b"cred").unwrap(),
+            (false, Some(1))
+        );
+        assert_eq!(s.audit_head().unwrap().0, 1);
+    }
+
+    #[test]
+    fn late_verdicts_expire_replays_and_regressions_are_refused() {
+        let s = store();
+        s.create(&new("late", 100), &[]).unwrap();
+        let late = s
+            .settle(&verdict("late", 100, ApprovalStatus::Approved, 1, 1))
+            .unwrap();
+        assert!(
+            matches!(late, SettleOutcome::Expired(r) if r.reason_code.as_deref() == Some("expired_unanswered"))
+        );
+
+        s.create(&new("a", 100), &[]).unwrap();
+        s.create(&new("b", 100), &[]).unwrap();
+        s.create(&new("c", 100), &[]).unwrap();
+        assert!(matches!(
+            s.settle(&verdict("a", 1, ApprovalStatus::Approved, 7, 5))
+                .unwrap(),
+            SettleOutcome::Settled(_)
+        ));
+        assert_eq!(
+            s.settle(&verdict("b", 1, ApprovalStatus::Approved, 7, 6))
+                .unwrap(),
+            SettleOutcome::Replayed
+        );
+        assert_eq!(
+            s.settle(&verdict("c", 1, ApprovalStatus::Approved, 8, 5))
+                .unwrap(),
+            SettleOutcome::CounterRegression { stored: 5, got: 5 }
+        );
+        // The refused regression did not burn its nonce.
+        assert!(!s.replay_snapshot(&[8; 32], b"cred").unwrap().0);
+    }
+
+    #[test]
+    fn grants_are_single_use_bound_and_expiring() {
+        let s = store();
+        s.create(&new("a", 100), &[]).unwrap();
+        let ev = AuditEvent::test("a");
+        assert!(matches!(
+            s.collect_grant("a", &[1; 32], 5, &ev).unwrap(),
+            GrantOutcome::NotApproved(_)
+        ));
+        s.settle(&verdict("a", 10, ApprovalStatus::Approved, 1, 1))
+            .unwrap();
+        assert_eq!(
+            s.collect_grant("a", &[9; 32], 11, &ev).unwrap(),
+            GrantOutcome::FingerprintMismatch
+        );
+        assert_eq!(
+            s.collect_grant("a", &[1; 32], 1010, &ev).unwrap(),
+            GrantOutcome::Expired
+        );
+        assert_eq!(
+            s.collect_grant("a", &[1; 32], 12, &ev).unwrap(),
+            GrantOutcome::Granted { collected_at: 12 }
+        );
+        assert_eq!(
+            s.collect_grant("a", &[1; 32], 13, &ev).unwrap(),
+            GrantOutcome::AlreadyCollected { collected_at: 12 }
+        );
+        assert_eq!(
+            s.collect_grant("zz", &[1; 32], 13, &ev).unwrap(),
+            GrantOutcome::NotFound
+        );
+    }
+
+    #[test]
+    fn sweeper_expires_only_overdue_pending_and_audits_it() {
+        let s = store();
+        s.create(&new("a", 100), &[]).unwrap();
+        s.create(&new("b", 200), &[]).unwrap();
+        assert_eq!(s.expire_overdue(150, 10).unwrap(), vec!["a".to_owned()]);
+        assert_eq!(s.pending_count().unwrap(), 1);
+        let lines = s.audit_lines_after(0, 10).unwrap();
+        assert_eq!(lines.len(), 1);
+        assert!(lines[0].1.contains("expired_unanswered"));
+        assert!(s.take_login_challenge(b"n", 0).is_ok_and(|ok| !ok));
+        s.put_login_challenge(b"n", 10).unwrap();
+        assert!(s.take_login_challenge(b"n", 5).unwrap());
+        assert!(!s.take_login_challenge(b"n", 5).unwrap());
+    }
+}

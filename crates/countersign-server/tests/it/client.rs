@@ -1,0 +1,218 @@
+//! The gateway client against the real service, and against a service that never answers.
+
+use crate::support::{Approver, TestApp, config};
+use countersign::{
+    AssuranceLevel, CredentialRegistry, Decision, Policy, ReasonCode, RegistryDocument,
+};
+use countersign_client::{Gateway, GatewayConfig, ToolCall};
+use countersign_testkit::{ORIGIN, RP_ID};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A webhook receiver: the approver learns the approval id the way a real one would.
+async fn webhook() -> (String, tokio::sync::mpsc::UnboundedReceiver<Value>) {
+    use axum::routing::post;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let router = axum::Router::new().route(
+        "/hook",
+        post(move |axum::Json(v): axum::Json<Value>| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(v);
+                "ok"
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    (url, rx)
+}
+
+async fn app_with_webhook(
+    enrolled: &[&Approver],
+) -> (TestApp, tokio::sync::mpsc::UnboundedReceiver<Value>) {
+    let (url, rx) = webhook().await;
+    let mut config = config();
+    config.webhook_url = Some(url);
+    (TestApp::start(config, enrolled).await, rx)
+}
+
+fn gateway(app: &TestApp, registry: RegistryDocument, policy: Policy) -> Gateway {
+    let config = GatewayConfig::new(app.base.parse().unwrap(), Duration::from_secs(10));
+    let clock = app.clock.clone();
+    Gateway::new(
+        config,
+        policy,
+        CredentialRegistry::from_document(registry).unwrap(),
+    )
+    .with_clock(move || countersign_server::Clock::now(clock.as_ref()))
+}
+
+fn call(dest: &str) -> ToolCall {
+    ToolCall::new(
+        "agent-7",
+        "payments.transfer",
+        &json!({"to": dest, "amount": "40000.00"}),
+    )
+}
+
+/// The approver side, driven by the webhook: decide the next notified approval.
+async fn approve_next(
+    app: &TestApp,
+    approver: &Approver,
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Value>,
+    decision: Decision,
+) {
+    let note = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let id = note["approval_id"].as_str().unwrap().to_owned();
+    let r = approver.decide(app, &id, decision).await;
+    assert_eq!(r.status, 200, "{r:?}");
+}
+
+fn registry_of(approvers: &[&Approver]) -> RegistryDocument {
+    countersign_testkit::registry(approvers.iter().map(|a| a.record()))
+}
+
+#[tokio::test]
+async fn the_gateway_holds_verifies_and_collects_the_grant() {
+    let alice = Approver::alice();
+    let (app, mut rx) = app_with_webhook(&[&alice]).await;
+    let gw = gateway(&app, registry_of(&[&alice]), Policy::new(RP_ID, [ORIGIN]));
+    let the_call = call("A");
+    let (grant, ()) = tokio::join!(
+        gw.authorize(&the_call),
+        approve_next(&app, &alice, &mut rx, Decision::Approved)
+    );
+    let grant = grant.unwrap();
+    assert_eq!(grant.fingerprint, gw.fingerprint(&the_call).unwrap());
+    // Permission is an event: the same approval cannot be collected again.
+    let again = app
+        .post(
+            &format!("/v1/approvals/{}/grant", grant.approval_id),
+            &json!({"fingerprint": grant.fingerprint}),
+        )
+        .await;
+    assert_eq!(again.status, 409);
+}
+
+#[tokio::test]
+async fn the_gateway_refuses_what_its_own_trust_refuses() {
+    let alice = Approver::alice();
+    let bob = Approver::bob();
+    let (app, mut rx) = app_with_webhook(&[&alice, &bob]).await;
+
+    let call_a = call("A");
+    // A refusal is a refusal.
+    let gw = gateway(
+        &app,
+        registry_of(&[&alice, &bob]),
+        Policy::new(RP_ID, [ORIGIN]),
+    );
+    let (r, ()) = tokio::join!(
+        gw.authorize(&call_a),
+        approve_next(&app, &alice, &mut rx, Decision::Denied)
+    );
+    assert_eq!(r.unwrap_err().reason_code, ReasonCode::ApproverRefused);
+
+    // A registry the gateway trusts without bob: bob's approval is not evidence here.
+    let gw = gateway(&app, registry_of(&[&alice]), Policy::new(RP_ID, [ORIGIN]));
+    let (r, ()) = tokio::join!(
+        gw.request_approval(&call_a),
+        approve_next(&app, &bob, &mut rx, Decision::Approved)
+    );
+    assert_eq!(r.unwrap_err().reason_code, ReasonCode::CredentialUnknown);
+
+    // A policy hardened since: the service accepted AAL2, the gateway now demands AAL3.
+    let mut hard = Policy::new(RP_ID, [ORIGIN]);
+    hard.min_assurance = Some(AssuranceLevel::Aal3);
+    let gw = gateway(&app, registry_of(&[&alice]), hard);
+    let (r, ()) = tokio::join!(
+        gw.authorize(&call_a),
+        approve_next(&app, &alice, &mut rx, Decision::Approved)
+    );
+    let refusal = r.unwrap_err();
+    assert_eq!(refusal.reason_code, ReasonCode::InsufficientAssurance);
+    // Nothing was collected on the refused approval.
+    let id = refusal.approval_id.unwrap();
+    assert!(
+        app.audit_lines("grant")
+            .iter()
+            .all(|g| g["approval_id"] != id.as_str())
+    );
+
+    // A grant is collected only for the call that was approved.
+    let gw = gateway(&app, registry_of(&[&alice]), Policy::new(RP_ID, [ORIGIN]));
+    let (approval, ()) = tokio::join!(
+        gw.request_approval(&call_a),
+        approve_next(&app, &alice, &mut rx, Decision::Approved)
+    );
+    let approval = approval.unwrap();
+    let swapped = gw.collect_grant(&approval, &call("B")).await.unwrap_err();
+    assert_eq!(swapped.reason_code, ReasonCode::BindingMismatch);
+    assert!(gw.collect_grant(&approval, &call("A")).await.is_ok());
+}
+
+#[tokio::test]
+async fn an_unanswered_request_expires_as_denied() {
+    let alice = Approver::alice();
+    let app = TestApp::default_with(&[&alice]).await;
+    let gw = Arc::new(gateway(
+        &app,
+        registry_of(&[&alice]),
+        Policy::new(RP_ID, [ORIGIN]),
+    ));
+    let g = gw.clone();
+    let held = tokio::spawn(async move { g.authorize(&call("A")).await });
+    // Wait until the request exists, then let its window close.
+    loop {
+        if app.state.store().pending_count().unwrap() == 1 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    app.advance(301);
+    app.state.expire_overdue().await.unwrap();
+    let refusal = held.await.unwrap().unwrap_err();
+    assert_eq!(refusal.reason_code, ReasonCode::ExpiredUnanswered);
+}
+
+#[tokio::test]
+async fn a_callback_that_never_answers_is_a_timeout_deny() {
+    // Accepts connections and never writes a byte.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let config = GatewayConfig::new(base.parse().unwrap(), Duration::from_millis(300));
+    let gw = Gateway::new(
+        config,
+        Policy::new(RP_ID, [ORIGIN]),
+        CredentialRegistry::default(),
+    );
+    let refusal = gw.authorize(&call("A")).await.unwrap_err();
+    assert_eq!(refusal.reason_code, ReasonCode::CallbackTimeout);
+    silent.abort();
+
+    // Nobody listening at all is no answer either.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let gw = Gateway::new(
+        GatewayConfig::new(url.parse().unwrap(), Duration::from_millis(300)),
+        Policy::new(RP_ID, [ORIGIN]),
+        CredentialRegistry::default(),
+    );
+    assert_eq!(
+        gw.authorize(&call("A")).await.unwrap_err().reason_code,
+        ReasonCode::CallbackTimeout
+    );
+}

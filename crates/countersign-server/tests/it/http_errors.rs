@@ -1,0 +1,155 @@
+//! Malformed requests get a 4xx with the JSON error envelope, never a 500 or a panic.
+
+use crate::support::{Approver, TestApp};
+use serde_json::{Value, json};
+
+fn assert_envelope(status: u16, body: &Value, want: u16) {
+    assert_eq!(status, want, "{body:?}");
+    assert!(body["error"]["code"].is_string(), "{body:?}");
+    assert!(body["error"]["message"].is_string(), "{body:?}");
+}
+
+#[tokio::test]
+async fn malformed_requests_get_json_4xx() {
+    let alice = Approver::alice();
+    let app = TestApp::default_with(&[&alice]).await;
+    let raw = |body: &'static str| {
+        app.http
+            .post(app.url("/v1/approvals"))
+            .header("content-type", "application/json")
+            .body(body)
+    };
+    for (body, status) in [
+        ("{", 400),
+        ("[]", 422),
+        (r#"{"agent_id": "a"}"#, 422),
+        (
+            r#"{"agent_id": "a", "tool_name": "t", "params": {}, "extra": 1}"#,
+            422,
+        ),
+        (r#"{"agent_id": 5, "tool_name": "t", "params": {}}"#, 422),
+        (r#"{"agent_id": "", "tool_name": "t", "params": {}}"#, 400),
+        // Duplicate keys inside params: admission looks at the raw bytes.
+        (
+            r#"{"agent_id": "a", "tool_name": "t", "params": {"x": "1", "x": "2"}}"#,
+            422,
+        ),
+        (
+            r#"{"agent_id": "a", "tool_name": "t", "params": {"n": 1e400}}"#,
+            400,
+        ),
+        (
+            r#"{"agent_id": "a", "tool_name": "t", "params": {}, "profile": "nope/1"}"#,
+            422,
+        ),
+    ] {
+        let r = app.send(raw(body)).await;
+        assert!(
+            r.status == status || (400..500).contains(&r.status),
+            "{body}: {r:?}"
+        );
+        assert_envelope(r.status, &r.body, r.status);
+    }
+    let unknown_profile = app
+        .post(
+            "/v1/approvals",
+            &json!({"agent_id": "a", "tool_name": "t", "params": {}, "profile": "nope/1"}),
+        )
+        .await;
+    assert_eq!(
+        unknown_profile.body["error"]["reason_code"],
+        "profile_unknown"
+    );
+    let dup = app
+        .send(raw(
+            r#"{"agent_id": "a", "tool_name": "t", "params": {"x": "1", "x": "2"}}"#,
+        ))
+        .await;
+    assert_eq!(dup.body["error"]["reason_code"], "action_inadmissible");
+
+    let no_type = app
+        .send(app.http.post(app.url("/v1/approvals")).body("{}"))
+        .await;
+    assert_envelope(no_type.status, &no_type.body, 415);
+
+    let missing = app.get("/v1/approvals/apv_nope").await;
+    assert_envelope(missing.status, &missing.body, 404);
+    let route = app.get("/v2/whatever").await;
+    assert_envelope(route.status, &route.body, 404);
+    let method = app.send(app.http.delete(app.url("/v1/approvals"))).await;
+    assert_envelope(method.status, &method.body, 405);
+    let bad_wait = app.get("/v1/approvals/x?wait=soon").await;
+    assert_envelope(bad_wait.status, &bad_wait.body, 400);
+
+    let id = app.create_pending(json!({"to": "A"})).await;
+    for fp in ["", "not base64!", "AAAA"] {
+        let r = app
+            .post(
+                &format!("/v1/approvals/{id}/grant"),
+                &json!({"fingerprint": fp}),
+            )
+            .await;
+        assert_envelope(r.status, &r.body, 400);
+    }
+    let pending = app
+        .post(
+            &format!("/v1/approvals/{id}/grant"),
+            &json!({"fingerprint": countersign::b64::encode(&[0; 32])}),
+        )
+        .await;
+    assert_envelope(pending.status, &pending.body, 409);
+    assert_eq!(pending.body["error"]["reason_code"], "pending");
+
+    // Approver endpoints: no token, a bad token, garbage assertions.
+    let r = app
+        .post(
+            "/v1/approver/approvals/x/challenge",
+            &json!({"decision": "APPROVED"}),
+        )
+        .await;
+    assert_envelope(r.status, &r.body, 401);
+    let r = app
+        .post_auth(
+            "/v1/approver/approvals/x/challenge",
+            "forged",
+            &json!({"decision": "APPROVED"}),
+        )
+        .await;
+    assert_envelope(r.status, &r.body, 401);
+    let garbage = json!({"credential_id": "!!", "client_data_json": "", "authenticator_data": "", "signature": ""});
+    let r = app.post("/v1/approver/login", &garbage).await;
+    assert_envelope(r.status, &r.body, 400);
+    let token = alice.login(&app).await;
+    let r = app
+        .post_auth(
+            &format!("/v1/approver/approvals/{id}/challenge"),
+            &token,
+            &json!({"decision": "MAYBE"}),
+        )
+        .await;
+    assert_envelope(r.status, &r.body, 422);
+    let unsigned = json!({
+        "credential_id": countersign::b64::encode(alice.key.credential_id()),
+        "client_data_json": countersign::b64::encode(b"{}"),
+        "authenticator_data": "",
+        "signature": "",
+    });
+    let r = alice.submit(&app, &token, &id, &unsigned).await;
+    assert!((400..500).contains(&r.status), "{r:?}");
+    assert_envelope(r.status, &r.body, r.status);
+    assert_eq!(
+        app.get(&format!("/v1/approvals/{id}")).await.body["status"],
+        "PENDING"
+    );
+}
+
+#[tokio::test]
+async fn metadata_endpoints_answer() {
+    let app = TestApp::default_with(&[]).await;
+    let openapi = app.get("/openapi.json").await;
+    assert_eq!(openapi.status, 200);
+    assert!(openapi.body["paths"]["/v1/approvals"].is_object());
+    let key = app.get("/v1/service-key").await;
+    assert_eq!(key.body["public_key"], app.sealer.public_key_b64().as_str());
+    assert_eq!(app.get("/healthz").await.body["status"], "ok");
+}

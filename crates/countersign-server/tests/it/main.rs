@@ -1,0 +1,8 @@
+//! Integration tests of the approval service (one binary: compile time matters).
+#![allow(unreachable_pub)]
+
+mod client;
+mod http_errors;
+mod lifecycle;
+mod support;
+mod webhook;

@@ -1,0 +1,255 @@
+//! A `TestApp`: the real router on 127.0.0.1:0, a fresh in-memory database, a manual clock.
+
+use countersign::{CredentialRecord, Decision, b64};
+use countersign_server::audit::{AuditReport, AuditSealer, verify_log};
+use countersign_server::store::SqliteStore;
+use countersign_server::{AppState, AssertionBody, Config, ManualClock, StateParts};
+use countersign_softkey::{AssertionRequest, SoftKey};
+use countersign_testkit::{ORIGIN, RP_ID};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+pub const START: &str = "2026-11-20T10:00:00Z";
+
+/// The configuration every test starts from: the worked example's RP and origin.
+pub fn config() -> Config {
+    Config::from_toml(&format!(
+        r#"
+        rp_id = "{RP_ID}"
+        origins = ["{ORIGIN}"]
+        [timeouts]
+        approval_seconds = 300
+        grant_seconds = 60
+        long_poll_max_seconds = 60
+        [groups]
+        finance = ["alice", "bob"]
+        ops = ["nobody-enrolled"]
+        [[tools]]
+        name = "payments.transfer"
+        approvers = ["finance"]
+        severity = "high"
+        [[tools]]
+        name = "read_file"
+        approval = "none"
+        [[tools]]
+        name = "restart_cluster"
+        approvers = ["ops"]
+        "#
+    ))
+    .unwrap()
+}
+
+pub struct TestApp {
+    pub base: String,
+    pub http: reqwest::Client,
+    pub clock: Arc<ManualClock>,
+    pub state: AppState,
+    pub sealer: AuditSealer,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// A response: status and JSON body.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub body: Value,
+}
+
+impl TestApp {
+    pub async fn start(config: Config, enrolled: &[&Approver]) -> Self {
+        let sealer = AuditSealer::from_seed([42; 32]);
+        let store = SqliteStore::in_memory(sealer.clone()).unwrap();
+        let clock = Arc::new(ManualClock::new(
+            OffsetDateTime::parse(START, &Rfc3339).unwrap(),
+        ));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let state = AppState::new(StateParts {
+            config,
+            public_url: base.clone(),
+            store: Arc::new(store),
+            clock: clock.clone(),
+            sealer: sealer.clone(),
+            mirror: None,
+        })
+        .unwrap();
+        let records: Vec<CredentialRecord> = enrolled.iter().map(|a| a.record()).collect();
+        state.enroll(records).await.unwrap();
+        let router = countersign_server::build_router(state.clone());
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        Self {
+            base,
+            http: reqwest::Client::new(),
+            clock,
+            state,
+            sealer,
+            server,
+        }
+    }
+
+    pub async fn default_with(enrolled: &[&Approver]) -> Self {
+        Self::start(config(), enrolled).await
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn send(&self, req: reqwest::RequestBuilder) -> Reply {
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        let body = serde_json::from_str(&text)
+            .unwrap_or_else(|_| panic!("non-JSON body with status {status}: {text:?}"));
+        Reply { status, body }
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Reply {
+        self.send(self.http.post(self.url(path)).json(body)).await
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.send(self.http.get(self.url(path))).await
+    }
+
+    pub async fn post_auth(&self, path: &str, token: &str, body: &Value) -> Reply {
+        self.send(self.http.post(self.url(path)).bearer_auth(token).json(body))
+            .await
+    }
+
+    /// Create a generic tool call.
+    pub async fn create(&self, tool: &str, params: Value) -> Reply {
+        self.post(
+            "/v1/approvals",
+            &json!({"agent_id": "agent-7", "tool_name": tool, "params": params}),
+        )
+        .await
+    }
+
+    /// Create a pending payment approval; returns its id.
+    pub async fn create_pending(&self, params: Value) -> String {
+        let r = self.create("payments.transfer", params).await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        assert_eq!(r.body["status"], "PENDING", "{:?}", r.body);
+        r.body["approval_id"].as_str().unwrap().to_owned()
+    }
+
+    pub fn audit_text(&self) -> String {
+        let lines = self.state.store().audit_lines_after(0, 1_000_000).unwrap();
+        lines.into_iter().map(|(_, l)| l + "\n").collect()
+    }
+
+    pub fn audit(&self) -> AuditReport {
+        verify_log(self.audit_text().as_bytes(), &self.sealer.public_key())
+    }
+
+    /// Audit lines as JSON, filtered by kind.
+    pub fn audit_lines(&self, kind: &str) -> Vec<Value> {
+        self.audit_text()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|v| v["kind"] == kind)
+            .collect()
+    }
+
+    pub fn advance(&self, seconds: i64) {
+        self.clock.advance(time::Duration::seconds(seconds));
+    }
+}
+
+/// An approver with a software authenticator.
+pub struct Approver {
+    pub principal: String,
+    pub key: SoftKey,
+    counter: AtomicU32,
+}
+
+impl Approver {
+    pub fn new(principal: &str, fixture: &str) -> Self {
+        Self {
+            principal: principal.to_owned(),
+            key: countersign_testkit::key(fixture),
+            counter: AtomicU32::new(0),
+        }
+    }
+
+    pub fn alice() -> Self {
+        Self::new("alice", "alice-es256")
+    }
+
+    pub fn bob() -> Self {
+        Self::new("bob", "bob-es256")
+    }
+
+    pub fn record(&self) -> CredentialRecord {
+        countersign_testkit::enroll(&self.key, &self.principal)
+    }
+
+    /// Sign `challenge` (raw bytes) as the approver's authenticator would.
+    pub fn sign(&self, challenge: Vec<u8>) -> AssertionBody {
+        let request = AssertionRequest {
+            sign_count: self.counter.fetch_add(1, Ordering::SeqCst) + 1,
+            ..AssertionRequest::new(RP_ID, ORIGIN, challenge)
+        };
+        let r = self.key.assert(&request).unwrap();
+        AssertionBody {
+            credential_id: b64::encode(&r.credential_id),
+            client_data_json: b64::encode(&r.client_data_json),
+            authenticator_data: b64::encode(&r.authenticator_data),
+            signature: b64::encode(&r.signature),
+        }
+    }
+
+    pub async fn login(&self, app: &TestApp) -> String {
+        let c = app.post("/v1/approver/login/challenge", &json!({})).await;
+        assert_eq!(c.status, 200, "{:?}", c.body);
+        let challenge = b64::decode(c.body["challenge"].as_str().unwrap()).unwrap();
+        let body = serde_json::to_value(self.sign(challenge)).unwrap();
+        let r = app.post("/v1/approver/login", &body).await;
+        assert_eq!(r.status, 200, "login: {:?}", r.body);
+        assert_eq!(r.body["principal"], self.principal.as_str());
+        r.body["token"].as_str().unwrap().to_owned()
+    }
+
+    /// Fetch a challenge for `decision` and sign it (not yet submitted).
+    pub async fn prepare(&self, app: &TestApp, token: &str, id: &str, decision: Decision) -> Value {
+        let c = app
+            .post_auth(
+                &format!("/v1/approver/approvals/{id}/challenge"),
+                token,
+                &json!({"decision": decision}),
+            )
+            .await;
+        assert_eq!(c.status, 200, "challenge: {:?}", c.body);
+        let challenge = b64::decode(c.body["challenge"].as_str().unwrap()).unwrap();
+        serde_json::to_value(self.sign(challenge)).unwrap()
+    }
+
+    /// Submit a prepared assertion as the verdict on `id`.
+    pub async fn submit(&self, app: &TestApp, token: &str, id: &str, body: &Value) -> Reply {
+        app.post_auth(
+            &format!("/v1/approver/approvals/{id}/decision"),
+            token,
+            body,
+        )
+        .await
+    }
+
+    /// Login, fetch, sign and submit.
+    pub async fn decide(&self, app: &TestApp, id: &str, decision: Decision) -> Reply {
+        let token = self.login(app).await;
+        let body = self.prepare(app, &token, id, decision).await;
+        self.submit(app, &token, id, &body).await
+    }
+}
