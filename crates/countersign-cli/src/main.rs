@@ -1,12 +1,14 @@
 //! `countersign`: check WebAuthn-signed approvals of AI agent actions, offline.
 
 mod harness;
+mod profiles;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use countersign::{
     Case, MemoryReplayState, ProfileRegistry, ReplayState, Verdict, replay::danger::OfflineAudit,
 };
+use profiles::ProfileArgs;
 use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,6 +48,8 @@ enum Command {
         /// Print lowercase hex instead of base64url.
         #[arg(long)]
         hex: bool,
+        #[command(flatten)]
+        profiles: ProfileArgs,
     },
     /// Verify a CASE file and print one JSON verdict.
     ///
@@ -67,6 +71,15 @@ enum Command {
         /// Pretty-print the verdict.
         #[arg(long)]
         pretty: bool,
+        #[command(flatten)]
+        profiles: ProfileArgs,
+    },
+    /// Check an operator profile definition and print the digest that pins it.
+    ///
+    /// Prints `<sha256 hex>  <profile id>`. Pass the pin to `--profile FILE=SHA256`.
+    ProfileDigest {
+        /// The profile definition (JSON).
+        file: PathBuf,
     },
     /// Run the reference approval_callback service.
     ///
@@ -156,13 +169,15 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
-        Command::OpHash { hex } => op_hash(hex),
+        Command::OpHash { hex, profiles } => op_hash(hex, &profiles.registry()?),
         Command::Verify {
             case,
             backend,
             audit,
             pretty,
-        } => verify(&case, backend, audit, pretty),
+            profiles,
+        } => verify(&case, backend, audit, pretty, profiles.registry()?),
+        Command::ProfileDigest { file } => profiles::print_digest(&file),
         Command::Harness { backend: choice } => harness::serve(backend(choice)?),
         Command::Serve {
             listen,
@@ -286,13 +301,12 @@ fn read_input(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
     }
 }
 
-fn op_hash(hex: bool) -> anyhow::Result<u8> {
+fn op_hash(hex: bool, registry: &ProfileRegistry) -> anyhow::Result<u8> {
     let mut input = Vec::new();
     std::io::stdin()
         .read_to_end(&mut input)
         .context("reading stdin")?;
-    let registry = ProfileRegistry::builtin();
-    match countersign::op_hash_document(&registry, &input) {
+    match countersign::op_hash_document(registry, &input) {
         Ok(h) => {
             let text = if hex {
                 h.0.iter().map(|b| format!("{b:02x}")).collect()
@@ -323,10 +337,20 @@ fn backend(
         .with_context(|| format!("backend {wanted} is not compiled into this binary"))
 }
 
-fn verify(path: &PathBuf, choice: BackendChoice, audit: bool, pretty: bool) -> anyhow::Result<u8> {
+fn verify(
+    path: &PathBuf,
+    choice: BackendChoice,
+    audit: bool,
+    pretty: bool,
+    profiles: ProfileRegistry,
+) -> anyhow::Result<u8> {
     let bytes = read_input(path)?;
     let case = match Case::from_json(&bytes) {
-        Ok(case) => case,
+        Ok(mut case) => {
+            // The CASE's policy trusts the built-in profiles plus the operator's pinned ones.
+            case.policy.profiles = profiles;
+            case
+        }
         Err(e) => {
             eprintln!("countersign: unusable CASE: {e}");
             return Ok(EXIT_UNUSABLE);

@@ -464,8 +464,15 @@ impl<'a> Context<'a> {
     ) -> Result<Verified, EvidenceError> {
         let entry: &EvidenceEntry = match slot {
             EvidenceSlot::Decoded(entry) => entry,
-            EvidenceSlot::Malformed { reason, .. } => {
-                return Err(EvidenceError::Malformed(reason.clone()));
+            // A format this verifier does not implement cannot be expected to have our fields:
+            // name the format rather than call the entry malformed.
+            EvidenceSlot::Malformed { raw, reason } => {
+                return Err(match raw.get("format").and_then(|f| f.as_str()) {
+                    Some(format) if format != WEBAUTHN_ASSERTION_FORMAT => {
+                        EvidenceError::UnsupportedFormat(format.to_owned())
+                    }
+                    _ => EvidenceError::Malformed(reason.clone()),
+                });
             }
         };
         if entry.format != WEBAUTHN_ASSERTION_FORMAT {

@@ -879,3 +879,25 @@ fn every_supported_algorithm_verifies_on_every_backend() {
         assert_allow(&verdict);
     }
 }
+
+#[test]
+fn an_entry_of_another_format_is_unsupported_even_with_other_members() {
+    let action = kit::payment_action("account-A");
+    let result = ApprovalResult::from_value(&json!({
+        "status": "APPROVED",
+        "approver_evidence": [{"format": "x509.cosign/1", "certificate": "MIIB", "sig": "AA"}],
+    }))
+    .unwrap();
+    assert_deny(
+        &verify(&policy(), &action, &result, &alice_registry()),
+        ReasonCode::UnsupportedFormat,
+    );
+    let no_format = ApprovalResult::from_value(
+        &json!({"status": "APPROVED", "approver_evidence": [{"sig": "AA"}]}),
+    )
+    .unwrap();
+    assert_deny(
+        &verify(&policy(), &action, &no_format, &alice_registry()),
+        ReasonCode::EvidenceMalformed,
+    );
+}
