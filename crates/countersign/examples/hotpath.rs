@@ -12,7 +12,9 @@
 //! too, so compare runs with the same iteration counts, or subtract a run with 0 iterations.
 
 use countersign::webauthn::{DerPolicy, PreparedSignature, all_backends};
-use countersign::{ApprovalStatus, CredentialRegistry, Decision, Policy, ReplayState, verify_evidence_with};
+use countersign::{
+    ApprovalStatus, CredentialRegistry, Decision, Policy, ReplayState, verify_evidence_with,
+};
 use countersign_testkit::{self as kit, Signing};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
@@ -42,13 +44,19 @@ fn main() {
         "EdDSA" => ("alice-eddsa", "bob-eddsa"),
         other => panic!("unknown algorithm {other}"),
     };
-    let backend = all_backends().into_iter().find(|b| b.name() == backend_name).expect("backend compiled in");
+    let backend = all_backends()
+        .into_iter()
+        .find(|b| b.name() == backend_name)
+        .expect("backend compiled in");
     let key = kit::key(key_name);
     let filler = kit::key(filler_name);
     let mut records: Vec<_> = (0..9_999)
         .map(|i| {
             let id = Sha256::digest(format!("filler credential {i}").as_bytes()).to_vec();
-            kit::enroll(&filler.clone().with_credential_id(id), &format!("user{i}@example.com"))
+            kit::enroll(
+                &filler.clone().with_credential_id(id),
+                &format!("user{i}@example.com"),
+            )
         })
         .collect();
     records.push(kit::enroll(&key, "alice@example.com"));
@@ -61,20 +69,40 @@ fn main() {
     );
     let signing = Signing::new(Decision::Approved, "bench");
     let response = kit::assert(&key, &action, &signing);
-    let result = kit::result(ApprovalStatus::Approved, [kit::entry(&response, &action, &signing)]);
+    let result = kit::result(
+        ApprovalStatus::Approved,
+        [kit::entry(&response, &action, &signing)],
+    );
     let now = OffsetDateTime::parse(kit::NOW, &Rfc3339).expect("now");
-    let enrolled = registry.get(key.credential_id()).expect("enrolled").key().expect("key");
-    let signed = countersign_softkey::signed_message(&response.authenticator_data, &response.client_data_json);
+    let enrolled = registry
+        .get(key.credential_id())
+        .expect("enrolled")
+        .key()
+        .expect("key");
+    let signed = countersign_softkey::signed_message(
+        &response.authenticator_data,
+        &response.client_data_json,
+    );
 
     let mut allowed = 0usize;
     for _ in 0..iterations {
         match mode.as_str() {
             "raw" => {
-                let prepared = PreparedSignature::new(enrolled, &response.signature, DerPolicy::Strict).expect("sig");
+                let prepared =
+                    PreparedSignature::new(enrolled, &response.signature, DerPolicy::Strict)
+                        .expect("sig");
                 allowed += usize::from(backend.verify(enrolled, &signed, &prepared).is_ok());
             }
             "verify_evidence" => {
-                let v = verify_evidence_with(backend, &policy, &action, &result, &registry, &mut Forgetful, now);
+                let v = verify_evidence_with(
+                    backend,
+                    &policy,
+                    &action,
+                    &result,
+                    &registry,
+                    &mut Forgetful,
+                    now,
+                );
                 allowed += usize::from(v.is_allow());
             }
             other => panic!("unknown mode {other}"),
