@@ -83,6 +83,8 @@
     }
   }
 
+  // Opening another invite link in this tab only changes the fragment: start over with it.
+  window.addEventListener('hashchange', () => location.reload());
   document.getElementById('register').addEventListener('click', register);
   begin().catch((e) => cs.error('Unexpected error: ' + e.message));
 })();
