@@ -69,7 +69,10 @@ fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Val
     if body.is_some() {
         req.push_str("Content-Type: application/json\r\n");
     }
-    req.push_str(&format!("Content-Length: {}\r\n\r\n{payload}", payload.len()));
+    req.push_str(&format!(
+        "Content-Length: {}\r\n\r\n{payload}",
+        payload.len()
+    ));
     stream.write_all(req.as_bytes()).unwrap();
     let mut reader = BufReader::new(stream);
     let mut status_line = String::new();
@@ -118,7 +121,8 @@ fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Val
     let value = if raw.is_empty() {
         Value::Null
     } else {
-        serde_json::from_slice(&raw).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&raw).into()))
+        serde_json::from_slice(&raw)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&raw).into()))
     };
     (status, value)
 }
@@ -237,9 +241,8 @@ impl Drop for Browser {
 
 /// PKCS#8 of a P-256 private scalar (RFC 5208 around RFC 5915, no public key).
 fn p256_pkcs8(scalar: [u8; 32]) -> Vec<u8> {
-    let mut der = hex_bytes(
-        "3041020100301306072a8648ce3d020106082a8648ce3d030107042730250201010420",
-    );
+    let mut der =
+        hex_bytes("3041020100301306072a8648ce3d020106082a8648ce3d030107042730250201010420");
     der.extend_from_slice(&scalar);
     der
 }
@@ -294,7 +297,12 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     .unwrap();
     let mut server = Proc(
         Command::new(bin())
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+            .args([
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--data-dir",
+            ])
             .arg(&data)
             .arg("--config")
             .arg(&config)
@@ -312,16 +320,30 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
 
     // --- the operator invites alice ---
     let out = Command::new(bin())
-        .args(["enroll", "invite", "--principal", "alice@example.com", "--group", "payments"])
+        .args([
+            "enroll",
+            "invite",
+            "--principal",
+            "alice@example.com",
+            "--group",
+            "payments",
+        ])
         .arg("--data-dir")
         .arg(&data)
         .arg("--config")
         .arg(&config)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let invite_url = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-    assert!(invite_url.starts_with(&format!("{origin}/enroll#")), "{invite_url}");
+    assert!(
+        invite_url.starts_with(&format!("{origin}/enroll#")),
+        "{invite_url}"
+    );
 
     // --- chromedriver and a fresh Chromium profile ---
     let driver_port = free_port();
@@ -335,9 +357,9 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     );
     let driver = format!("127.0.0.1:{driver_port}");
     wait_for("chromedriver", || {
-        TcpStream::connect(&driver)
-            .ok()
-            .and_then(|_| (http(&driver, "GET", "/status", None).1["value"]["ready"] == true).then_some(()))
+        TcpStream::connect(&driver).ok().and_then(|_| {
+            (http(&driver, "GET", "/status", None).1["value"]["ready"] == true).then_some(())
+        })
     });
     let profile = work.join("chromium-profile");
     let (status, created) = http(
@@ -372,7 +394,11 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     browser.wait_visible("invite");
     assert_eq!(browser.text("principal"), "alice@example.com");
     assert!(
-        !browser.js("return location.href;").as_str().unwrap().contains('#'),
+        !browser
+            .js("return location.href;")
+            .as_str()
+            .unwrap()
+            .contains('#'),
         "the invite token is taken out of the address bar"
     );
     browser.screenshot("01-enroll-invite");
@@ -380,7 +406,11 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     wait_for("enrollment outcome", || {
         (browser.visible("done") || browser.visible("error")).then_some(())
     });
-    assert!(browser.visible("done"), "enrollment failed: {}", browser.text("error"));
+    assert!(
+        browser.visible("done"),
+        "enrollment failed: {}",
+        browser.text("error")
+    );
     assert!(browser.text("done-text").contains("alice@example.com"));
     browser.screenshot("02-enrolled");
 
@@ -388,7 +418,11 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     browser.goto("about:blank");
     browser.goto(&invite_url);
     browser.wait_visible("error");
-    assert!(browser.text("error").contains("already used"), "{}", browser.text("error"));
+    assert!(
+        browser.text("error").contains("already used"),
+        "{}",
+        browser.text("error")
+    );
 
     // --- two actions from an agent ---
     let create = |params: Value| -> String {
@@ -396,7 +430,9 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
             &service,
             "POST",
             "/v1/approvals",
-            Some(&json!({"agent_id": "agent-7", "tool_name": "payments.transfer", "params": params})),
+            Some(
+                &json!({"agent_id": "agent-7", "tool_name": "payments.transfer", "params": params}),
+            ),
         );
         assert_eq!(status, 200, "{r}");
         assert_eq!(r["status"], "PENDING", "{r}");
@@ -415,7 +451,13 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     });
     let html = browser.js("return document.documentElement.outerHTML;");
     let html = html.as_str().unwrap();
-    for secret in [ACCOUNT_A, AMOUNT_A, "agent-7", "payments.transfer", "Invoice"] {
+    for secret in [
+        ACCOUNT_A,
+        AMOUNT_A,
+        "agent-7",
+        "payments.transfer",
+        "Invoice",
+    ] {
         assert!(!html.contains(secret), "{secret} shown before sign-in");
     }
     assert!(!browser.visible("step2") && !browser.visible("step3"));
@@ -423,14 +465,24 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     browser.click("signin");
     browser.wait_visible("step2");
     let table = browser.text("fields");
-    for shown in [ACCOUNT_A, AMOUNT_A, "Invoice 2026-114", "agent-7", "payments.transfer"] {
+    for shown in [
+        ACCOUNT_A,
+        AMOUNT_A,
+        "Invoice 2026-114",
+        "agent-7",
+        "payments.transfer",
+    ] {
         assert!(table.contains(shown), "{shown} missing from {table}");
     }
     assert!(!browser.visible("banner"), "nothing deceptive in A");
     browser.screenshot("04-review");
     browser.click("approve");
     browser.wait_visible("outcome");
-    assert!(browser.text("outcome-text").contains("APPROVED"), "{}", browser.text("outcome-text"));
+    assert!(
+        browser.text("outcome-text").contains("APPROVED"),
+        "{}",
+        browser.text("outcome-text")
+    );
     browser.screenshot("05-approved");
 
     // --- refuse B, whose account holds a zero-width space: marked ---
@@ -442,13 +494,21 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
         browser.click("signin");
     }
     browser.wait_visible("step2");
-    assert!(browser.visible("banner"), "the deceptive character must raise the banner");
-    let marks = browser.js("return Array.from(document.querySelectorAll('mark.deceptive')).map(m => m.title);");
+    assert!(
+        browser.visible("banner"),
+        "the deceptive character must raise the banner"
+    );
+    let marks = browser
+        .js("return Array.from(document.querySelectorAll('mark.deceptive')).map(m => m.title);");
     assert!(marks.to_string().contains("U+200B"), "{marks}");
     browser.screenshot("06-review-marked");
     browser.click("refuse");
     browser.wait_visible("outcome");
-    assert!(browser.text("outcome-text").contains("REFUSED"), "{}", browser.text("outcome-text"));
+    assert!(
+        browser.text("outcome-text").contains("REFUSED"),
+        "{}",
+        browser.text("outcome-text")
+    );
     browser.screenshot("07-refused");
 
     // --- offline verification of both results against the exported registry ---
@@ -491,7 +551,10 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     let mut swapped = params_a.clone();
     swapped["to"] = json!("DE89 3704 0044 0532 0130 01");
     let (code, verdict) = verify("approved-other-account", &id_a, &swapped);
-    assert_eq!((code, verdict["reason_code"].as_str()), (1, Some("binding_mismatch")));
+    assert_eq!(
+        (code, verdict["reason_code"].as_str()),
+        (1, Some("binding_mismatch"))
+    );
 
     // --- a second authenticator, not enrolled, holding its own credential for this site ---
     browser.cmd(
@@ -523,7 +586,10 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
         "{}",
         browser.text("error")
     );
-    assert!(!browser.visible("step2"), "no parameters for an unenrolled key");
+    assert!(
+        !browser.visible("step2"),
+        "no parameters for an unenrolled key"
+    );
     browser.screenshot("08-unenrolled-refused");
     let (_, c) = http(&service, "GET", &format!("/v1/approvals/{id_c}"), None);
     assert_eq!(c["status"], "PENDING");

@@ -35,6 +35,7 @@ pub use http::{Display, Mark, Row, Segment, build_router};
 pub use notify::Notification;
 pub use serve::{ServeOptions, files, open_state, serve};
 pub use service::{
-    AppState, AssertionBody, CreateRequest, EnrollFinish, EnrollOptions, EnrollStart, DEFAULT_PROFILE, DecisionChallenge, GrantReceipt,
-    GrantRequest, LoginChallenge, LoginResponse, ReviewView, StateParts,
+    AppState, AssertionBody, CreateRequest, DEFAULT_PROFILE, DecisionChallenge, EnrollFinish,
+    EnrollOptions, EnrollStart, GrantReceipt, GrantRequest, LoginChallenge, LoginResponse,
+    ReviewView, StateParts,
 };

@@ -312,7 +312,13 @@ impl Enroller {
         // webauthn-rs serializes the verified chain as `{"Basic": [DER, ...]}` (or `AttCa`,
         // `AnonCa`), leaf first, base64url; the last certificate's issuer names the root.
         let data = serde_json::to_value(&credential.attestation.data).ok()?;
-        let top = data.as_object()?.values().next()?.as_array()?.last()?.as_str()?;
+        let top = data
+            .as_object()?
+            .values()
+            .next()?
+            .as_array()?
+            .last()?
+            .as_str()?;
         let der = countersign::b64::decode(top).ok()?;
         let (_, cert) = x509_parser::parse_x509_certificate(&der).ok()?;
         let issuer = cert.issuer().as_raw();
@@ -334,8 +340,9 @@ fn attested_key(
     attestation_object: &[u8],
     credential_id: &[u8],
 ) -> Result<(Vec<u8>, [u8; 16]), EnrollError> {
-    let map: BTreeMap<String, serde_cbor_2::Value> = serde_cbor_2::from_slice(attestation_object)
-        .map_err(|e| EnrollError::AuthenticatorData(format!("attestation object: {e}")))?;
+    let map: BTreeMap<String, serde_cbor_2::Value> =
+        serde_cbor_2::from_slice(attestation_object)
+            .map_err(|e| EnrollError::AuthenticatorData(format!("attestation object: {e}")))?;
     let Some(serde_cbor_2::Value::Bytes(auth_data)) = map.get("authData") else {
         return Err(EnrollError::AuthenticatorData(
             "attestation object has no authData".to_owned(),
@@ -343,9 +350,9 @@ fn attested_key(
     };
     let parsed = AuthenticatorData::parse(auth_data)
         .map_err(|e| EnrollError::AuthenticatorData(e.to_string()))?;
-    let acd = parsed.attested_credential_data.ok_or_else(|| {
-        EnrollError::AuthenticatorData("no attested credential data".to_owned())
-    })?;
+    let acd = parsed
+        .attested_credential_data
+        .ok_or_else(|| EnrollError::AuthenticatorData("no attested credential data".to_owned()))?;
     if acd.credential_id != credential_id {
         return Err(EnrollError::AuthenticatorData(
             "credential id differs from the verified one".to_owned(),

@@ -101,14 +101,19 @@ mod tests {
     #[test]
     fn invite_is_stored_by_hash_and_readable_until_expiry() {
         let s = store();
-        let created = create_invite(&s, "http://h:1/", "alice", Some("payments"), 1000, 500).unwrap();
+        let created =
+            create_invite(&s, "http://h:1/", "alice", Some("payments"), 1000, 500).unwrap();
         assert!(created.url.starts_with("http://h:1/enroll#"));
         assert!(created.url.ends_with(&created.token));
         let hash = invite_token_hash(&created.token);
         let got = s.invite(&hash, 1499).unwrap().unwrap();
         assert_eq!(got.principal, "alice");
         assert_eq!(got.group.as_deref(), Some("payments"));
-        assert_eq!(s.invite(&hash, 1500).unwrap(), None, "expired at expires_at");
+        assert_eq!(
+            s.invite(&hash, 1500).unwrap(),
+            None,
+            "expired at expires_at"
+        );
         assert_eq!(s.invite(&invite_token_hash("other"), 1000).unwrap(), None);
     }
 

@@ -415,7 +415,9 @@ mod tests {
     }
 
     fn kinds(segs: &[Segment]) -> Vec<&'static str> {
-        segs.iter().filter_map(|s| s.mark.as_ref().map(|m| m.kind)).collect()
+        segs.iter()
+            .filter_map(|s| s.mark.as_ref().map(|m| m.kind))
+            .collect()
     }
 
     fn profile(id: &str) -> Profile {
@@ -495,7 +497,11 @@ mod tests {
         let fields = json!({"agent_id": "a", "tool_name": "t", "params": {"t\u{200B}o": " x"}});
         let d = display(&profile("countersign.tool-call/1"), &fields);
         assert!(d.marked);
-        let row = d.rows.iter().find(|r| r.path == "params.t\u{200B}o").unwrap();
+        let row = d
+            .rows
+            .iter()
+            .find(|r| r.path == "params.t\u{200B}o")
+            .unwrap();
         assert_eq!(kinds(&row.label), vec!["invisible"]);
         assert_eq!(row.warnings, vec!["leading or trailing whitespace"]);
     }

@@ -8,8 +8,8 @@ mod enroll;
 mod meta;
 mod web;
 
-pub(crate) use web::WebGuard;
 pub use display::{Display, Mark, Row, Segment};
+pub(crate) use web::WebGuard;
 
 use crate::error::ApiError;
 use crate::service::AppState;

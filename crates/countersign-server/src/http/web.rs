@@ -398,7 +398,10 @@ mod tests {
         );
         assert_eq!(session_token(&h), Some("tok"));
         let mut h = HeaderMap::new();
-        h.insert(header::COOKIE, HeaderValue::from_static("countersign-session=tok"));
+        h.insert(
+            header::COOKIE,
+            HeaderValue::from_static("countersign-session=tok"),
+        );
         assert_eq!(session_token(&h), None);
     }
 

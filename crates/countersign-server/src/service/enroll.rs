@@ -39,9 +39,7 @@ pub struct EnrollFinish {
     pub credential: RegisterPublicKeyCredential,
 }
 
-pub(super) fn group_members(
-    rows: Vec<(String, String)>,
-) -> BTreeMap<String, BTreeSet<String>> {
+pub(super) fn group_members(rows: Vec<(String, String)>) -> BTreeMap<String, BTreeSet<String>> {
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (principal, group) in rows {
         out.entry(group).or_default().insert(principal);
@@ -60,11 +58,9 @@ fn invite_refused() -> ApiError {
 
 fn enroll_error(e: EnrollError) -> ApiError {
     match e {
-        EnrollError::Config(m) => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "enrollment_unavailable",
-            m,
-        ),
+        EnrollError::Config(m) => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "enrollment_unavailable", m)
+        }
         EnrollError::NoCeremony => ApiError::conflict("no_ceremony", e.to_string()),
         other => ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,

@@ -6,8 +6,8 @@
 //! `durability = "full"` also survives power loss at the cost of an fsync per commit.
 
 use super::{
-    ApprovalRecord, RedeemOutcome, GrantOutcome, IssuedChallenge, NewApproval, Session, SettleKind, SettleOutcome,
-    Settlement, Store, StoreError,
+    ApprovalRecord, GrantOutcome, IssuedChallenge, NewApproval, RedeemOutcome, Session, SettleKind,
+    SettleOutcome, Settlement, Store, StoreError,
 };
 use crate::audit::{AuditEvent, AuditSealer, GENESIS_HASH};
 use crate::clock::{from_ms, rfc3339};
@@ -647,7 +647,13 @@ impl Store for SqliteStore {
             tx.execute(
                 "INSERT INTO invites (token_hash, principal, grp, created_at, expires_at) \
                  VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![&i.token_hash[..], i.principal, i.group, i.created_at, i.expires_at],
+                params![
+                    &i.token_hash[..],
+                    i.principal,
+                    i.group,
+                    i.created_at,
+                    i.expires_at
+                ],
             )
             .map_err(db)?;
             Ok(())

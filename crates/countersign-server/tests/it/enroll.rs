@@ -110,7 +110,9 @@ async fn an_invite_enrolls_one_key_whose_record_is_published_and_can_approve() {
     assert_eq!(again.body["error"]["code"], "invite_unusable");
 
     // The invite's group made carol eligible for payments (finance = alice, bob in the file).
-    let id = app.create_pending(json!({"to": "DE89", "amount": "1.00"})).await;
+    let id = app
+        .create_pending(json!({"to": "DE89", "amount": "1.00"}))
+        .await;
     let carol = Approver::with_key("carol", key);
     let r = carol.decide(&app, &id, Decision::Approved).await;
     assert_eq!(r.status, 200, "{:?}", r.body);
@@ -145,7 +147,10 @@ async fn unknown_expired_and_cross_origin_invites_are_refused() {
     let r = app
         .post("/v1/enroll/start", &json!({"invite": created.token}))
         .await;
-    assert_eq!((r.status, r.body["error"]["code"].as_str()), (403, Some("origin_required")));
+    assert_eq!(
+        (r.status, r.body["error"]["code"].as_str()),
+        (403, Some("origin_required"))
+    );
     let r = app
         .send(
             app.http
@@ -154,7 +159,10 @@ async fn unknown_expired_and_cross_origin_invites_are_refused() {
                 .json(&json!({"invite": created.token})),
         )
         .await;
-    assert_eq!((r.status, r.body["error"]["code"].as_str()), (403, Some("origin_refused")));
+    assert_eq!(
+        (r.status, r.body["error"]["code"].as_str()),
+        (403, Some("origin_refused"))
+    );
 
     app.advance(86_400);
     let r = page_post(&app, "/v1/enroll/start", &json!({"invite": created.token})).await;
@@ -175,7 +183,10 @@ async fn a_refused_registration_leaves_the_invite_usable() {
         &json!({"invite": created.token, "credential": bogus}),
     )
     .await;
-    assert_eq!((r.status, r.body["error"]["code"].as_str()), (409, Some("no_ceremony")));
+    assert_eq!(
+        (r.status, r.body["error"]["code"].as_str()),
+        (409, Some("no_ceremony"))
+    );
 
     // A registration made for another origin (phishing page relaying the ceremony).
     let challenge = start(&app, &created.token).await;
@@ -189,10 +200,12 @@ async fn a_refused_registration_leaves_the_invite_usable() {
     .await;
     assert_eq!(r.status, 422, "{:?}", r.body);
     assert_eq!(r.body["error"]["code"], "registration_refused");
-    assert!(app.get("/v1/credentials").await.body["credentials"]
-        .as_array()
-        .unwrap()
-        .is_empty());
+    assert!(
+        app.get("/v1/credentials").await.body["credentials"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
 
     // The ceremony is consumed by a refusal; the invite is not.
     assert_eq!(enroll_key(&app, &created.token, &key).await.status, 200);
@@ -223,7 +236,10 @@ async fn verified_app(aaguid: [u8; 16]) -> (TestApp, tempfile_dir::Dir) {
     let root = dir.path().join("root.pem");
     std::fs::write(
         &root,
-        countersign_softkey::pem("CERTIFICATE", countersign_softkey::fixture_root_certificate()),
+        countersign_softkey::pem(
+            "CERTIFICATE",
+            countersign_softkey::fixture_root_certificate(),
+        ),
     )
     .unwrap();
     let mut cfg: Config = config();
@@ -273,7 +289,10 @@ async fn verified_policy_records_the_chain_and_refuses_unattested_keys() {
     let att = &doc["credentials"][0]["attestation"];
     assert_eq!(att["chain_verified"], true);
     assert!(
-        att["root"].as_str().unwrap().contains("Countersign Softkey Test Root CA"),
+        att["root"]
+            .as_str()
+            .unwrap()
+            .contains("Countersign Softkey Test Root CA"),
         "{att}"
     );
 }

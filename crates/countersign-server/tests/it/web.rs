@@ -28,7 +28,13 @@ async fn raw(app: &TestApp, req: reqwest::RequestBuilder) -> (u16, String) {
 }
 
 fn assert_no_material(text: &str) {
-    for needle in [SECRET_ACCOUNT, SECRET_AMOUNT, "agent-7", "payments.transfer", "params"] {
+    for needle in [
+        SECRET_ACCOUNT,
+        SECRET_AMOUNT,
+        "agent-7",
+        "payments.transfer",
+        "params",
+    ] {
         assert!(!text.contains(needle), "{needle:?} disclosed in {text}");
     }
 }
@@ -72,21 +78,39 @@ async fn before_sign_in_nothing_material_is_sent() {
 #[tokio::test]
 async fn pages_carry_a_strict_csp_and_no_framing_or_caching() {
     let app = TestApp::default_with(&[]).await;
-    for path in ["/approve/x", "/enroll", "/assets/approve.js", "/v1/web/approvals/x/summary"] {
+    for path in [
+        "/approve/x",
+        "/enroll",
+        "/assets/approve.js",
+        "/v1/web/approvals/x/summary",
+    ] {
         let resp = app.http.get(app.url(path)).send().await.unwrap();
         let h = resp.headers();
         let csp = h["content-security-policy"].to_str().unwrap();
         assert!(csp.contains("script-src 'self'"), "{csp}");
         assert!(csp.contains("default-src 'none'"), "{csp}");
         assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
-        assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"), "{csp}");
+        assert!(
+            !csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"),
+            "{csp}"
+        );
         assert_eq!(h["x-frame-options"], "DENY");
         assert_eq!(h["x-content-type-options"], "nosniff");
         assert_eq!(h["cache-control"], "no-store");
         assert_eq!(h["referrer-policy"], "no-referrer");
     }
-    let js = app.http.get(app.url("/assets/approve.js")).send().await.unwrap();
-    assert!(js.headers()["content-type"].to_str().unwrap().starts_with("text/javascript"));
+    let js = app
+        .http
+        .get(app.url("/assets/approve.js"))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        js.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/javascript")
+    );
 }
 
 /// A page session: the cookie and the CSRF token.
@@ -96,7 +120,11 @@ struct WebSession {
 }
 
 async fn page_post(app: &TestApp, path: &str, body: &Value, s: Option<&WebSession>) -> Reply {
-    let mut req = app.http.post(app.url(path)).header("origin", ORIGIN).json(body);
+    let mut req = app
+        .http
+        .post(app.url(path))
+        .header("origin", ORIGIN)
+        .json(body);
     if let Some(s) = s {
         req = req
             .header("cookie", &s.cookie)
@@ -126,7 +154,10 @@ async fn sign_in(app: &TestApp, who: &Approver) -> WebSession {
     assert_eq!(resp.status(), 200);
     let set = resp.headers()["set-cookie"].to_str().unwrap().to_owned();
     for flag in ["Secure", "HttpOnly", "SameSite=Strict", "Path=/"] {
-        assert!(set.split("; ").any(|p| p == flag), "{flag} missing in {set}");
+        assert!(
+            set.split("; ").any(|p| p == flag),
+            "{flag} missing in {set}"
+        );
     }
     assert!(set.starts_with("__Host-countersign-session="), "{set}");
     assert!(!set.to_ascii_lowercase().contains("domain="), "{set}");
@@ -175,8 +206,19 @@ async fn after_sign_in_every_signed_field_is_displayed_with_its_label() {
     assert_eq!(r.body["fields"]["params"]["to"], "DE89\u{200B}3704");
     assert_eq!(r.body["display"]["marked"], true);
     let to = &rows[4]["value"];
-    assert!(to.as_array().unwrap().iter().any(|s| s["mark"]["kind"] == "invisible"));
-    assert!(rows[3]["value"].as_array().unwrap().iter().any(|s| s["mark"]["kind"] == "confusable"));
+    assert!(
+        to.as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["mark"]["kind"] == "invisible")
+    );
+    assert!(
+        rows[3]["value"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["mark"]["kind"] == "confusable")
+    );
 }
 
 #[tokio::test]
@@ -198,13 +240,19 @@ async fn decisions_through_the_page_need_cookie_csrf_and_origin() {
                 .json(&body),
         )
         .await;
-    assert_eq!((r.status, r.body["error"]["code"].as_str()), (403, Some("csrf")));
+    assert_eq!(
+        (r.status, r.body["error"]["code"].as_str()),
+        (403, Some("csrf"))
+    );
     // A CSRF token of another session.
     let other = WebSession {
         cookie: s.cookie.clone(),
         csrf: "AAAA".into(),
     };
-    assert_eq!(page_post(&app, &path, &body, Some(&other)).await.status, 403);
+    assert_eq!(
+        page_post(&app, &path, &body, Some(&other)).await.status,
+        403
+    );
     // A foreign origin, even with the right token.
     let r = app
         .send(
@@ -216,7 +264,10 @@ async fn decisions_through_the_page_need_cookie_csrf_and_origin() {
                 .json(&body),
         )
         .await;
-    assert_eq!((r.status, r.body["error"]["code"].as_str()), (403, Some("origin_refused")));
+    assert_eq!(
+        (r.status, r.body["error"]["code"].as_str()),
+        (403, Some("origin_refused"))
+    );
     // No cookie.
     let r = app
         .send(
@@ -235,7 +286,13 @@ async fn decisions_through_the_page_need_cookie_csrf_and_origin() {
     let challenge = b64::decode(c.body["challenge"].as_str().unwrap()).unwrap();
     assert_eq!(challenge.len(), 64);
     let assertion = serde_json::to_value(alice.sign(challenge)).unwrap();
-    let r = page_post(&app, &format!("/v1/web/approvals/{id}/decision"), &assertion, Some(&s)).await;
+    let r = page_post(
+        &app,
+        &format!("/v1/web/approvals/{id}/decision"),
+        &assertion,
+        Some(&s),
+    )
+    .await;
     assert_eq!(r.status, 200, "{:?}", r.body);
     assert_eq!(r.body["status"], "APPROVED");
 
@@ -244,7 +301,10 @@ async fn decisions_through_the_page_need_cookie_csrf_and_origin() {
     assert_eq!(v.body["status"], "APPROVED");
     assert_eq!(v.body["result"]["status"], "APPROVED");
     let r = page_post(&app, &path, &json!({"decision": "DENIED"}), Some(&s)).await;
-    assert_eq!((r.status, r.body["error"]["code"].as_str()), (409, Some("already_settled")));
+    assert_eq!(
+        (r.status, r.body["error"]["code"].as_str()),
+        (409, Some("already_settled"))
+    );
 }
 
 #[tokio::test]
@@ -264,16 +324,28 @@ async fn an_expired_request_is_reported_as_expired() {
 async fn sign_in_attempts_are_rate_limited_and_need_the_page_origin() {
     let app = TestApp::default_with(&[]).await;
     let r = app.post("/v1/web/login/challenge", &json!({})).await;
-    assert_eq!((r.status, r.body["error"]["code"].as_str()), (403, Some("origin_required")));
+    assert_eq!(
+        (r.status, r.body["error"]["code"].as_str()),
+        (403, Some("origin_required"))
+    );
     let mut statuses = Vec::new();
     for _ in 0..21 {
-        statuses.push(page_post(&app, "/v1/web/login/challenge", &json!({}), None).await.status);
+        statuses.push(
+            page_post(&app, "/v1/web/login/challenge", &json!({}), None)
+                .await
+                .status,
+        );
     }
     assert!(statuses[..20].iter().all(|s| *s == 200), "{statuses:?}");
     assert_eq!(statuses[20], 429);
     // A minute later the budget is back (the service clock, not a sleep).
     app.advance(60);
-    assert_eq!(page_post(&app, "/v1/web/login/challenge", &json!({}), None).await.status, 200);
+    assert_eq!(
+        page_post(&app, "/v1/web/login/challenge", &json!({}), None)
+            .await
+            .status,
+        200
+    );
 }
 
 #[tokio::test]
