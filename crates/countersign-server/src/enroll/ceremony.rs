@@ -106,6 +106,9 @@ enum Registration {
     Attested(AttestedPasskeyRegistration),
 }
 
+/// `(subject DER, display name)` of a configured root.
+type RootName = (Vec<u8>, String);
+
 struct Pending {
     registration: Registration,
     expires_at: i64,
@@ -119,8 +122,7 @@ pub struct Enroller {
     webauthn: Webauthn,
     policy: AttestationPolicy,
     ca_list: Option<AttestationCaList>,
-    /// `(subject DER, display name)` of the configured roots.
-    roots: Vec<(Vec<u8>, String)>,
+    roots: Vec<RootName>,
     pending: Mutex<HashMap<[u8; 32], Pending>>,
 }
 
@@ -217,22 +219,25 @@ impl Enroller {
             serde_json::to_value(&ccr).map_err(|e| EnrollError::Registration(e.to_string()))?;
         // The approver page signs in without asking for a user name, so the credential must be
         // discoverable: ask for a resident key.
-        if let Some(sel) = options.pointer_mut("/publicKey/authenticatorSelection") {
-            if let Some(obj) = sel.as_object_mut() {
-                obj.insert("residentKey".to_owned(), Value::from("required"));
-                obj.insert("requireResidentKey".to_owned(), Value::from(true));
-            }
+        if let Some(obj) = options
+            .pointer_mut("/publicKey/authenticatorSelection")
+            .and_then(Value::as_object_mut)
+        {
+            obj.insert("residentKey".to_owned(), Value::from("required"));
+            obj.insert("requireResidentKey".to_owned(), Value::from(true));
         }
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         pending.retain(|_, p| p.expires_at > now);
-        if pending.len() >= MAX_PENDING {
-            if let Some(oldest) = pending
-                .iter()
-                .min_by_key(|(_, p)| p.expires_at)
-                .map(|(k, _)| *k)
-            {
-                pending.remove(&oldest);
-            }
+        let oldest = (pending.len() >= MAX_PENDING)
+            .then(|| {
+                pending
+                    .iter()
+                    .min_by_key(|(_, p)| p.expires_at)
+                    .map(|(k, _)| *k)
+            })
+            .flatten();
+        if let Some(oldest) = oldest {
+            pending.remove(&oldest);
         }
         pending.insert(
             key,
@@ -363,7 +368,7 @@ fn attested_key(
 
 fn load_roots(
     config: &EnrollmentConfig,
-) -> Result<(AttestationCaList, Vec<(Vec<u8>, String)>), EnrollError> {
+) -> Result<(AttestationCaList, Vec<RootName>), EnrollError> {
     if config.roots.is_empty() || config.aaguids.is_empty() {
         return Err(EnrollError::Config(
             "attestation = \"verified\" needs at least one root and one AAGUID".to_owned(),
