@@ -596,3 +596,75 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     eprintln!("browser e2e: screenshots in {}", shots.display());
     let _ = std::fs::remove_dir_all(&work);
 }
+
+/// `enroll invite` without a browser: where it refuses, and that a link is single-line stdout.
+#[test]
+fn enroll_invite_needs_a_data_dir_and_a_defined_group() {
+    let work = artifacts().join(format!("invite-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let data = work.join("data");
+
+    // Not a data directory yet.
+    let out = run(&[
+        "enroll",
+        "invite",
+        "--principal",
+        "a@example.com",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a countersign data directory"));
+
+    // A data directory as `serve` leaves it: the service key.
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("service-key"), b64url(&[7; 32])).unwrap();
+    let out = run(&[
+        "enroll",
+        "invite",
+        "--principal",
+        "a@example.com",
+        "--group",
+        "nope",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not defined"));
+
+    let out = run(&[
+        "enroll",
+        "invite",
+        "--principal",
+        "a@example.com",
+        "--expires-in",
+        "60",
+        "--public-url",
+        "https://approve.example.org/",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let url = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(url.lines().count(), 1);
+    assert!(
+        url.starts_with("https://approve.example.org/enroll#"),
+        "{url}"
+    );
+    // Two invites never share a token.
+    let again = run(&[
+        "enroll",
+        "invite",
+        "--principal",
+        "a@example.com",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert_ne!(String::from_utf8(again.stdout).unwrap(), url);
+    let _ = std::fs::remove_dir_all(&work);
+}
