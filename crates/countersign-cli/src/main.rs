@@ -107,6 +107,11 @@ enum Command {
         #[command(subcommand)]
         command: RegistryCommand,
     },
+    /// Approver enrollment commands.
+    Enroll {
+        #[command(subcommand)]
+        command: EnrollCommand,
+    },
     /// Answer conformance vectors on stdin/stdout (the JSON-lines protocol of
     /// conformance/HARNESS.md), for `countersign-conformance run --impl 'countersign harness'`.
     Harness {
@@ -143,6 +148,35 @@ enum RegistryCommand {
         /// The service's data directory.
         #[arg(long, default_value = "countersign-data")]
         data_dir: PathBuf,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum EnrollCommand {
+    /// Print a one-time, expiring link that enrolls a security key for PRINCIPAL.
+    ///
+    /// The invite is written into the data directory's database, so it works whether the
+    /// service is running or stopped. Give the link to the approver over a channel you trust:
+    /// whoever opens it first enrolls a key that can approve as PRINCIPAL. See docs/OPERATIONS.md.
+    Invite {
+        /// The approver's name as it appears in verdicts and [groups] (e.g. alice@example.com).
+        #[arg(long)]
+        principal: String,
+        /// An approver group (defined in the config's [groups]) the approver joins on enrollment.
+        #[arg(long)]
+        group: Option<String>,
+        /// The service's data directory.
+        #[arg(long, default_value = "countersign-data")]
+        data_dir: PathBuf,
+        /// The service's TOML configuration (origins, public_url, groups, invite lifetime).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Invite lifetime in seconds (default: [enrollment] invite_seconds, 86400).
+        #[arg(long)]
+        expires_in: Option<u64>,
+        /// Base URL of the approver page (default: public_url, else the first origin).
+        #[arg(long)]
+        public_url: Option<String>,
     },
 }
 
@@ -190,6 +224,38 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Registry {
             command: RegistryCommand::Export { data_dir },
         } => registry_export(&data_dir),
+        Command::Enroll {
+            command:
+                EnrollCommand::Invite {
+                    principal,
+                    group,
+                    data_dir,
+                    config,
+                    expires_in,
+                    public_url,
+                },
+        } => {
+            let config = match config {
+                Some(path) => countersign_server::Config::from_file(&path)?,
+                None => countersign_server::Config::default(),
+            };
+            let created = countersign_server::enroll::invite_in_data_dir(
+                &countersign_server::enroll::InviteOptions {
+                    data_dir,
+                    config,
+                    principal,
+                    group,
+                    expires_in_seconds: expires_in,
+                    public_url,
+                },
+            )?;
+            println!("{}", created.url);
+            eprintln!(
+                "countersign: one-time invite for {} expires at {}",
+                created.invite.principal, created.expires_at
+            );
+            Ok(EXIT_ALLOW)
+        }
     }
 }
 

@@ -40,6 +40,9 @@ pub struct Config {
     /// Per-tool rules.
     #[serde(default)]
     pub tools: Vec<ToolRule>,
+    /// Enrollment: attestation policy, trusted roots, invite lifetime.
+    #[serde(default)]
+    pub enrollment: crate::enroll::EnrollmentConfig,
     /// `normal` (default: survives a killed process) or `full` (also survives power loss, slower).
     #[serde(default)]
     pub durability: Durability,
@@ -159,6 +162,7 @@ impl Default for Config {
             default_tool: ToolRule::default(),
             tools: Vec::new(),
             durability: Durability::default(),
+            enrollment: crate::enroll::EnrollmentConfig::default(),
         }
     }
 }

@@ -19,6 +19,7 @@
 pub mod audit;
 pub mod clock;
 pub mod config;
+pub mod enroll;
 mod error;
 mod http;
 mod notify;
@@ -30,10 +31,11 @@ pub mod store;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, ConfigError};
 pub use error::ApiError;
-pub use http::build_router;
+pub use http::{Display, Mark, Row, Segment, build_router};
 pub use notify::Notification;
 pub use serve::{ServeOptions, files, open_state, serve};
 pub use service::{
-    AppState, AssertionBody, CreateRequest, DEFAULT_PROFILE, DecisionChallenge, GrantReceipt,
-    GrantRequest, LoginChallenge, LoginResponse, ReviewView, StateParts,
+    AppState, AssertionBody, CreateRequest, DEFAULT_PROFILE, DecisionChallenge, EnrollFinish,
+    EnrollOptions, EnrollStart, GrantReceipt, GrantRequest, LoginChallenge, LoginResponse,
+    ReviewView, StateParts,
 };

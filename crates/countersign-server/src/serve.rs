@@ -108,9 +108,10 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let enrolled = state.registry().len();
     if enrolled == 0 {
         say!(
-            "countersign: no approver enrolled yet; to enroll one, write a registry document \
-             ({{\"credentials\": [...]}}) and name it in the config file (registry = \"FILE\"), \
-             then restart. Until then every request answers DENIED no_eligible_approver."
+            "countersign: no approver enrolled yet; invite one with `countersign enroll invite \
+             --principal NAME --data-dir {}` and open the printed link. Until then every request \
+             answers DENIED no_eligible_approver.",
+            opts.data_dir.display()
         );
     } else {
         say!("countersign: {enrolled} credential(s) enrolled");
@@ -127,7 +128,9 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
             }
         }
     });
-    axum::serve(listener, crate::build_router(state))
+    // Connect info gives the approver page's rate limiter the client address.
+    let app = crate::build_router(state).into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await
         .context("serving")?;

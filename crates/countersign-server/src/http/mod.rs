@@ -3,7 +3,13 @@
 
 mod approvals;
 mod approver;
+mod display;
+mod enroll;
 mod meta;
+mod web;
+
+pub use display::{Display, Mark, Row, Segment};
+pub(crate) use web::WebGuard;
 
 use crate::error::ApiError;
 use crate::service::AppState;
@@ -19,6 +25,7 @@ pub fn build_router(state: AppState) -> Router {
         .merge(approvals::router())
         .merge(approver::router())
         .merge(meta::router())
+        .merge(web::router())
         .fallback(|| async { ApiError::not_found("route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

@@ -205,9 +205,8 @@ impl AppState {
     }
 
     fn check_eligible(&self, tool_name: &str, principal: &str) -> Result<(), ApiError> {
-        let config = self.config();
-        let eligible = config.eligible_principals(config.rule(tool_name));
-        if eligible.is_some_and(|set| !set.contains(&principal)) {
+        let eligible = self.eligible_principals(self.config().rule(tool_name));
+        if eligible.is_some_and(|set| !set.iter().any(|p| p == principal)) {
             return Err(ApiError::forbidden(
                 "not_eligible",
                 format!("{principal} may not decide {tool_name}"),

@@ -181,12 +181,12 @@ impl AppState {
 
     /// Whether at least one enrolled, unrevoked credential belongs to an eligible principal.
     fn has_eligible_approver(&self, rule: &crate::config::ToolRule) -> bool {
-        let eligible = self.config().eligible_principals(rule);
+        let eligible = self.eligible_principals(rule);
         self.registry().iter().any(|c| {
             !c.record().revoked
                 && eligible
                     .as_ref()
-                    .is_none_or(|set| set.contains(&c.principal()))
+                    .is_none_or(|set| set.iter().any(|p| p == c.principal()))
         })
     }
 

@@ -5,9 +5,11 @@
 //! struct of handles.
 
 mod approver;
+mod enroll;
 mod gateway;
 
 pub use approver::{AssertionBody, DecisionChallenge, LoginChallenge, LoginResponse, ReviewView};
+pub use enroll::{EnrollFinish, EnrollOptions, EnrollStart};
 pub use gateway::{CreateRequest, DEFAULT_PROFILE, GrantReceipt, GrantRequest};
 
 use crate::audit::{AuditMirror, AuditSealer};
@@ -41,6 +43,12 @@ struct Inner {
     settled: watch::Sender<u64>,
     mirror: Option<Mutex<AuditMirror>>,
     notifier: Option<Notifier>,
+    /// The registration ceremony; `None` when the configuration cannot enroll (logged).
+    enroller: Option<crate::enroll::Enroller>,
+    /// Group memberships granted by redeemed invites: group to principals.
+    members: RwLock<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>>,
+    /// Approver page guards (rate limits).
+    web: crate::http::WebGuard,
 }
 
 /// What [`AppState::new`] needs.
@@ -63,6 +71,26 @@ impl AppState {
         let registry = CredentialRegistry::from_document(RegistryDocument {
             credentials: records,
         })?;
+        let enroller = match crate::enroll::Enroller::new(
+            &parts.config.rp_id,
+            &parts.config.origins,
+            &parts.config.enrollment,
+        ) {
+            Ok(e) => Some(e),
+            Err(e @ crate::enroll::EnrollError::Config(_))
+                if parts.config.enrollment.attestation
+                    == crate::enroll::AttestationPolicy::Verified =>
+            {
+                // A verified-attestation policy that cannot be loaded must stop the service
+                // rather than silently enroll nobody.
+                return Err(e.into());
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "enrollment disabled");
+                None
+            }
+        };
+        let members = enroll::group_members(parts.store.memberships()?);
         let notifier = parts
             .config
             .webhook_url
@@ -79,6 +107,9 @@ impl AppState {
                 settled: watch::channel(0).0,
                 mirror: parts.mirror.map(Mutex::new),
                 notifier,
+                enroller,
+                members: RwLock::new(members),
+                web: crate::http::WebGuard::default(),
             }),
         })
     }

@@ -144,6 +144,16 @@ pub struct Session {
     pub expires_at: i64,
 }
 
+/// What redeeming an invite did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RedeemOutcome {
+    Redeemed,
+    /// Unknown, already redeemed or expired; nothing changed.
+    InviteUnusable,
+    /// The credential id is enrolled already; nothing changed (the invite stays usable).
+    CredentialExists,
+}
+
 /// A storage failure (not a refusal: refusals are outcomes).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -211,6 +221,26 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     fn put_credentials(&self, records: &[CredentialRecord]) -> Result<(), StoreError>;
     /// Every enrolled credential.
     fn credentials(&self) -> Result<Vec<CredentialRecord>, StoreError>;
+
+    /// Remember an enrollment invite (by the hash of its token).
+    fn put_invite(&self, invite: &crate::enroll::Invite) -> Result<(), StoreError>;
+    /// The invite for a token hash, if it is unredeemed and `now < expires_at`.
+    fn invite(
+        &self,
+        token_hash: &[u8; 32],
+        now: i64,
+    ) -> Result<Option<crate::enroll::Invite>, StoreError>;
+    /// Redeem an invite, in one transaction: mark it used (compare-and-set on "unused and
+    /// unexpired"), insert the credential (never replacing an existing id), and record the
+    /// invite's group membership.
+    fn redeem_invite(
+        &self,
+        token_hash: &[u8; 32],
+        now: i64,
+        credential: &CredentialRecord,
+    ) -> Result<RedeemOutcome, StoreError>;
+    /// Group memberships granted by redeemed invites: `(principal, group)`.
+    fn memberships(&self) -> Result<Vec<(String, String)>, StoreError>;
 
     /// `(seq, hash)` of the last audit line (`(0, GENESIS)` when empty).
     fn audit_head(&self) -> Result<(u64, [u8; 32]), StoreError>;

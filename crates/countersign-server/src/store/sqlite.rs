@@ -6,8 +6,8 @@
 //! `durability = "full"` also survives power loss at the cost of an fsync per commit.
 
 use super::{
-    ApprovalRecord, GrantOutcome, IssuedChallenge, NewApproval, Session, SettleKind, SettleOutcome,
-    Settlement, Store, StoreError,
+    ApprovalRecord, GrantOutcome, IssuedChallenge, NewApproval, RedeemOutcome, Session, SettleKind,
+    SettleOutcome, Settlement, Store, StoreError,
 };
 use crate::audit::{AuditEvent, AuditSealer, GENESIS_HASH};
 use crate::clock::{from_ms, rfc3339};
@@ -53,6 +53,19 @@ CREATE TABLE IF NOT EXISTS sessions (
     principal TEXT NOT NULL,
     credential_id BLOB NOT NULL,
     expires_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS invites (
+    token_hash BLOB PRIMARY KEY,
+    principal TEXT NOT NULL,
+    grp TEXT,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    redeemed_at INTEGER
+);
+CREATE TABLE IF NOT EXISTS memberships (
+    principal TEXT NOT NULL,
+    grp TEXT NOT NULL,
+    PRIMARY KEY (principal, grp)
 );
 CREATE TABLE IF NOT EXISTS audit (seq INTEGER PRIMARY KEY, hash BLOB NOT NULL, line TEXT NOT NULL);
 ";
@@ -627,6 +640,108 @@ impl Store for SqliteStore {
         rows.iter()
             .map(|json| serde_json::from_str(json).map_err(|e| StoreError::Corrupt(e.to_string())))
             .collect()
+    }
+
+    fn put_invite(&self, i: &crate::enroll::Invite) -> Result<(), StoreError> {
+        self.with_tx(|tx| {
+            tx.execute(
+                "INSERT INTO invites (token_hash, principal, grp, created_at, expires_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    &i.token_hash[..],
+                    i.principal,
+                    i.group,
+                    i.created_at,
+                    i.expires_at
+                ],
+            )
+            .map_err(db)?;
+            Ok(())
+        })
+    }
+
+    fn invite(
+        &self,
+        token_hash: &[u8; 32],
+        now: i64,
+    ) -> Result<Option<crate::enroll::Invite>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        conn.query_row(
+            "SELECT principal, grp, created_at, expires_at FROM invites \
+             WHERE token_hash = ?1 AND redeemed_at IS NULL AND expires_at > ?2",
+            params![&token_hash[..], now],
+            |r| {
+                Ok(crate::enroll::Invite {
+                    token_hash: *token_hash,
+                    principal: r.get(0)?,
+                    group: r.get(1)?,
+                    created_at: r.get(2)?,
+                    expires_at: r.get(3)?,
+                })
+            },
+        )
+        .optional()
+        .map_err(db)
+    }
+
+    fn redeem_invite(
+        &self,
+        token_hash: &[u8; 32],
+        now: i64,
+        credential: &CredentialRecord,
+    ) -> Result<RedeemOutcome, StoreError> {
+        let json =
+            serde_json::to_string(credential).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        self.with_tx(|tx| {
+            let exists: bool = tx
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM credentials WHERE credential_id = ?1)",
+                    [&credential.credential_id],
+                    |r| r.get(0),
+                )
+                .map_err(db)?;
+            if exists {
+                return Ok(RedeemOutcome::CredentialExists);
+            }
+            let group: Option<Option<String>> = tx
+                .query_row(
+                    "UPDATE invites SET redeemed_at = ?2 \
+                     WHERE token_hash = ?1 AND redeemed_at IS NULL AND expires_at > ?2 \
+                     RETURNING grp",
+                    params![&token_hash[..], now],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(db)?;
+            let Some(group) = group else {
+                return Ok(RedeemOutcome::InviteUnusable);
+            };
+            tx.execute(
+                "INSERT INTO credentials (credential_id, record_json) VALUES (?1, ?2)",
+                params![credential.credential_id, json],
+            )
+            .map_err(db)?;
+            if let Some(group) = group {
+                tx.execute(
+                    "INSERT INTO memberships (principal, grp) VALUES (?1, ?2) \
+                     ON CONFLICT DO NOTHING",
+                    params![credential.principal, group],
+                )
+                .map_err(db)?;
+            }
+            Ok(RedeemOutcome::Redeemed)
+        })
+    }
+
+    fn memberships(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stmt = conn
+            .prepare("SELECT principal, grp FROM memberships ORDER BY grp, principal")
+            .map_err(db)?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(db)?;
+        rows.collect::<Result<_, _>>().map_err(db)
     }
 
     fn audit_head(&self) -> Result<(u64, [u8; 32]), StoreError> {

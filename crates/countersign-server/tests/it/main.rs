@@ -2,7 +2,9 @@
 #![allow(unreachable_pub)]
 
 mod client;
+mod enroll;
 mod http_errors;
 mod lifecycle;
 mod support;
+mod web;
 mod webhook;

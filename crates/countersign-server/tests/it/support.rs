@@ -184,6 +184,15 @@ impl Approver {
         }
     }
 
+    /// An approver with a given software key (enrolled through an invite, for example).
+    pub fn with_key(principal: &str, key: SoftKey) -> Self {
+        Self {
+            principal: principal.to_owned(),
+            key,
+            counter: AtomicU32::new(0),
+        }
+    }
+
     pub fn alice() -> Self {
         Self::new("alice", "alice-es256")
     }

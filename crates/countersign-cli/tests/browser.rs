@@ -1,0 +1,670 @@
+//! End to end in a real browser: Debian's headless Chromium, driven over WebDriver by
+//! chromedriver, with a virtual CTAP2 authenticator (user verification on).
+//!
+//! The real `countersign` binary serves; `countersign enroll invite` prints the link; the page
+//! enrolls the virtual key; two actions are approved and refused through the page; both results
+//! are verified offline by `countersign verify` against `countersign registry export`. A second,
+//! unenrolled authenticator cannot sign in, and the page before sign-in shows no parameter.
+//! Screenshots of each step go to `target/e2e-artifacts/`.
+//!
+//! Without `/usr/bin/chromium` and `/usr/bin/chromedriver` the test says so and passes (a fresh
+//! clone must test green without a browser); `.ci/steps/browser.sh` installs both and sets
+//! `COUNTERSIGN_REQUIRE_BROWSER=1`, which turns the skip into a failure.
+
+use serde_json::{Value, json};
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
+/// How long any one step may take before the test fails (polled, never slept through).
+const STEP_TIMEOUT: Duration = Duration::from_secs(60);
+
+const ACCOUNT_A: &str = "DE89 3704 0044 0532 0130 00";
+const AMOUNT_A: &str = "40000.00";
+const ACCOUNT_B: &str = "GB33BUKB2020155555555\u{200B}5";
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_countersign")
+}
+
+fn artifacts() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let dir = target.join("e2e-artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Chromium's DevToolsActivePort handshake fails with a `..` in --user-data-dir.
+    dir.canonicalize().unwrap()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child process killed on drop.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One HTTP/1.1 exchange over a fresh connection (WebDriver and the service both speak it).
+fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    stream.set_read_timeout(Some(STEP_TIMEOUT)).unwrap();
+    let payload = body.map(Value::to_string).unwrap_or_default();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    if body.is_some() {
+        req.push_str("Content-Type: application/json\r\n");
+    }
+    req.push_str(&format!(
+        "Content-Length: {}\r\n\r\n{payload}",
+        payload.len()
+    ));
+    stream.write_all(req.as_bytes()).unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line).unwrap();
+    let status: u16 = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    let mut chunked = false;
+    let mut length: Option<usize> = None;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        if line == "\r\n" || line.is_empty() {
+            break;
+        }
+        let lower = line.to_ascii_lowercase();
+        if lower.starts_with("transfer-encoding:") && lower.contains("chunked") {
+            chunked = true;
+        }
+        if let Some(v) = lower.strip_prefix("content-length:") {
+            length = v.trim().parse().ok();
+        }
+    }
+    let mut raw = Vec::new();
+    if chunked {
+        loop {
+            let mut size = String::new();
+            reader.read_line(&mut size).unwrap();
+            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            let mut chunk = vec![0; n + 2];
+            reader.read_exact(&mut chunk).unwrap();
+            raw.extend_from_slice(&chunk[..n]);
+        }
+    } else if let Some(n) = length {
+        // chromedriver keeps the connection open whatever the request says: read exactly.
+        raw.resize(n, 0);
+        reader.read_exact(&mut raw).unwrap();
+    } else {
+        reader.read_to_end(&mut raw).unwrap();
+    }
+    let value = if raw.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&raw)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&raw).into()))
+    };
+    (status, value)
+}
+
+/// Poll `f` until it returns `Some`, failing after [`STEP_TIMEOUT`].
+fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A WebDriver session.
+struct Browser {
+    driver: String,
+    session: String,
+    shots: PathBuf,
+}
+
+impl Browser {
+    fn cmd(&self, method: &str, path: &str, body: Option<&Value>) -> Value {
+        let (status, v) = http(
+            &self.driver,
+            method,
+            &format!("/session/{}{path}", self.session),
+            body,
+        );
+        assert_eq!(status, 200, "WebDriver {method} {path}: {v}");
+        v["value"].clone()
+    }
+
+    fn goto(&self, url: &str) {
+        self.cmd("POST", "/url", Some(&json!({"url": url})));
+    }
+
+    fn js(&self, script: &str) -> Value {
+        self.cmd(
+            "POST",
+            "/execute/sync",
+            Some(&json!({"script": script, "args": []})),
+        )
+    }
+
+    fn visible(&self, id: &str) -> bool {
+        self.js(&format!(
+            "const e = document.getElementById('{id}'); return !!e && !e.hidden;"
+        ))
+        .as_bool()
+            == Some(true)
+    }
+
+    fn wait_visible(&self, id: &str) {
+        wait_for(&format!("#{id} to show"), || self.visible(id).then_some(()));
+    }
+
+    fn text(&self, id: &str) -> String {
+        self.js(&format!(
+            "return document.getElementById('{id}').innerText;"
+        ))
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+    }
+
+    fn click(&self, id: &str) {
+        let el = self.cmd(
+            "POST",
+            "/element",
+            Some(&json!({"using": "css selector", "value": format!("#{id}")})),
+        );
+        let eid = el[ELEMENT_KEY].as_str().unwrap().to_owned();
+        self.cmd("POST", &format!("/element/{eid}/click"), Some(&json!({})));
+    }
+
+    fn screenshot(&self, name: &str) {
+        let b64 = self.cmd("GET", "/screenshot", None);
+        let png = base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            b64.as_str().unwrap(),
+        )
+        .unwrap();
+        std::fs::write(self.shots.join(format!("{name}.png")), png).unwrap();
+    }
+
+    fn add_authenticator(&self) -> String {
+        let v = self.cmd(
+            "POST",
+            "/webauthn/authenticator",
+            Some(&json!({
+                "protocol": "ctap2",
+                "transport": "usb",
+                "hasResidentKey": true,
+                "hasUserVerification": true,
+                "isUserConsenting": true,
+                "isUserVerified": true,
+            })),
+        );
+        v.as_str().unwrap().to_owned()
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = http(
+            &self.driver,
+            "DELETE",
+            &format!("/session/{}", self.session),
+            None,
+        );
+    }
+}
+
+/// PKCS#8 of a P-256 private scalar (RFC 5208 around RFC 5915, no public key).
+fn p256_pkcs8(scalar: [u8; 32]) -> Vec<u8> {
+    let mut der =
+        hex_bytes("3041020100301306072a8648ce3d020106082a8648ce3d030107042730250201010420");
+    der.extend_from_slice(&scalar);
+    der
+}
+
+fn hex_bytes(h: &str) -> Vec<u8> {
+    (0..h.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+fn b64url(bytes: &[u8]) -> String {
+    base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, bytes)
+}
+
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(bin()).args(args).output().unwrap()
+}
+
+#[test]
+fn enroll_approve_refuse_and_verify_offline_in_chromium() {
+    let required = std::env::var_os("COUNTERSIGN_REQUIRE_BROWSER").is_some();
+    if !Path::new(CHROMIUM).exists() || !Path::new(CHROMEDRIVER).exists() {
+        assert!(
+            !required,
+            "COUNTERSIGN_REQUIRE_BROWSER is set but {CHROMIUM} or {CHROMEDRIVER} is missing"
+        );
+        eprintln!(
+            "SKIPPED browser end-to-end test: {CHROMIUM} and {CHROMEDRIVER} are not installed \
+             (apt-get install chromium chromium-driver; .ci/steps/browser.sh does)"
+        );
+        return;
+    }
+    let shots = artifacts();
+    let work = shots.join(format!("run-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+
+    // --- the service, on http://localhost:PORT (a secure context for WebAuthn) ---
+    let port = free_port();
+    let origin = format!("http://localhost:{port}");
+    let data = work.join("data");
+    let config = work.join("countersign.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "rp_id = \"localhost\"\norigins = [\"{origin}\"]\npublic_url = \"{origin}\"\n\
+             [groups]\npayments = []\n\
+             [[tools]]\nname = \"payments.transfer\"\napprovers = [\"payments\"]\nseverity = \"high\"\n"
+        ),
+    )
+    .unwrap();
+    let mut server = Proc(
+        Command::new(bin())
+            .args([
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--data-dir",
+            ])
+            .arg(&data)
+            .arg("--config")
+            .arg(&config)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let mut first = String::new();
+    BufReader::new(server.0.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("countersign: listening on"), "{first}");
+    let service = format!("127.0.0.1:{port}");
+
+    // --- the operator invites alice ---
+    let out = Command::new(bin())
+        .args([
+            "enroll",
+            "invite",
+            "--principal",
+            "alice@example.com",
+            "--group",
+            "payments",
+        ])
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let invite_url = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert!(
+        invite_url.starts_with(&format!("{origin}/enroll#")),
+        "{invite_url}"
+    );
+
+    // --- chromedriver and a fresh Chromium profile ---
+    let driver_port = free_port();
+    let _driver = Proc(
+        Command::new(CHROMEDRIVER)
+            .arg(format!("--port={driver_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let driver = format!("127.0.0.1:{driver_port}");
+    wait_for("chromedriver", || {
+        TcpStream::connect(&driver).ok().and_then(|_| {
+            (http(&driver, "GET", "/status", None).1["value"]["ready"] == true).then_some(())
+        })
+    });
+    let profile = work.join("chromium-profile");
+    let (status, created) = http(
+        &driver,
+        "POST",
+        "/session",
+        Some(&json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "webauthn:virtualAuthenticators": true,
+            "goog:chromeOptions": {
+                "binary": CHROMIUM,
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu",
+                    "--disable-background-networking", "--disable-component-update",
+                    "--disable-sync", "--no-first-run", "--disable-quic",
+                    "--window-size=1000,1300",
+                    format!("--user-data-dir={}", profile.display()),
+                ],
+            },
+        }}})),
+    );
+    assert_eq!(status, 200, "new session: {created}");
+    let browser = Browser {
+        driver: driver.clone(),
+        session: created["value"]["sessionId"].as_str().unwrap().to_owned(),
+        shots: shots.clone(),
+    };
+    let enrolled_authenticator = browser.add_authenticator();
+
+    // --- step 0: enrollment through the invite ---
+    browser.goto(&invite_url);
+    browser.wait_visible("invite");
+    assert_eq!(browser.text("principal"), "alice@example.com");
+    assert!(
+        !browser
+            .js("return location.href;")
+            .as_str()
+            .unwrap()
+            .contains('#'),
+        "the invite token is taken out of the address bar"
+    );
+    browser.screenshot("01-enroll-invite");
+    browser.click("register");
+    wait_for("enrollment outcome", || {
+        (browser.visible("done") || browser.visible("error")).then_some(())
+    });
+    assert!(
+        browser.visible("done"),
+        "enrollment failed: {}",
+        browser.text("error")
+    );
+    assert!(browser.text("done-text").contains("alice@example.com"));
+    browser.screenshot("02-enrolled");
+
+    // The invite is spent.
+    browser.goto("about:blank");
+    browser.goto(&invite_url);
+    browser.wait_visible("error");
+    assert!(
+        browser.text("error").contains("already used"),
+        "{}",
+        browser.text("error")
+    );
+
+    // --- two actions from an agent ---
+    let create = |params: Value| -> String {
+        let (status, r) = http(
+            &service,
+            "POST",
+            "/v1/approvals",
+            Some(
+                &json!({"agent_id": "agent-7", "tool_name": "payments.transfer", "params": params}),
+            ),
+        );
+        assert_eq!(status, 200, "{r}");
+        assert_eq!(r["status"], "PENDING", "{r}");
+        r["approval_id"].as_str().unwrap().to_owned()
+    };
+    let params_a = json!({"to": ACCOUNT_A, "amount": AMOUNT_A, "memo": "Invoice 2026-114"});
+    let params_b = json!({"to": ACCOUNT_B, "amount": "99.00"});
+    let id_a = create(params_a.clone());
+    let id_b = create(params_b.clone());
+
+    // --- approve A: before sign-in the page shows nothing material ---
+    browser.goto(&format!("{origin}/approve/{id_a}"));
+    browser.wait_visible("step1");
+    wait_for("the summary", || {
+        (browser.text("severity") == "high").then_some(())
+    });
+    let html = browser.js("return document.documentElement.outerHTML;");
+    let html = html.as_str().unwrap();
+    for secret in [
+        ACCOUNT_A,
+        AMOUNT_A,
+        "agent-7",
+        "payments.transfer",
+        "Invoice",
+    ] {
+        assert!(!html.contains(secret), "{secret} shown before sign-in");
+    }
+    assert!(!browser.visible("step2") && !browser.visible("step3"));
+    browser.screenshot("03-before-sign-in");
+    browser.click("signin");
+    browser.wait_visible("step2");
+    let table = browser.text("fields");
+    for shown in [
+        ACCOUNT_A,
+        AMOUNT_A,
+        "Invoice 2026-114",
+        "agent-7",
+        "payments.transfer",
+    ] {
+        assert!(table.contains(shown), "{shown} missing from {table}");
+    }
+    assert!(!browser.visible("banner"), "nothing deceptive in A");
+    browser.screenshot("04-review");
+    browser.click("approve");
+    browser.wait_visible("outcome");
+    assert!(
+        browser.text("outcome-text").contains("APPROVED"),
+        "{}",
+        browser.text("outcome-text")
+    );
+    browser.screenshot("05-approved");
+
+    // --- refuse B, whose account holds a zero-width space: marked ---
+    browser.goto(&format!("{origin}/approve/{id_b}"));
+    wait_for("B's sign-in or review", || {
+        (browser.visible("step1") || browser.visible("step2")).then_some(())
+    });
+    if browser.visible("step1") {
+        browser.click("signin");
+    }
+    browser.wait_visible("step2");
+    assert!(
+        browser.visible("banner"),
+        "the deceptive character must raise the banner"
+    );
+    let marks = browser
+        .js("return Array.from(document.querySelectorAll('mark.deceptive')).map(m => m.title);");
+    assert!(marks.to_string().contains("U+200B"), "{marks}");
+    browser.screenshot("06-review-marked");
+    browser.click("refuse");
+    browser.wait_visible("outcome");
+    assert!(
+        browser.text("outcome-text").contains("REFUSED"),
+        "{}",
+        browser.text("outcome-text")
+    );
+    browser.screenshot("07-refused");
+
+    // --- offline verification of both results against the exported registry ---
+    let export = run(&["registry", "export", "--data-dir", data.to_str().unwrap()]);
+    assert!(export.status.success());
+    let registry: Value = serde_json::from_slice(&export.stdout).unwrap();
+    assert_eq!(registry["credentials"][0]["principal"], "alice@example.com");
+    let (_, http_registry) = http(&service, "GET", "/v1/credentials", None);
+    assert_eq!(http_registry, registry);
+    let verify = |name: &str, id: &str, params: &Value| -> (i32, Value) {
+        let (_, result) = http(&service, "GET", &format!("/v1/approvals/{id}"), None);
+        let now = result["approver_evidence"][0]["assertion_at"].clone();
+        let case = json!({
+            "action": {"profile": "countersign.tool-call/1", "fields": {
+                "agent_id": "agent-7", "tool_name": "payments.transfer", "params": params}},
+            "result": result,
+            "registry": registry,
+            "policy": {"rp_id": "localhost", "origins": [origin]},
+            "now": now,
+        });
+        let path = work.join(format!("{id}.case.json"));
+        std::fs::write(&path, case.to_string()).unwrap();
+        // Kept as artifacts: anyone can re-run `countersign verify` on them.
+        std::fs::copy(&path, shots.join(format!("{name}.case.json"))).unwrap();
+        let out = run(&["verify", path.to_str().unwrap()]);
+        (
+            out.status.code().unwrap(),
+            serde_json::from_slice(&out.stdout).unwrap(),
+        )
+    };
+    let (code, verdict) = verify("approved", &id_a, &params_a);
+    assert_eq!(code, 0, "{verdict}");
+    assert_eq!(verdict["effective"], "ALLOW");
+    assert_eq!(verdict["approvers"][0]["principal"], "alice@example.com");
+    let (code, verdict) = verify("refused", &id_b, &params_b);
+    assert_eq!(code, 1, "{verdict}");
+    assert_eq!(verdict["reason_code"], "approver_refused");
+    assert_eq!(verdict["approvers"][0]["principal"], "alice@example.com");
+    // A's evidence does not verify for another account.
+    let mut swapped = params_a.clone();
+    swapped["to"] = json!("DE89 3704 0044 0532 0130 01");
+    let (code, verdict) = verify("approved-other-account", &id_a, &swapped);
+    assert_eq!(
+        (code, verdict["reason_code"].as_str()),
+        (1, Some("binding_mismatch"))
+    );
+
+    // --- a second authenticator, not enrolled, holding its own credential for this site ---
+    browser.cmd(
+        "DELETE",
+        &format!("/webauthn/authenticator/{enrolled_authenticator}"),
+        None,
+    );
+    let stranger = browser.add_authenticator();
+    browser.cmd(
+        "POST",
+        &format!("/webauthn/authenticator/{stranger}/credential"),
+        Some(&json!({
+            "credentialId": b64url(b"not-enrolled-credential-0001"),
+            "isResidentCredential": true,
+            "rpId": "localhost",
+            "privateKey": b64url(&p256_pkcs8([0x11; 32])),
+            "userHandle": b64url(b"mallory"),
+            "signCount": 0,
+        })),
+    );
+    browser.cmd("DELETE", "/cookie", None);
+    let id_c = create(json!({"to": ACCOUNT_A, "amount": "1.00"}));
+    browser.goto(&format!("{origin}/approve/{id_c}"));
+    browser.wait_visible("step1");
+    browser.click("signin");
+    browser.wait_visible("error");
+    assert!(
+        browser.text("error").contains("not enrolled"),
+        "{}",
+        browser.text("error")
+    );
+    assert!(
+        !browser.visible("step2"),
+        "no parameters for an unenrolled key"
+    );
+    browser.screenshot("08-unenrolled-refused");
+    let (_, c) = http(&service, "GET", &format!("/v1/approvals/{id_c}"), None);
+    assert_eq!(c["status"], "PENDING");
+    eprintln!("browser e2e: screenshots in {}", shots.display());
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+/// `enroll invite` without a browser: where it refuses, and that a link is single-line stdout.
+#[test]
+fn enroll_invite_needs_a_data_dir_and_a_defined_group() {
+    let work = artifacts().join(format!("invite-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let data = work.join("data");
+
+    // Not a data directory yet.
+    let out = run(&[
+        "enroll",
+        "invite",
+        "--principal",
+        "a@example.com",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a countersign data directory"));
+
+    // A data directory as `serve` leaves it: the service key.
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("service-key"), b64url(&[7; 32])).unwrap();
+    let out = run(&[
+        "enroll",
+        "invite",
+        "--principal",
+        "a@example.com",
+        "--group",
+        "nope",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not defined"));
+
+    let out = run(&[
+        "enroll",
+        "invite",
+        "--principal",
+        "a@example.com",
+        "--expires-in",
+        "60",
+        "--public-url",
+        "https://approve.example.org/",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let url = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(url.lines().count(), 1);
+    assert!(
+        url.starts_with("https://approve.example.org/enroll#"),
+        "{url}"
+    );
+    // Two invites never share a token.
+    let again = run(&[
+        "enroll",
+        "invite",
+        "--principal",
+        "a@example.com",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert_ne!(String::from_utf8(again.stdout).unwrap(), url);
+    let _ = std::fs::remove_dir_all(&work);
+}

@@ -1,0 +1,200 @@
+// The approver page: sign in (step 1), check every field (step 2), approve or refuse (step 3).
+'use strict';
+
+(() => {
+  const id = decodeURIComponent(location.pathname.split('/').filter(Boolean).pop() || '');
+  let csrf = null;
+  let credentialId = null; // the credential that signed in; decisions must use the same one
+  let rpId = null;
+  let busy = false;
+
+  function segmentsInto(parent, segments) {
+    for (const seg of segments) {
+      if (!seg.mark) {
+        parent.appendChild(document.createTextNode(seg.text));
+        continue;
+      }
+      const m = cs.el('mark', 'deceptive ' + seg.mark.kind);
+      m.title = seg.mark.name;
+      m.appendChild(cs.el('span', 'ch', seg.text));
+      m.appendChild(cs.el('span', 'cp', seg.mark.name));
+      parent.appendChild(m);
+    }
+  }
+
+  const STATUS_TEXT = {
+    expired_unanswered: 'This request expired before anyone answered it. Nothing can be decided any more.',
+    cancelled: 'The agent withdrew this request. Nothing can be decided any more.',
+    approver_refused: 'This request was refused.',
+  };
+
+  function showOutcome(result, note) {
+    cs.show('step3', false);
+    cs.show('outcome', true);
+    const status = result.status;
+    let text;
+    if (status === 'APPROVED') text = 'APPROVED';
+    else if (status === 'DENIED') text = 'REFUSED / DENIED';
+    else text = status;
+    const reason = result.reason_code;
+    if (reason && STATUS_TEXT[reason] && reason !== 'approver_refused') text = STATUS_TEXT[reason];
+    const p = document.getElementById('outcome-text');
+    p.textContent = (note ? note + ' ' : '') + text;
+    p.className = 'outcome ' + (status === 'APPROVED' ? 'approved' : 'denied');
+    const dl = document.getElementById('outcome-details');
+    dl.textContent = '';
+    const rows = [['Request', result.approval_id], ['Status', status]];
+    if (reason) rows.push(['Reason', reason]);
+    const ev = (result.approver_evidence || [])[0];
+    if (ev && typeof ev === 'object') {
+      rows.push(['Signed decision', ev.decision]);
+      rows.push(['Signed at', ev.assertion_at]);
+      rows.push(['op_hash', ev.op_hash]);
+      rows.push(['Evidence', 'WebAuthn signature verified by the service with the Countersign verifier; anyone can re-check it offline against the published registry.']);
+    }
+    for (const [k, v] of rows) {
+      dl.appendChild(cs.el('dt', '', k));
+      dl.appendChild(cs.el('dd', 'mono', String(v)));
+    }
+  }
+
+  function render(view) {
+    csrf = view.csrf_token;
+    cs.show('step1', false);
+    cs.show('step2', true);
+    cs.setText('who', 'Signed in as ' + view.principal + '. Request from agent ' + view.agent_id +
+      ' for tool ' + view.tool_name + ' (profile ' + view.profile + ').');
+    cs.setText('title', view.display.title);
+    cs.show('banner', view.display.marked);
+    const tbody = document.querySelector('#fields tbody');
+    tbody.textContent = '';
+    for (const row of view.display.rows) {
+      const tr = cs.el('tr');
+      tr.dataset.path = row.path;
+      const th = cs.el('th');
+      th.scope = 'row';
+      segmentsInto(th, row.label);
+      const td = cs.el('td', 'value');
+      if (row.kind !== 'string') td.appendChild(cs.el('span', 'kind', row.kind));
+      const v = cs.el('span', 'v');
+      segmentsInto(v, row.value);
+      td.appendChild(v);
+      for (const w of row.warnings) td.appendChild(cs.el('div', 'rowwarn', '⚠ ' + w));
+      tr.appendChild(th);
+      tr.appendChild(td);
+      tbody.appendChild(tr);
+    }
+    cs.setText('raw', JSON.stringify(view.fields, null, 2));
+    if (view.status === 'PENDING') {
+      cs.show('step3', true);
+    } else {
+      showOutcome(view.result || { status: view.status, approval_id: view.approval_id },
+        'Already decided:');
+    }
+  }
+
+  async function loadReview() {
+    const r = await cs.call('GET', '/v1/web/approvals/' + encodeURIComponent(id));
+    if (r.status === 200) {
+      render(r.body);
+      return true;
+    }
+    if (r.status === 401) {
+      cs.show('step1', true);
+      return false;
+    }
+    cs.error(cs.errorMessage(r, 'Could not load the request'));
+    return false;
+  }
+
+  async function signIn() {
+    if (busy) return;
+    busy = true;
+    cs.error('');
+    try {
+      const c = await cs.call('POST', '/v1/web/login/challenge', {});
+      if (c.status !== 200) { cs.error(cs.errorMessage(c, 'Sign-in is not possible now')); return; }
+      rpId = c.body.rp_id;
+      let cred;
+      try {
+        cred = await navigator.credentials.get({
+          publicKey: {
+            challenge: cs.b64urlDecode(c.body.challenge),
+            rpId,
+            allowCredentials: [],
+            userVerification: 'required',
+            timeout: 120000,
+          },
+        });
+      } catch (e) {
+        cs.error('Your security key did not sign in: ' + e.message);
+        return;
+      }
+      const r = await cs.call('POST', '/v1/web/login', cs.assertionBody(cred));
+      if (r.status !== 200) { cs.error(cs.errorMessage(r, 'Sign-in failed')); return; }
+      credentialId = cred.rawId;
+      csrf = r.body.csrf_token;
+      await loadReview();
+    } finally {
+      busy = false;
+    }
+  }
+
+  async function decide(decision) {
+    if (busy) return;
+    busy = true;
+    cs.error('');
+    try {
+      const path = '/v1/web/approvals/' + encodeURIComponent(id);
+      const c = await cs.call('POST', path + '/challenge', { decision }, csrf);
+      if (c.status === 409 && c.body && c.body.error && c.body.error.result) {
+        showOutcome(c.body.error.result, 'Already decided:');
+        return;
+      }
+      if (c.status !== 200) { cs.error(cs.errorMessage(c, 'Could not prepare the signature')); return; }
+      const publicKey = {
+        challenge: cs.b64urlDecode(c.body.challenge),
+        rpId: c.body.rp_id,
+        userVerification: 'required',
+        timeout: 120000,
+      };
+      if (credentialId) publicKey.allowCredentials = [{ type: 'public-key', id: credentialId }];
+      let cred;
+      try {
+        cred = await navigator.credentials.get({ publicKey });
+      } catch (e) {
+        cs.error('Your security key did not sign: ' + e.message);
+        return;
+      }
+      const r = await cs.call('POST', path + '/decision', cs.assertionBody(cred), csrf);
+      if (r.status === 200) {
+        showOutcome(r.body, 'Recorded and verified:');
+      } else if (r.status === 409 && r.body && r.body.error && r.body.error.result) {
+        showOutcome(r.body.error.result, r.body.error.code === 'expired' ? 'Too late:' : 'Already decided:');
+      } else {
+        cs.error(cs.errorMessage(r, 'The decision was not accepted'));
+      }
+    } finally {
+      busy = false;
+    }
+  }
+
+  async function start() {
+    cs.setText('ref', id);
+    const s = await cs.call('GET', '/v1/web/approvals/' + encodeURIComponent(id) + '/summary');
+    if (s.status !== 200) {
+      cs.error(s.status === 404 ? 'There is no approval request with this reference.'
+        : cs.errorMessage(s, 'Could not load the request'));
+      return;
+    }
+    cs.setText('severity', s.body.severity);
+    document.getElementById('severity').className = 'sev sev-' + s.body.severity;
+    cs.setText('expires', cs.localTime(s.body.expires_at));
+    await loadReview();
+  }
+
+  document.getElementById('signin').addEventListener('click', signIn);
+  document.getElementById('approve').addEventListener('click', () => decide('APPROVED'));
+  document.getElementById('refuse').addEventListener('click', () => decide('DENIED'));
+  start().catch((e) => cs.error('Unexpected error: ' + e.message));
+})();

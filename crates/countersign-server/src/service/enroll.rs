@@ -1,0 +1,212 @@
+//! Enrollment through an invite, and approver groups granted by invites.
+
+use super::AppState;
+use crate::clock::{from_ms, rfc3339};
+use crate::config::ToolRule;
+use crate::enroll::{EnrollError, EnrolledSummary, Invite, invite_token_hash};
+use crate::error::ApiError;
+use crate::store::RedeemOutcome;
+use axum::http::StatusCode;
+use countersign::{CredentialRegistry, RegistryDocument};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use webauthn_rs::prelude::RegisterPublicKeyCredential;
+
+/// `POST /v1/enroll/start`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnrollStart {
+    pub invite: String,
+}
+
+/// The answer to a start: who is being enrolled and the options for `credentials.create`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EnrollOptions {
+    pub principal: String,
+    pub group: Option<String>,
+    pub invite_expires_at: String,
+    pub attestation_policy: crate::enroll::AttestationPolicy,
+    /// `CredentialCreationOptions` with byte strings as base64url.
+    pub options: Value,
+}
+
+/// `POST /v1/enroll/finish`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnrollFinish {
+    pub invite: String,
+    pub credential: RegisterPublicKeyCredential,
+}
+
+pub(super) fn group_members(rows: Vec<(String, String)>) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (principal, group) in rows {
+        out.entry(group).or_default().insert(principal);
+    }
+    out
+}
+
+fn invite_refused() -> ApiError {
+    // One answer for unknown, used and expired: the page says the same thing for all three.
+    ApiError::new(
+        StatusCode::GONE,
+        "invite_unusable",
+        "this invite is unknown, already used or expired; ask your operator for a new one",
+    )
+}
+
+fn enroll_error(e: EnrollError) -> ApiError {
+    match e {
+        EnrollError::Config(m) => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "enrollment_unavailable", m)
+        }
+        EnrollError::NoCeremony => ApiError::conflict("no_ceremony", e.to_string()),
+        other => ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "registration_refused",
+            other.to_string(),
+        ),
+    }
+}
+
+impl AppState {
+    /// The principals a rule admits (configured groups plus members added by invites); `None`
+    /// means every enrolled principal.
+    pub fn eligible_principals(&self, rule: &ToolRule) -> Option<Vec<String>> {
+        let configured = self.config().eligible_principals(rule)?;
+        let members = self.inner.members.read().unwrap_or_else(|p| p.into_inner());
+        let mut out: BTreeSet<String> = configured.into_iter().map(str::to_owned).collect();
+        for group in &rule.approvers {
+            if let Some(extra) = members.get(group) {
+                out.extend(extra.iter().cloned());
+            }
+        }
+        Some(out.into_iter().collect())
+    }
+
+    fn enroller(&self) -> Result<&crate::enroll::Enroller, ApiError> {
+        self.inner.enroller.as_ref().ok_or_else(|| {
+            enroll_error(EnrollError::Config(
+                "the rp_id and origins do not allow a registration ceremony (see the log)"
+                    .to_owned(),
+            ))
+        })
+    }
+
+    async fn live_invite(&self, token: &str) -> Result<Invite, ApiError> {
+        let hash = invite_token_hash(token);
+        let now = self.now_ms();
+        self.blocking(move |s| s.invite(&hash, now))
+            .await?
+            .ok_or_else(invite_refused)
+    }
+
+    /// Begin a registration ceremony for an invite.
+    pub async fn enroll_start(&self, req: EnrollStart) -> Result<EnrollOptions, ApiError> {
+        let enroller = self.enroller()?;
+        let invite = self.live_invite(&req.invite).await?;
+        // The principal's existing credentials are excluded, so one authenticator is not
+        // enrolled twice for the same person.
+        let exclude: Vec<Vec<u8>> = self
+            .registry()
+            .iter()
+            .filter(|c| c.principal() == invite.principal)
+            .map(|c| c.record().credential_id.clone())
+            .collect();
+        let now = self.now_ms();
+        let started = enroller
+            .start(
+                invite.token_hash,
+                &invite.principal,
+                exclude,
+                now,
+                self.ceremony_ttl_ms(),
+            )
+            .map_err(enroll_error)?;
+        Ok(EnrollOptions {
+            principal: invite.principal,
+            group: invite.group,
+            invite_expires_at: rfc3339(from_ms(invite.expires_at)),
+            attestation_policy: enroller.policy(),
+            options: started.options,
+        })
+    }
+
+    fn ceremony_ttl_ms(&self) -> i64 {
+        i64::try_from(
+            self.config()
+                .timeouts
+                .assertion_max_age_seconds
+                .saturating_mul(1000),
+        )
+        .unwrap_or(i64::MAX)
+    }
+
+    /// Finish the ceremony: verify, record the credential and redeem the invite atomically.
+    pub async fn enroll_finish(&self, req: EnrollFinish) -> Result<EnrolledSummary, ApiError> {
+        let enroller = self.enroller()?;
+        let invite = self.live_invite(&req.invite).await?;
+        let now = self.now_ms();
+        let record = enroller
+            .finish(&invite.token_hash, &invite.principal, &req.credential, now)
+            .map_err(enroll_error)?;
+        // Refuse what the core would refuse before anything is stored.
+        CredentialRegistry::from_document(RegistryDocument {
+            credentials: vec![record.clone()],
+        })
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "registration_refused",
+                e.to_string(),
+            )
+        })?;
+        let stored = record.clone();
+        let hash = invite.token_hash;
+        match self
+            .blocking(move |s| s.redeem_invite(&hash, now, &stored))
+            .await?
+        {
+            RedeemOutcome::Redeemed => {}
+            RedeemOutcome::InviteUnusable => return Err(invite_refused()),
+            RedeemOutcome::CredentialExists => {
+                return Err(ApiError::conflict(
+                    "credential_exists",
+                    "this authenticator's credential is enrolled already",
+                ));
+            }
+        }
+        self.reload_credentials().await?;
+        tracing::info!(
+            principal = %record.principal,
+            credential_id = %countersign::b64::encode(&record.credential_id),
+            "approver enrolled"
+        );
+        Ok(EnrolledSummary::of(&record))
+    }
+
+    /// Rebuild the in-memory registry and group members from the store.
+    pub async fn reload_credentials(&self) -> Result<(), ApiError> {
+        let (credentials, memberships) = self
+            .blocking(|s| Ok((s.credentials()?, s.memberships()?)))
+            .await?;
+        let registry = CredentialRegistry::from_document(RegistryDocument { credentials })
+            .map_err(ApiError::internal)?;
+        *self
+            .inner
+            .registry
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = std::sync::Arc::new(registry);
+        *self
+            .inner
+            .members
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = group_members(memberships);
+        Ok(())
+    }
+
+    pub(crate) fn web_guard(&self) -> &crate::http::WebGuard {
+        &self.inner.web
+    }
+}
