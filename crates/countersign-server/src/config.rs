@@ -43,6 +43,10 @@ pub struct Config {
     /// `normal` (default: survives a killed process) or `full` (also survives power loss, slower).
     #[serde(default)]
     pub durability: Durability,
+    /// `sqlite://PATH` or `postgres://…`; default: the embedded SQLite database in the data
+    /// directory. Replicas of the service share one PostgreSQL database (and one service key).
+    #[serde(default)]
+    pub database: Option<String>,
 }
 
 /// Timeouts, in seconds.
@@ -159,6 +163,7 @@ impl Default for Config {
             default_tool: ToolRule::default(),
             tools: Vec::new(),
             durability: Durability::default(),
+            database: None,
         }
     }
 }

@@ -35,6 +35,21 @@ pub enum DatabaseUrl {
     Postgres(String),
 }
 
+/// A database URL fit to print: the password, if any, is replaced by `***`.
+pub fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((user, host)) if user.contains(':') => {
+            let name = user.split(':').next().unwrap_or_default();
+            format!("{scheme}://{name}:***@{host}{tail}")
+        }
+        _ => url.to_owned(),
+    }
+}
+
 /// Connections each service process opens to PostgreSQL.
 pub const POSTGRES_POOL: usize = 8;
 

@@ -272,6 +272,17 @@ fn database_urls_pick_the_backend() {
 }
 
 #[test]
+fn printed_urls_hide_passwords() {
+    assert_eq!(
+        redacted("postgres://cs:s3cret@db:5432/cs?x=1"),
+        "postgres://cs:***@db:5432/cs?x=1"
+    );
+    for kept in ["postgres://cs@db/cs", "sqlite:///a:b@c", "sqlite://x.db"] {
+        assert_eq!(redacted(kept), kept);
+    }
+}
+
+#[test]
 fn postgres_migrations_are_idempotent_and_the_chain_key_is_pinned() {
     let Some(schema) = postgres("postgres_migrations") else {
         return;
