@@ -969,7 +969,7 @@ fn hex_lower(bytes: &[u8]) -> String {
 }
 
 /// Whether the URL's host:port accepts a TCP connection within a short timeout.
-fn port_open(url: &str) -> bool {
+pub(super) fn port_open(url: &str) -> bool {
     use std::net::ToSocketAddrs as _;
     let Ok(config) = url.parse::<::postgres::Config>() else {
         return false;

@@ -415,3 +415,11 @@ fn postgres_replicas_race_without_double_outcomes_or_forks() {
     let expiries = lines.iter().filter(|(_, l)| l.contains("expired_unanswered")).count();
     assert_eq!(expiries, 40);
 }
+
+#[test]
+fn the_postgres_probe_answers_quickly_for_a_closed_port() {
+    let started = std::time::Instant::now();
+    assert!(!postgres::port_open("postgres://u@127.0.0.1:1/db"));
+    assert!(!postgres::port_open("not a url"));
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
