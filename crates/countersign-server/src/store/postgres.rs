@@ -135,15 +135,18 @@ impl Worker {
             .ok_or_else(|| StoreError::Database("no connection".into()))
     }
 
-    /// Run `f` in one transaction, retrying it when the database asks for a retry.
+    /// Run `f` in one transaction (or, when `alone`, as statements that are each atomic on
+    /// their own: a read or a single write, two round trips fewer), retrying it when the
+    /// database asks for a retry.
     fn transaction<T>(
         &mut self,
+        alone: bool,
         f: &dyn Fn(&mut Tx<'_, '_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match self.try_transaction(f) {
+            match self.try_transaction(alone, f) {
                 Err(Retry::Again(_)) if attempt < RETRIES => continue,
                 Err(Retry::Again(e) | Retry::Fail(e)) => return Err(e),
                 Ok(v) => return Ok(v),
@@ -153,6 +156,7 @@ impl Worker {
 
     fn try_transaction<T>(
         &mut self,
+        alone: bool,
         f: &dyn Fn(&mut Tx<'_, '_>) -> Result<T, StoreError>,
     ) -> Result<T, Retry> {
         self.client().map_err(Retry::Fail)?;
@@ -162,7 +166,11 @@ impl Worker {
         let client = client
             .as_mut()
             .ok_or_else(|| Retry::Fail(StoreError::Database("no connection".into())))?;
-        let tx = client.transaction().map_err(retry)?;
+        let tx = if alone {
+            Conn::Alone(client)
+        } else {
+            Conn::Tx(client.transaction().map_err(retry)?)
+        };
         let mut tx = Tx {
             tx,
             statements,
@@ -173,7 +181,9 @@ impl Worker {
             return Err(Retry::Again(StoreError::Database(code)));
         }
         let out = out.map_err(Retry::Fail)?;
-        tx.tx.commit().map_err(retry)?;
+        if let Conn::Tx(t) = tx.tx {
+            t.commit().map_err(retry)?;
+        }
         Ok(out)
     }
 }
@@ -196,9 +206,15 @@ fn retry(e: ::postgres::Error) -> Retry {
     }
 }
 
-/// A transaction with the worker's statement cache.
+/// Where statements run: inside a transaction, or alone (one statement is its own transaction).
+enum Conn<'c> {
+    Tx(Transaction<'c>),
+    Alone(&'c mut Client),
+}
+
+/// A transaction (or a lone statement) with the worker's statement cache.
 struct Tx<'c, 'w> {
-    tx: Transaction<'c>,
+    tx: Conn<'c>,
     statements: &'w mut HashMap<&'static str, Statement>,
     /// Set when a statement failed with a transient error: the whole transaction is retried.
     retry: Option<String>,
@@ -209,7 +225,11 @@ impl Tx<'_, '_> {
         if let Some(s) = self.statements.get(sql) {
             return Ok(s.clone());
         }
-        let s = self.tx.prepare(sql).map_err(|e| self.fail(e))?;
+        let prepared = match &mut self.tx {
+            Conn::Tx(t) => t.prepare(sql),
+            Conn::Alone(c) => c.prepare(sql),
+        };
+        let s = prepared.map_err(|e| self.fail(e))?;
         self.statements.insert(sql, s.clone());
         Ok(s)
     }
@@ -227,7 +247,11 @@ impl Tx<'_, '_> {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
         let st = self.statement(sql)?;
-        self.tx.query(&st, params).map_err(|e| self.fail(e))
+        let rows = match &mut self.tx {
+            Conn::Tx(t) => t.query(&st, params),
+            Conn::Alone(c) => c.query(&st, params),
+        };
+        rows.map_err(|e| self.fail(e))
     }
 
     fn query_opt(
@@ -236,7 +260,11 @@ impl Tx<'_, '_> {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<Row>, StoreError> {
         let st = self.statement(sql)?;
-        self.tx.query_opt(&st, params).map_err(|e| self.fail(e))
+        let row = match &mut self.tx {
+            Conn::Tx(t) => t.query_opt(&st, params),
+            Conn::Alone(c) => c.query_opt(&st, params),
+        };
+        row.map_err(|e| self.fail(e))
     }
 
     fn execute(
@@ -245,7 +273,11 @@ impl Tx<'_, '_> {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<u64, StoreError> {
         let st = self.statement(sql)?;
-        self.tx.execute(&st, params).map_err(|e| self.fail(e))
+        let n = match &mut self.tx {
+            Conn::Tx(t) => t.execute(&st, params),
+            Conn::Alone(c) => c.execute(&st, params),
+        };
+        n.map_err(|e| self.fail(e))
     }
 }
 
@@ -313,7 +345,15 @@ impl PostgresStore {
         f: impl Fn(&mut Tx<'_, '_>, &AuditSealer) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let sealer = Arc::clone(&self.sealer);
-        self.run(move |w| w.transaction(&|tx| f(tx, &sealer)))
+        self.run(move |w| w.transaction(false, &|tx| f(tx, &sealer)))
+    }
+
+    /// Run `f`, which issues exactly one statement, without BEGIN/COMMIT around it.
+    fn one<T: Send + 'static>(
+        &self,
+        f: impl Fn(&mut Tx<'_, '_>) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.run(move |w| w.transaction(true, &f))
     }
 
     fn migrate(&self) -> Result<(), StoreError> {
@@ -540,7 +580,7 @@ impl Store for PostgresStore {
 
     fn get(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
         let id = id.to_owned();
-        self.tx(move |tx, _| {
+        self.one(move |tx| {
             tx.query_opt(SELECT_APPROVAL, &[&id])?
                 .as_ref()
                 .map(read_approval)
@@ -688,7 +728,7 @@ impl Store for PostgresStore {
 
     fn put_challenge(&self, c: &IssuedChallenge) -> Result<(), StoreError> {
         let c = c.clone();
-        self.tx(move |tx, _| {
+        self.one(move |tx| {
             tx.execute(
                 "INSERT INTO challenges (nonce, approval_id, decision, principal, expires_at) \
                  VALUES ($1, $2, $3, $4, $5)",
@@ -706,7 +746,7 @@ impl Store for PostgresStore {
 
     fn challenge(&self, nonce: &[u8]) -> Result<Option<IssuedChallenge>, StoreError> {
         let nonce = nonce.to_vec();
-        self.tx(move |tx, _| {
+        self.one(move |tx| {
             let Some(r) = tx.query_opt(
                 "SELECT approval_id, decision, principal, expires_at FROM challenges \
                  WHERE nonce = $1",
@@ -731,7 +771,7 @@ impl Store for PostgresStore {
         credential_id: &[u8],
     ) -> Result<(bool, Option<u32>), StoreError> {
         let (nonce, credential_id) = (nonce.to_vec(), credential_id.to_vec());
-        self.tx(move |tx, _| {
+        self.one(move |tx| {
             let r = tx.query_opt(
                 "SELECT EXISTS (SELECT 1 FROM spent_nonces WHERE nonce = $1), \
                  (SELECT sign_count FROM counters WHERE credential_id = $2)",
@@ -750,7 +790,7 @@ impl Store for PostgresStore {
 
     fn put_login_challenge(&self, nonce: &[u8], expires_at: i64) -> Result<(), StoreError> {
         let nonce = nonce.to_vec();
-        self.tx(move |tx, _| {
+        self.one(move |tx| {
             tx.execute(
                 "INSERT INTO login_challenges (nonce, expires_at) VALUES ($1, $2)",
                 &[&nonce, &expires_at],
@@ -761,7 +801,7 @@ impl Store for PostgresStore {
 
     fn take_login_challenge(&self, nonce: &[u8], now: i64) -> Result<bool, StoreError> {
         let nonce = nonce.to_vec();
-        self.tx(move |tx, _| {
+        self.one(move |tx| {
             let expires = tx.query_opt(
                 "DELETE FROM login_challenges WHERE nonce = $1 RETURNING expires_at",
                 &[&nonce],
@@ -794,7 +834,7 @@ impl Store for PostgresStore {
 
     fn session(&self, token_hash: &[u8; 32], now: i64) -> Result<Option<Session>, StoreError> {
         let token_hash = *token_hash;
-        self.tx(move |tx, _| {
+        self.one(move |tx| {
             Ok(tx
                 .query_opt(
                     "SELECT principal, credential_id, expires_at FROM sessions \
@@ -826,7 +866,7 @@ impl Store for PostgresStore {
     }
 
     fn credentials(&self) -> Result<Vec<CredentialRecord>, StoreError> {
-        self.tx(|tx, _| {
+        self.one(|tx| {
             tx.query(
                 "SELECT record_json FROM credentials ORDER BY credential_id",
                 &[],
@@ -840,7 +880,7 @@ impl Store for PostgresStore {
     }
 
     fn audit_head(&self) -> Result<(u64, [u8; 32]), StoreError> {
-        self.tx(|tx, _| {
+        self.one(|tx| {
             let row = tx
                 .query_opt("SELECT seq, hash FROM audit_head", &[])?
                 .ok_or_else(|| StoreError::Corrupt("audit_head row missing".into()))?;
@@ -852,7 +892,7 @@ impl Store for PostgresStore {
 
     fn audit_lines_after(&self, seq: u64, limit: usize) -> Result<Vec<(u64, String)>, StoreError> {
         let (seq, limit) = (to_i64(seq), to_i64(limit as u64));
-        self.tx(move |tx, _| {
+        self.one(move |tx| {
             tx.query(
                 "SELECT seq, line FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2",
                 &[&seq, &limit],
@@ -868,7 +908,7 @@ impl Store for PostgresStore {
     }
 
     fn pending_count(&self) -> Result<u64, StoreError> {
-        self.tx(|tx, _| {
+        self.one(|tx| {
             let n: i64 = tx
                 .query_opt("SELECT COUNT(*) FROM approvals WHERE status = 'PENDING'", &[])?
                 .map_or(0, |r| r.get(0));

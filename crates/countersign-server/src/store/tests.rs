@@ -417,9 +417,11 @@ fn postgres_replicas_race_without_double_outcomes_or_forks() {
 }
 
 #[test]
-fn the_postgres_probe_answers_quickly_for_a_closed_port() {
-    let started = std::time::Instant::now();
+fn the_postgres_probe_finds_closed_ports_and_bad_urls() {
     assert!(!postgres::port_open("postgres://u@127.0.0.1:1/db"));
     assert!(!postgres::port_open("not a url"));
-    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    if ScratchSchema::for_test("probe").unwrap().is_some() {
+        let url = std::env::var(TEST_DATABASE_ENV).unwrap_or(TEST_DATABASE_DEFAULT.into());
+        assert!(postgres::port_open(&url));
+    }
 }
