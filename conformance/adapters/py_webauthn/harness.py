@@ -289,6 +289,9 @@ ENTRY_OPTIONAL = {"aaguid", "attestation_ref", "co_signatures"}
 
 
 def decode_entry(e):
+    # SPEC §6 4.1: another format is named before its members are judged.
+    if isinstance(e, dict) and isinstance(e.get("format"), str) and e["format"] != "webauthn.assertion/1":
+        raise Refused("unsupported_format", e["format"])
     if not isinstance(e, dict) or not ENTRY_REQUIRED <= set(e) or not set(e) <= ENTRY_REQUIRED | ENTRY_OPTIONAL:
         raise Refused("evidence_malformed", "entry members")
     try:

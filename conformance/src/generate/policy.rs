@@ -569,6 +569,29 @@ pub(crate) fn check_order(out: &mut Out) {
         deny("unsupported_format"),
     );
 
+    // Another format need not carry this format's members: the format is read first, on the raw
+    // entry, so the answer names the format rather than calling the entry malformed.
+    let mut c = approve(a);
+    *c.entry(0) = json!({"format": "x509.cosign/1", "certificate": "MIIB", "sig": "AA"});
+    out.ev(
+        "order::format-before-decoding",
+        "an entry of another format with entirely different members",
+        &["check-order", "unsupported-format"],
+        c,
+        deny("unsupported_format"),
+    );
+    let mut c = approve(a);
+    if let Some(entry) = c.entry(0).as_object_mut() {
+        entry.remove("format");
+    }
+    out.ev(
+        "order::missing-format-is-malformed",
+        "an entry without a format member",
+        &["check-order", "entry-malformed"],
+        c,
+        deny("evidence_malformed"),
+    );
+
     let mut c = approve(a);
     c.entry(0)["canonicalization_profile"] = json!("countersign.payment/2");
     c.entry(0)["credential_id"] = json!(b64(b"unknown"));

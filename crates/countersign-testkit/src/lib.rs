@@ -215,3 +215,85 @@ pub fn registry_json(registry: &RegistryDocument) -> Value {
 pub fn result_json(result: &ApprovalResult) -> Value {
     serde_json::to_value(result).unwrap_or(Value::Null)
 }
+
+/// A replay state that remembers nothing, so one record can be verified again and again in a
+/// benchmark. Its lookups still run, as they would against a real state. Never use it to decide.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Forgetful;
+
+impl countersign::ReplayState for Forgetful {
+    fn is_spent(&self, _nonce: &[u8]) -> bool {
+        false
+    }
+    fn sign_count(&self, _credential_id: &[u8]) -> Option<u32> {
+        None
+    }
+    fn record(&mut self, _nonce: &[u8], _credential_id: &[u8], _sign_count: u32) {}
+}
+
+/// Everything the hot-path measurements need: a 10,000-credential registry, one approval signed
+/// by `key_name` for a tool call, and the signed message for the raw-verify baseline.
+#[derive(Debug)]
+pub struct HotPath {
+    pub key: SoftKey,
+    pub registry: countersign::CredentialRegistry,
+    pub policy: countersign::Policy,
+    pub action: Action,
+    pub result: ApprovalResult,
+    pub response: AssertionResponse,
+    /// `authenticatorData || SHA-256(clientDataJSON)`.
+    pub signed: Vec<u8>,
+    pub now: time::OffsetDateTime,
+}
+
+/// Build a [`HotPath`]: `key_name` approves, `filler_name`'s key fills the other 9,999 entries
+/// under distinct credential ids.
+pub fn hot_path(key_name: &str, filler_name: &str) -> HotPath {
+    const REGISTRY_SIZE: usize = 10_000;
+    let key = self::key(key_name);
+    let filler = self::key(filler_name);
+    let mut records: Vec<CredentialRecord> = (0..REGISTRY_SIZE - 1)
+        .map(|i| {
+            let id = Sha256::digest(format!("filler credential {i}").as_bytes()).to_vec();
+            enroll(
+                &filler.clone().with_credential_id(id),
+                &format!("user{i}@example.com"),
+            )
+        })
+        .collect();
+    records.push(enroll(&key, "alice@example.com"));
+    let registry = match countersign::CredentialRegistry::from_document(self::registry(records)) {
+        Ok(registry) => registry,
+        Err(e) => panic!("hot-path registry: {e}"),
+    };
+    let action = tool_call_action(
+        "agent-7",
+        "payments.transfer",
+        json!({"amount": "40000.00", "currency": "EUR", "to": "account-A"}),
+    );
+    let signing = Signing::new(Decision::Approved, "bench");
+    let response = assert(&key, &action, &signing);
+    let result = self::result(
+        ApprovalStatus::Approved,
+        [entry(&response, &action, &signing)],
+    );
+    let signed = countersign_softkey::signed_message(
+        &response.authenticator_data,
+        &response.client_data_json,
+    );
+    let now = match time::OffsetDateTime::parse(NOW, &time::format_description::well_known::Rfc3339)
+    {
+        Ok(now) => now,
+        Err(e) => panic!("NOW: {e}"),
+    };
+    HotPath {
+        key,
+        registry,
+        policy: countersign::Policy::new(RP_ID, [ORIGIN]),
+        action,
+        result,
+        response,
+        signed,
+        now,
+    }
+}

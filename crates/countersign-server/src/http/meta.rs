@@ -19,6 +19,7 @@ pub(super) fn router() -> Router<AppState> {
         .route("/openapi.json", get(openapi))
         .route("/v1/registry", get(registry))
         .route("/v1/service-key", get(service_key))
+        .route("/v1/audit/head", get(audit_head))
 }
 
 async fn openapi() -> impl IntoResponse {
@@ -35,4 +36,12 @@ async fn service_key(State(state): State<AppState>) -> Json<Value> {
         "public_key": state.service_key(),
         "purpose": "audit log signatures (countersign audit verify --key)",
     }))
+}
+
+/// The audit chain head: compare with `audit verify`'s `head` to detect a truncated tail.
+async fn audit_head(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let (seq, hash) = state.blocking(|s| s.audit_head()).await?;
+    Ok(Json(
+        json!({"seq": seq, "head": countersign::b64::encode(&hash)}),
+    ))
 }

@@ -118,6 +118,9 @@ async fn create_approve_verify_offline_and_collect_the_grant_once() {
 
     let report = app.audit();
     assert!(report.is_valid(), "{report:?}");
+    let head = app.get("/v1/audit/head").await;
+    assert_eq!(head.body["seq"], 4);
+    assert_eq!(head.body["head"], report.head.as_str());
     let kinds: Vec<String> = app
         .audit_text()
         .lines()
