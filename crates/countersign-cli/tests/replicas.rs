@@ -142,12 +142,20 @@ impl Http {
     }
     async fn login(&self, base: &str, who: &Approver) -> String {
         let (_, c) = self
-            .post(format!("{base}/v1/approver/login/challenge"), None, &json!({}))
+            .post(
+                format!("{base}/v1/approver/login/challenge"),
+                None,
+                &json!({}),
+            )
             .await
             .unwrap();
         let challenge = b64::decode(c["challenge"].as_str().unwrap()).unwrap();
         let (status, body) = self
-            .post(format!("{base}/v1/approver/login"), None, &who.sign(challenge))
+            .post(
+                format!("{base}/v1/approver/login"),
+                None,
+                &who.sign(challenge),
+            )
             .await
             .unwrap();
         assert_eq!(status, 200, "{body:?}");
@@ -187,7 +195,10 @@ impl Http {
 fn fingerprint(tool: &str, n: u64) -> String {
     let action =
         countersign_testkit::tool_call_action("agent-7", tool, json!({"n": n.to_string()}));
-    b64::encode(&countersign_testkit::op_hash_of(&action, Decision::Approved))
+    b64::encode(&countersign_testkit::op_hash_of(
+        &action,
+        Decision::Approved,
+    ))
 }
 
 /// A schema, a config, one service key shared by three data directories, three replicas.
@@ -339,7 +350,10 @@ async fn replicas_settle_everything_exactly_once_on_one_chain() {
 
     // 64 contradictory verdicts on one approval, challenges from one replica, submitted to
     // another: exactly one wins, every other one gets 409.
-    let contested = http.create(&c.base(1), "payments.transfer", 1).await.unwrap();
+    let contested = http
+        .create(&c.base(1), "payments.transfer", 1)
+        .await
+        .unwrap();
     let mut bodies = Vec::new();
     for i in 0..64 {
         let d = if i % 2 == 0 {
@@ -365,11 +379,18 @@ async fn replicas_settle_everything_exactly_once_on_one_chain() {
     }
     assert_eq!(answers.get(&200).map(Vec::len), Some(1), "{answers:?}");
     assert_eq!(answers.get(&409).map(Vec::len), Some(63), "{answers:?}");
-    assert!(answers[&409].iter().all(|b| b["error"]["code"] == "already_settled"));
+    assert!(
+        answers[&409]
+            .iter()
+            .all(|b| b["error"]["code"] == "already_settled")
+    );
     let winner = answers[&200][0]["status"].as_str().unwrap().to_owned();
 
     // A grant collected concurrently through two replicas succeeds exactly once.
-    let granted = http.create(&c.base(0), "payments.transfer", 2).await.unwrap();
+    let granted = http
+        .create(&c.base(0), "payments.transfer", 2)
+        .await
+        .unwrap();
     let body = http
         .prepare(&c.base(0), &alice, &token, &granted, Decision::Approved)
         .await
@@ -395,7 +416,10 @@ async fn replicas_settle_everything_exactly_once_on_one_chain() {
     assert_eq!(grants, BTreeMap::from([(200, 1), (409, 15)]));
 
     // The same signed verdict sent to all three replicas at once: one settles, none twice.
-    let twice = http.create(&c.base(2), "payments.transfer", 3).await.unwrap();
+    let twice = http
+        .create(&c.base(2), "payments.transfer", 3)
+        .await
+        .unwrap();
     let body = http
         .prepare(&c.base(2), &alice, &token, &twice, Decision::Denied)
         .await
@@ -425,7 +449,10 @@ async fn replicas_settle_everything_exactly_once_on_one_chain() {
     }
     statuses.sort_unstable();
     assert_eq!(statuses[0], 200, "{statuses:?}");
-    assert!(statuses[1..].iter().all(|s| *s == 409 || *s == 422), "{statuses:?}");
+    assert!(
+        statuses[1..].iter().all(|s| *s == 409 || *s == 422),
+        "{statuses:?}"
+    );
 
     // A login nonce spent on one replica is refused on another.
     let (_, lc) = http
@@ -447,12 +474,21 @@ async fn replicas_settle_everything_exactly_once_on_one_chain() {
         .post(format!("{}/v1/approver/login", c.base(2)), None, &signed)
         .await
         .unwrap();
-    assert_eq!((again.0, &again.1["error"]["reason_code"]), (401, &json!("replayed")));
+    assert_eq!(
+        (again.0, &again.1["error"]["reason_code"]),
+        (401, &json!("replayed"))
+    );
 
     // A counter never goes backwards: bob signs x then y (y counts higher); y lands on one
     // replica, then x on another is refused as a regression.
-    let x = http.create(&c.base(0), "payments.transfer", 4).await.unwrap();
-    let y = http.create(&c.base(0), "payments.transfer", 5).await.unwrap();
+    let x = http
+        .create(&c.base(0), "payments.transfer", 4)
+        .await
+        .unwrap();
+    let y = http
+        .create(&c.base(0), "payments.transfer", 5)
+        .await
+        .unwrap();
     let x_body = http
         .prepare(&c.base(0), &bob, &bob_token, &x, Decision::Approved)
         .await
@@ -461,9 +497,15 @@ async fn replicas_settle_everything_exactly_once_on_one_chain() {
         .prepare(&c.base(0), &bob, &bob_token, &y, Decision::Approved)
         .await
         .unwrap();
-    let (status, _) = http.decide(&c.base(1), &bob_token, &y, &y_body).await.unwrap();
+    let (status, _) = http
+        .decide(&c.base(1), &bob_token, &y, &y_body)
+        .await
+        .unwrap();
     assert_eq!(status, 200);
-    let (status, refused) = http.decide(&c.base(2), &bob_token, &x, &x_body).await.unwrap();
+    let (status, refused) = http
+        .decide(&c.base(2), &bob_token, &x, &x_body)
+        .await
+        .unwrap();
     assert_eq!(status, 422, "{refused:?}");
     assert_eq!(refused["error"]["reason_code"], "counter_regression");
     let x_now = http
@@ -476,7 +518,11 @@ async fn replicas_settle_everything_exactly_once_on_one_chain() {
     // settles once.
     let mut quick = Vec::new();
     for n in 0..30 {
-        quick.push(http.create(&c.base(n), "quick", 100 + n as u64).await.unwrap());
+        quick.push(
+            http.create(&c.base(n), "quick", 100 + n as u64)
+                .await
+                .unwrap(),
+        );
     }
     let last = http
         .get(format!("{}/v1/approvals/{}", c.base(0), quick[29]))
@@ -582,7 +628,11 @@ async fn stream(
         return;
     };
     assert_eq!(status, 200, "{receipt:?}");
-    let _ = acks.send((id, "grant", receipt["collected_at"].as_str().unwrap().to_owned()));
+    let _ = acks.send((
+        id,
+        "grant",
+        receipt["collected_at"].as_str().unwrap().to_owned(),
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -651,7 +701,10 @@ async fn sigkill_random_replicas_mid_stream_loses_and_doubles_nothing() {
         }
         c.restart(victim);
     }
-    assert!(acks.verdicts.len() as u64 >= iterations, "too few acknowledgements");
+    assert!(
+        acks.verdicts.len() as u64 >= iterations,
+        "too few acknowledgements"
+    );
 
     // Every acknowledged verdict and grant is there, as acknowledged, exactly once.
     for (id, status) in &acks.verdicts {

@@ -108,7 +108,9 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
-    let schema = database.as_deref().map(|url| ScratchSchema::create(url).unwrap());
+    let schema = database
+        .as_deref()
+        .map(|url| ScratchSchema::create(url).unwrap());
     let backend = match &schema {
         Some(_) => format!("PostgreSQL, {replicas} replica(s), {POSTGRES_POOL} connections each"),
         None => "SQLite WAL (synchronous=NORMAL)".to_owned(),
@@ -121,7 +123,10 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
                 PostgresStore::connect(&schema.url(), sealer.clone(), POSTGRES_POOL).unwrap(),
             ),
             None => {
-                assert_eq!(replicas, 1, "SQLite is one process: replicas need PostgreSQL");
+                assert_eq!(
+                    replicas, 1,
+                    "SQLite is one process: replicas need PostgreSQL"
+                );
                 Arc::new(
                     SqliteStore::open(&dir.join("bench.db"), sealer.clone(), config.durability)
                         .unwrap(),

@@ -194,8 +194,9 @@ enum Retry {
 }
 
 fn is_transient(e: &::postgres::Error) -> bool {
-    e.code()
-        .is_some_and(|c| *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
+    e.code().is_some_and(|c| {
+        *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED
+    })
 }
 
 fn retry(e: ::postgres::Error) -> Retry {
@@ -410,7 +411,11 @@ impl PostgresStore {
 }
 
 /// Seal and insert `events` after the chain head, which stays locked until commit.
-fn append(tx: &mut Tx<'_, '_>, sealer: &AuditSealer, events: &[AuditEvent]) -> Result<(), StoreError> {
+fn append(
+    tx: &mut Tx<'_, '_>,
+    sealer: &AuditSealer,
+    events: &[AuditEvent],
+) -> Result<(), StoreError> {
     if events.is_empty() {
         return Ok(());
     }
@@ -611,7 +616,10 @@ impl Store for PostgresStore {
             {
                 // Refusals are decided before the first write, so committing them is harmless.
                 let spent = tx
-                    .query_opt("SELECT 1 FROM spent_nonces WHERE nonce = $1", &[&spend.nonce])?
+                    .query_opt(
+                        "SELECT 1 FROM spent_nonces WHERE nonce = $1",
+                        &[&spend.nonce],
+                    )?
                     .is_some();
                 if spent {
                     return Ok(SettleOutcome::Replayed);
@@ -681,7 +689,10 @@ impl Store for PostgresStore {
                 expire_in(tx, sealer, id, now)?;
             }
             tx.execute("DELETE FROM challenges WHERE expires_at <= $1", &[&now])?;
-            tx.execute("DELETE FROM login_challenges WHERE expires_at <= $1", &[&now])?;
+            tx.execute(
+                "DELETE FROM login_challenges WHERE expires_at <= $1",
+                &[&now],
+            )?;
             tx.execute("DELETE FROM sessions WHERE expires_at <= $1", &[&now])?;
             Ok(ids)
         })
@@ -826,7 +837,12 @@ impl Store for PostgresStore {
             tx.execute(
                 "INSERT INTO sessions (token_hash, principal, credential_id, expires_at) \
                  VALUES ($1, $2, $3, $4)",
-                &[&&token_hash[..], &s.principal, &s.credential_id, &s.expires_at],
+                &[
+                    &&token_hash[..],
+                    &s.principal,
+                    &s.credential_id,
+                    &s.expires_at,
+                ],
             )?;
             Ok(true)
         })
@@ -872,9 +888,7 @@ impl Store for PostgresStore {
                 &[],
             )?
             .iter()
-            .map(|r| {
-                serde_json::from_str(r.get(0)).map_err(|e| StoreError::Corrupt(e.to_string()))
-            })
+            .map(|r| serde_json::from_str(r.get(0)).map_err(|e| StoreError::Corrupt(e.to_string())))
             .collect()
         })
     }
@@ -910,7 +924,10 @@ impl Store for PostgresStore {
     fn pending_count(&self) -> Result<u64, StoreError> {
         self.one(|tx| {
             let n: i64 = tx
-                .query_opt("SELECT COUNT(*) FROM approvals WHERE status = 'PENDING'", &[])?
+                .query_opt(
+                    "SELECT COUNT(*) FROM approvals WHERE status = 'PENDING'",
+                    &[],
+                )?
                 .map_or(0, |r| r.get(0));
             Ok(u64::try_from(n).unwrap_or(0))
         })

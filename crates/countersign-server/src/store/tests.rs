@@ -2,7 +2,7 @@
 //! the PostgreSQL store when a database is reachable (see [`ScratchSchema::for_test`]).
 
 use super::*;
-use crate::audit::{AuditSealer, line_hash, GENESIS_HASH};
+use crate::audit::{AuditSealer, GENESIS_HASH, line_hash};
 use std::sync::Arc;
 
 fn sealer() -> AuditSealer {
@@ -11,10 +11,8 @@ fn sealer() -> AuditSealer {
 
 /// A store of each kind; the schema guard keeps a PostgreSQL schema alive for the test.
 fn stores(label: &str) -> Vec<(Box<dyn Store>, Option<ScratchSchema>)> {
-    let mut all: Vec<(Box<dyn Store>, Option<ScratchSchema>)> = vec![(
-        Box::new(SqliteStore::in_memory(sealer()).unwrap()),
-        None,
-    )];
+    let mut all: Vec<(Box<dyn Store>, Option<ScratchSchema>)> =
+        vec![(Box::new(SqliteStore::in_memory(sealer()).unwrap()), None)];
     if let Some(schema) = ScratchSchema::for_test(label).unwrap() {
         let store = PostgresStore::connect(&schema.url(), sealer(), 2).unwrap();
         all.push((Box::new(store), Some(schema)));
@@ -101,7 +99,10 @@ fn first_verdict_wins_and_later_ones_change_nothing() {
             s.replay_snapshot(&[2; 32], b"cred").unwrap(),
             (false, Some(1))
         );
-        assert_eq!(s.replay_snapshot(&[1; 32], b"cred").unwrap(), (true, Some(1)));
+        assert_eq!(
+            s.replay_snapshot(&[1; 32], b"cred").unwrap(),
+            (true, Some(1))
+        );
         assert_eq!(s.audit_head().unwrap().0, 1);
         assert_eq!(
             s.settle(&verdict("zz", 11, ApprovalStatus::Denied, 3, 3))
@@ -232,7 +233,10 @@ fn challenges_sessions_and_credentials_round_trip() {
         // A login whose counter did not advance creates nothing.
         assert!(!s.create_session(&[2; 32], &session, 3).unwrap());
         assert_eq!(s.session(&[2; 32], 0).unwrap(), None);
-        assert_eq!(s.replay_snapshot(&[0; 32], b"cred").unwrap(), (false, Some(3)));
+        assert_eq!(
+            s.replay_snapshot(&[0; 32], b"cred").unwrap(),
+            (false, Some(3))
+        );
         // Counter-less authenticators (always 0) may log in again.
         let zero = Session {
             credential_id: b"zero".to_vec(),
@@ -260,14 +264,20 @@ fn database_urls_pick_the_backend() {
         DatabaseUrl::parse("sqlite://rel.db").unwrap(),
         DatabaseUrl::Sqlite("rel.db".into())
     );
-    for url in ["postgres://u@h/db", "postgresql://h:5433/db?sslmode=disable"] {
+    for url in [
+        "postgres://u@h/db",
+        "postgresql://h:5433/db?sslmode=disable",
+    ] {
         assert_eq!(
             DatabaseUrl::parse(url).unwrap(),
             DatabaseUrl::Postgres(url.into())
         );
     }
     for bad in ["", "sqlite://", "mysql://h/db", "/tmp/x.db", "postgres:/h"] {
-        assert!(matches!(DatabaseUrl::parse(bad), Err(StoreError::BadUrl(_))), "{bad}");
+        assert!(
+            matches!(DatabaseUrl::parse(bad), Err(StoreError::BadUrl(_))),
+            "{bad}"
+        );
     }
 }
 
@@ -288,7 +298,9 @@ fn postgres_migrations_are_idempotent_and_the_chain_key_is_pinned() {
         return;
     };
     let first = PostgresStore::connect(&schema.url(), sealer(), 1).unwrap();
-    first.create(&new("a", 100), &[AuditEvent::test("a")]).unwrap();
+    first
+        .create(&new("a", 100), &[AuditEvent::test("a")])
+        .unwrap();
     drop(first);
     // A second start applies nothing again and sees the data.
     let again = PostgresStore::connect(&schema.url(), sealer(), 1).unwrap();
@@ -349,7 +361,9 @@ fn postgres_replicas_race_without_double_outcomes_or_forks() {
 
     // One nonce on many approvals: spent once.
     for i in 0..24 {
-        replicas[i % 3].create(&new(&format!("n{i}"), 1_000), &[]).unwrap();
+        replicas[i % 3]
+            .create(&new(&format!("n{i}"), 1_000), &[])
+            .unwrap();
     }
     let wins = race(&|i, s| {
         let mut v = verdict(&format!("n{i}"), 10, ApprovalStatus::Denied, 7, 0);
@@ -362,13 +376,24 @@ fn postgres_replicas_race_without_double_outcomes_or_forks() {
 
     // One counter, many approvals, counts 1..=24 in any order: never goes backwards.
     for i in 0..24 {
-        replicas[i % 3].create(&new(&format!("c{i}"), 1_000), &[]).unwrap();
+        replicas[i % 3]
+            .create(&new(&format!("c{i}"), 1_000), &[])
+            .unwrap();
     }
     race(&|i, s| {
-        let v = verdict(&format!("c{i}"), 10, ApprovalStatus::Denied, 150 + i as u8, i as u32 + 1);
+        let v = verdict(
+            &format!("c{i}"),
+            10,
+            ApprovalStatus::Denied,
+            150 + i as u8,
+            i as u32 + 1,
+        );
         !matches!(s.settle(&v).unwrap(), SettleOutcome::Replayed)
     });
-    assert_eq!(replicas[1].replay_snapshot(&[0; 32], b"cred").unwrap().1, Some(24));
+    assert_eq!(
+        replicas[1].replay_snapshot(&[0; 32], b"cred").unwrap().1,
+        Some(24)
+    );
 
     // A grant collected through every replica at once: granted once.
     let ev = AuditEvent::test("v");
@@ -385,7 +410,9 @@ fn postgres_replicas_race_without_double_outcomes_or_forks() {
 
     // Overdue approvals swept by every replica at once: each expires once.
     for i in 0..40 {
-        replicas[i % 3].create(&new(&format!("e{i}"), 50), &[]).unwrap();
+        replicas[i % 3]
+            .create(&new(&format!("e{i}"), 50), &[])
+            .unwrap();
     }
     let swept = std::sync::Mutex::new(Vec::new());
     race(&|_, s| {
@@ -412,7 +439,10 @@ fn postgres_replicas_race_without_double_outcomes_or_forks() {
     // 1 verdict + 1 nonce winner + 24 counters (every count is distinct, but order decides
     // how many regress) + maybe a grant + 40 expiries.
     assert!(lines.len() >= 1 + 1 + 1 + 40, "{}", lines.len());
-    let expiries = lines.iter().filter(|(_, l)| l.contains("expired_unanswered")).count();
+    let expiries = lines
+        .iter()
+        .filter(|(_, l)| l.contains("expired_unanswered"))
+        .count();
     assert_eq!(expiries, 40);
 }
 
