@@ -604,7 +604,7 @@ async fn stream(
     let Some(id) = http.create(&bases[pick[0]], "payments.transfer", n).await else {
         return;
     };
-    let d = if n % 4 == 0 {
+    let d = if n.is_multiple_of(4) {
         Decision::Denied
     } else {
         Decision::Approved
