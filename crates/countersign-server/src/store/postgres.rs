@@ -962,7 +962,7 @@ impl ScratchSchema {
         };
         if !required && !port_open(&base) {
             eprintln!(
-                "SKIPPED {label}: no PostgreSQL at {base} (set {TEST_DATABASE_ENV}=postgres://… \
+                "SKIPPED {label} on PostgreSQL: no PostgreSQL at {base} (set {TEST_DATABASE_ENV}=postgres://… \
                  to run the PostgreSQL tests; .ci/steps/postgres.sh does)"
             );
             return Ok(None);
