@@ -96,6 +96,11 @@ enum Command {
         /// TOML configuration (rp_id, origins, tools, groups, timeouts, webhook).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Database URL: sqlite://PATH or postgres://USER@HOST:PORT/DB (overrides the config's
+        /// `database`). Default: SQLite in DATA_DIR. Replicas share one PostgreSQL database and
+        /// the same service-key file.
+        #[arg(long, value_name = "URL")]
+        database: Option<String>,
     },
     /// Audit log commands.
     Audit {
@@ -148,6 +153,9 @@ enum RegistryCommand {
         /// The service's data directory.
         #[arg(long, default_value = "countersign-data")]
         data_dir: PathBuf,
+        /// The service's database URL, when it is not the SQLite database in DATA_DIR.
+        #[arg(long, value_name = "URL")]
+        database: Option<String>,
     },
 }
 
@@ -217,13 +225,14 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             listen,
             data_dir,
             config,
-        } => serve(listen, data_dir, config),
+            database,
+        } => serve(listen, data_dir, config, database),
         Command::Audit {
             command: AuditCommand::Verify { file, key, json },
         } => audit_verify(&file, &key, json),
         Command::Registry {
-            command: RegistryCommand::Export { data_dir },
-        } => registry_export(&data_dir),
+            command: RegistryCommand::Export { data_dir, database },
+        } => registry_export(&data_dir, database.as_deref()),
         Command::Enroll {
             command:
                 EnrollCommand::Invite {
@@ -263,6 +272,7 @@ fn serve(
     listen: std::net::SocketAddr,
     data_dir: PathBuf,
     config: Option<PathBuf>,
+    database: Option<String>,
 ) -> anyhow::Result<u8> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -273,6 +283,7 @@ fn serve(
             listen,
             data_dir,
             config,
+            database,
         },
     ))?;
     Ok(EXIT_ALLOW)
@@ -334,8 +345,8 @@ fn audit_verify(path: &PathBuf, key: &str, json: bool) -> anyhow::Result<u8> {
     })
 }
 
-fn registry_export(data_dir: &std::path::Path) -> anyhow::Result<u8> {
-    use countersign_server::store::Store as _;
+fn registry_export(data_dir: &std::path::Path, database: Option<&str>) -> anyhow::Result<u8> {
+    use countersign_server::store::DatabaseUrl;
     let key = data_dir.join(countersign_server::files::SERVICE_KEY);
     anyhow::ensure!(
         key.exists(),
@@ -343,11 +354,11 @@ fn registry_export(data_dir: &std::path::Path) -> anyhow::Result<u8> {
         data_dir.display()
     );
     let sealer = countersign_server::audit::AuditSealer::load_or_create(&key)?;
-    let store = countersign_server::store::SqliteStore::open(
-        &data_dir.join(countersign_server::files::DATABASE),
-        sealer,
-        countersign_server::config::Durability::Normal,
-    )?;
+    let url = match database {
+        Some(url) => DatabaseUrl::parse(url)?,
+        None => DatabaseUrl::default_in(data_dir),
+    };
+    let store = url.open(sealer, countersign_server::config::Durability::Normal)?;
     let doc = countersign::RegistryDocument {
         credentials: store.credentials()?,
     };

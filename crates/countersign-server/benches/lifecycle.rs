@@ -5,6 +5,12 @@
 //! (defaults 5000, 16, 1000000). Prints a markdown report for docs/PERFORMANCE.md.
 //! `COUNTERSIGN_BENCH_KEY` names the approver's fixture key (default `alice-es256`).
 //!
+//! With `COUNTERSIGN_BENCH_DATABASE=postgres://…` the service runs over PostgreSQL (in a scratch
+//! schema, dropped afterwards), and `COUNTERSIGN_BENCH_REPLICAS=N` starts N replicas (each its own
+//! state, store and connection pool, on its own port, in this process) over that one database;
+//! each step of a lifecycle then goes to the next replica round robin, so verdicts, grants and
+//! audit appends from different replicas interleave.
+//!
 //! Each lifecycle: create (POST /v1/approvals) → decision challenge → software-authenticator
 //! assertion (ES256, signed in this process, so it competes for the same cores) → decision (the
 //! service runs the core verifier) → redrive (GET) → grant. Counters are 0 (a legal "no counter"
@@ -12,7 +18,7 @@
 
 use countersign::b64;
 use countersign_server::audit::AuditSealer;
-use countersign_server::store::SqliteStore;
+use countersign_server::store::{POSTGRES_POOL, PostgresStore, ScratchSchema, SqliteStore, Store};
 use countersign_server::{AppState, Config, CreateRequest, StateParts, SystemClock};
 use countersign_softkey::AssertionRequest;
 use countersign_testkit::{ORIGIN, RP_ID};
@@ -97,26 +103,59 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
     ))
     .unwrap();
     let sealer = AuditSealer::from_seed([1; 32]);
-    let store =
-        SqliteStore::open(&dir.join("bench.db"), sealer.clone(), config.durability).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let state = AppState::new(StateParts {
-        config,
-        public_url: base.clone(),
-        store: Arc::new(store),
-        clock: Arc::new(SystemClock),
-        sealer,
-        mirror: None,
-    })
-    .unwrap();
-    let alice = approver_key();
-    state
-        .enroll(vec![countersign_testkit::enroll(alice, "alice")])
-        .await
+    let database = std::env::var("COUNTERSIGN_BENCH_DATABASE").ok();
+    let replicas: usize = std::env::var("COUNTERSIGN_BENCH_REPLICAS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let schema = database
+        .as_deref()
+        .map(|url| ScratchSchema::create(url).unwrap());
+    let backend = match &schema {
+        Some(_) => format!("PostgreSQL, {replicas} replica(s), {POSTGRES_POOL} connections each"),
+        None => "SQLite WAL (synchronous=NORMAL)".to_owned(),
+    };
+    let mut bases = Vec::new();
+    let mut states = Vec::new();
+    for _ in 0..replicas {
+        let store: Arc<dyn Store> = match &schema {
+            Some(schema) => Arc::new(
+                PostgresStore::connect(&schema.url(), sealer.clone(), POSTGRES_POOL).unwrap(),
+            ),
+            None => {
+                assert_eq!(
+                    replicas, 1,
+                    "SQLite is one process: replicas need PostgreSQL"
+                );
+                Arc::new(
+                    SqliteStore::open(&dir.join("bench.db"), sealer.clone(), config.durability)
+                        .unwrap(),
+                )
+            }
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let state = AppState::new(StateParts {
+            config: config.clone(),
+            public_url: base.clone(),
+            store,
+            clock: Arc::new(SystemClock),
+            sealer: sealer.clone(),
+            mirror: None,
+        })
         .unwrap();
-    let router = countersign_server::build_router(state.clone());
-    tokio::spawn(async move { axum::serve(listener, router).await });
+        let alice = approver_key();
+        state
+            .enroll(vec![countersign_testkit::enroll(alice, "alice")])
+            .await
+            .unwrap();
+        let router = countersign_server::build_router(state.clone());
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        bases.push(base);
+        states.push(state);
+    }
+    let state = states[0].clone();
+    let base = bases[0].clone();
     let http = reqwest::Client::new();
 
     let c = post(
@@ -135,20 +174,22 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
     let started = Instant::now();
     let mut workers = Vec::new();
     for w in 0..concurrency {
-        let (http, base, token) = (http.clone(), base.clone(), token.clone());
+        let (http, bases, token) = (http.clone(), bases.clone(), token.clone());
         let share = lifecycles / concurrency + usize::from(w < lifecycles % concurrency);
         workers.push(tokio::spawn(async move {
             let mut lat = (Vec::new(), Vec::new(), Vec::new());
             for n in 0..share {
+                // Each step on the next replica (all the same one when there is one).
+                let at = |step: usize| bases[(w + n + step) % bases.len()].clone();
                 let params = json!({"to": "A", "worker": w.to_string(), "n": n.to_string()});
                 let body = json!({"agent_id": "bench", "tool_name": "payments.transfer", "params": params});
                 let t = Instant::now();
-                let created = post(&http, format!("{base}/v1/approvals"), None, &body).await;
+                let created = post(&http, format!("{}/v1/approvals", at(0)), None, &body).await;
                 lat.0.push(t.elapsed());
                 let id = created["approval_id"].as_str().unwrap().to_owned();
                 let ch = post(
                     &http,
-                    format!("{base}/v1/approver/approvals/{id}/challenge"),
+                    format!("{}/v1/approver/approvals/{id}/challenge", at(1)),
                     Some(&token),
                     &json!({"decision": "APPROVED"}),
                 )
@@ -156,14 +197,14 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
                 let assertion = sign(b64::decode(ch["challenge"].as_str().unwrap()).unwrap());
                 post(
                     &http,
-                    format!("{base}/v1/approver/approvals/{id}/decision"),
+                    format!("{}/v1/approver/approvals/{id}/decision", at(2)),
                     Some(&token),
                     &assertion,
                 )
                 .await;
                 let t = Instant::now();
                 let r: Value = http
-                    .get(format!("{base}/v1/approvals/{id}"))
+                    .get(format!("{}/v1/approvals/{id}", at(3)))
                     .send()
                     .await
                     .unwrap()
@@ -175,7 +216,7 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
                 let t = Instant::now();
                 post(
                     &http,
-                    format!("{base}/v1/approvals/{id}/grant"),
+                    format!("{}/v1/approvals/{id}/grant", at(4)),
                     None,
                     &json!({"fingerprint": ch["op_hash"]}),
                 )
@@ -195,7 +236,7 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
     let elapsed = started.elapsed().as_secs_f64();
     println!("## Service load benchmark\n");
     println!(
-        "{lifecycles} full lifecycles, {concurrency} concurrent workers, loopback HTTP/1.1, SQLite WAL (synchronous=NORMAL)\n"
+        "{lifecycles} full lifecycles, {concurrency} concurrent workers, loopback HTTP/1.1, {backend}\n"
     );
     println!("| measure | value |\n|---|---|");
     println!(
@@ -259,5 +300,8 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
             pct(&mut late, 0.99)
         );
     }
+    drop(states);
+    drop(state);
+    drop(schema);
     let _ = std::fs::remove_dir_all(&dir);
 }

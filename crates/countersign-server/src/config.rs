@@ -46,6 +46,10 @@ pub struct Config {
     /// `normal` (default: survives a killed process) or `full` (also survives power loss, slower).
     #[serde(default)]
     pub durability: Durability,
+    /// `sqlite://PATH` or `postgres://…`; default: the embedded SQLite database in the data
+    /// directory. Replicas of the service share one PostgreSQL database (and one service key).
+    #[serde(default)]
+    pub database: Option<String>,
 }
 
 /// Timeouts, in seconds.
@@ -163,6 +167,7 @@ impl Default for Config {
             tools: Vec::new(),
             durability: Durability::default(),
             enrollment: crate::enroll::EnrollmentConfig::default(),
+            database: None,
         }
     }
 }

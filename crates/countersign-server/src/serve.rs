@@ -4,7 +4,7 @@ use crate::audit::{AuditMirror, AuditSealer};
 use crate::clock::SystemClock;
 use crate::config::Config;
 use crate::service::{AppState, StateParts};
-use crate::store::{SqliteStore, Store};
+use crate::store::DatabaseUrl;
 use anyhow::Context as _;
 use countersign::RegistryDocument;
 use std::net::SocketAddr;
@@ -22,6 +22,8 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
     pub config: Option<PathBuf>,
+    /// `--database URL`, overriding the config file's `database`.
+    pub database: Option<String>,
 }
 
 /// File names inside the data directory.
@@ -45,11 +47,11 @@ pub fn open_state(data_dir: &Path, config: Config, public_url: String) -> anyhow
         data_dir.join(files::SERVICE_PUBLIC_KEY),
         format!("{}\n", sealer.public_key_b64()),
     )?;
-    let store = SqliteStore::open(
-        &data_dir.join(files::DATABASE),
-        sealer.clone(),
-        config.durability,
-    )?;
+    let database = match &config.database {
+        Some(url) => DatabaseUrl::parse(url)?,
+        None => DatabaseUrl::default_in(data_dir),
+    };
+    let store = database.open(sealer.clone(), config.durability)?;
     if let Some(path) = &config.registry {
         let text =
             std::fs::read(path).with_context(|| format!("reading registry {}", path.display()))?;
@@ -59,11 +61,11 @@ pub fn open_state(data_dir: &Path, config: Config, public_url: String) -> anyhow
             .with_context(|| format!("loading registry {}", path.display()))?;
         store.put_credentials(&doc.credentials)?;
     }
-    let mirror = AuditMirror::open(&data_dir.join(files::AUDIT_LOG), &store)?;
+    let mirror = AuditMirror::open(&data_dir.join(files::AUDIT_LOG), store.as_ref())?;
     AppState::new(StateParts {
         config,
         public_url,
-        store: Arc::new(store),
+        store,
         clock: Arc::new(SystemClock),
         sealer,
         mirror: Some(mirror),
@@ -80,10 +82,13 @@ macro_rules! say {
 
 /// Run the service until SIGTERM or Ctrl-C.
 pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
-    let config = match &opts.config {
+    let mut config = match &opts.config {
         Some(path) => Config::from_file(path)?,
         None => Config::default(),
     };
+    if opts.database.is_some() {
+        config.database.clone_from(&opts.database);
+    }
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
         .with_context(|| format!("binding {}", opts.listen))?;
@@ -101,6 +106,9 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
 
     say!("countersign: listening on http://{local}");
     say!("countersign: data directory {}", opts.data_dir.display());
+    if let Some(url) = &state.config().database {
+        say!("countersign: database {}", crate::store::redacted(url));
+    }
     say!("countersign: audit key {}", state.service_key());
     if expired > 0 {
         say!("countersign: settled {expired} approval(s) that expired while stopped");

@@ -12,12 +12,79 @@
 //! tokio's blocking pool. Times are milliseconds since the Unix epoch from the service's clock,
 //! passed in, so the store never reads a clock of its own (tests drive expiry explicitly).
 
+mod postgres;
 mod sqlite;
+#[cfg(test)]
+mod tests;
 
+pub use postgres::{PostgresStore, ScratchSchema, TEST_DATABASE_DEFAULT, TEST_DATABASE_ENV};
 pub use sqlite::SqliteStore;
 
-use crate::audit::AuditEvent;
+use crate::audit::{AuditEvent, AuditSealer};
+use crate::config::Durability;
 use countersign::{ApprovalStatus, CredentialRecord, ReasonCode};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Which database backs the service: `--database URL` or `database = "URL"` in the config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DatabaseUrl {
+    /// `sqlite://PATH` (`sqlite:///abs/path` for an absolute one): one process, embedded.
+    Sqlite(PathBuf),
+    /// `postgres://…` or `postgresql://…` (libpq URL syntax): any number of replicas.
+    Postgres(String),
+}
+
+/// A database URL fit to print: the password, if any, is replaced by `***`.
+pub fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((user, host)) if user.contains(':') => {
+            let name = user.split(':').next().unwrap_or_default();
+            format!("{scheme}://{name}:***@{host}{tail}")
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// Connections each service process opens to PostgreSQL.
+pub const POSTGRES_POOL: usize = 8;
+
+impl DatabaseUrl {
+    /// Parse a database URL; the scheme picks the backend.
+    pub fn parse(url: &str) -> Result<Self, StoreError> {
+        if let Some(path) = url.strip_prefix("sqlite://") {
+            if path.is_empty() {
+                return Err(StoreError::BadUrl(url.to_owned()));
+            }
+            return Ok(Self::Sqlite(PathBuf::from(path)));
+        }
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Ok(Self::Postgres(url.to_owned()));
+        }
+        Err(StoreError::BadUrl(url.to_owned()))
+    }
+
+    /// The default: the embedded SQLite database in the data directory.
+    pub fn default_in(data_dir: &Path) -> Self {
+        Self::Sqlite(data_dir.join(crate::serve::files::DATABASE))
+    }
+
+    /// Open the store (applying migrations).
+    pub fn open(
+        &self,
+        sealer: AuditSealer,
+        durability: Durability,
+    ) -> Result<Arc<dyn Store>, StoreError> {
+        Ok(match self {
+            Self::Sqlite(path) => Arc::new(SqliteStore::open(path, sealer, durability)?),
+            Self::Postgres(url) => Arc::new(PostgresStore::connect(url, sealer, POSTGRES_POOL)?),
+        })
+    }
+}
 
 /// A request to create.
 #[derive(Debug, Clone)]
@@ -163,6 +230,8 @@ pub enum StoreError {
     Corrupt(String),
     #[error("an approval with id {0} already exists")]
     DuplicateId(String),
+    #[error("database URL {0:?} is neither sqlite://PATH nor postgres://…")]
+    BadUrl(String),
 }
 
 /// The service's durable state.

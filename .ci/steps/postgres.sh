@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# PostgreSQL backend: the store behaviour suite against PostgreSQL, and three real replicas of
+# `countersign serve` over one database (concurrency, then 200 random SIGKILLs). These tests skip
+# themselves when no database is reachable; here COUNTERSIGN_TEST_POSTGRES is set, so they must run.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+url="${COUNTERSIGN_TEST_POSTGRES:-postgres://postgres@127.0.0.1:5432/test}"
+
+if ! pg_isready -q -h 127.0.0.1 -p 5432; then
+    if ! command -v pg_ctlcluster >/dev/null; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    fi
+    version="$(ls /etc/postgresql | sort -V | tail -n1)"
+    echo "--- starting PostgreSQL $version"
+    pg_ctlcluster --skip-systemctl-redirect "$version" main start
+    for _ in $(seq 1 30); do
+        pg_isready -q -h 127.0.0.1 -p 5432 && break
+        sleep 1
+    done
+fi
+if ! psql "$url" -Atqc 'select 1' >/dev/null 2>&1; then
+    # A fresh cluster: make the test database (local socket, as the postgres superuser).
+    su postgres -c "createdb test" 2>/dev/null || true
+fi
+psql "$url" -Atqc 'select version()'
+
+export COUNTERSIGN_TEST_POSTGRES="$url"
+echo "--- store behaviour suite (SQLite and PostgreSQL)"
+cargo test -q -p countersign-server --lib store::
+echo "--- three replicas over one database; 200 random SIGKILLs"
+cargo test -q -p countersign-cli --test replicas

@@ -1,0 +1,520 @@
+//! The store behaviour suite, run against every implementation: the embedded SQLite store always,
+//! the PostgreSQL store when a database is reachable (see [`ScratchSchema::for_test`]).
+
+use super::*;
+use crate::audit::{AuditSealer, GENESIS_HASH, line_hash};
+use std::sync::Arc;
+
+fn sealer() -> AuditSealer {
+    AuditSealer::from_seed([5; 32])
+}
+
+/// A store of each kind; the schema guard keeps a PostgreSQL schema alive for the test.
+fn stores(label: &str) -> Vec<(Box<dyn Store>, Option<ScratchSchema>)> {
+    let mut all: Vec<(Box<dyn Store>, Option<ScratchSchema>)> =
+        vec![(Box::new(SqliteStore::in_memory(sealer()).unwrap()), None)];
+    if let Some(schema) = ScratchSchema::for_test(label).unwrap() {
+        let store = PostgresStore::connect(&schema.url(), sealer(), 2).unwrap();
+        all.push((Box::new(store), Some(schema)));
+    }
+    all
+}
+
+/// A PostgreSQL schema, or `None` (the test is skipped, and says so).
+fn postgres(label: &str) -> Option<ScratchSchema> {
+    ScratchSchema::for_test(label).unwrap()
+}
+
+fn new(id: &str, expires_at: i64) -> NewApproval {
+    NewApproval {
+        id: id.into(),
+        created_at: 0,
+        expires_at,
+        agent_id: "agent".into(),
+        tool_name: "tool".into(),
+        profile: "p".into(),
+        fields_json: "{}".into(),
+        severity: "high".into(),
+        op_hash_approved: [1; 32],
+        op_hash_denied: [2; 32],
+        status: ApprovalStatus::Pending,
+        reason_code: None,
+        grant_expires_at: None,
+    }
+}
+
+fn verdict(id: &str, now: i64, status: ApprovalStatus, nonce: u8, count: u32) -> Settlement {
+    Settlement {
+        approval_id: id.into(),
+        now,
+        status,
+        reason_code: None,
+        kind: SettleKind::Verdict {
+            spend: Spend {
+                nonce: vec![nonce; 32],
+                credential_id: b"cred".to_vec(),
+                sign_count: count,
+            },
+            evidence_json: "[]".into(),
+        },
+        grant_expires_at: Some(now + 1000),
+        event: AuditEvent::test(id),
+    }
+}
+
+/// Every line's `prev_hash` is the hash of the line before it (one chain, no fork, no gap).
+fn assert_one_chain(s: &dyn Store) {
+    let lines = s.audit_lines_after(0, 100_000).unwrap();
+    let mut prev = GENESIS_HASH;
+    for (i, (seq, line)) in lines.iter().enumerate() {
+        assert_eq!(*seq, i as u64 + 1, "seq gap");
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            v["prev_hash"].as_str().unwrap(),
+            countersign::b64::encode(&prev),
+            "line {seq} does not follow line {}",
+            seq - 1
+        );
+        prev = line_hash(line);
+    }
+    assert_eq!(s.audit_head().unwrap(), (lines.len() as u64, prev));
+}
+
+#[test]
+fn first_verdict_wins_and_later_ones_change_nothing() {
+    for (s, _guard) in stores("first_verdict_wins") {
+        s.create(&new("a", 100), &[]).unwrap();
+        let first = s
+            .settle(&verdict("a", 10, ApprovalStatus::Approved, 1, 1))
+            .unwrap();
+        assert!(matches!(first, SettleOutcome::Settled(r) if r.status == ApprovalStatus::Approved));
+        let second = s
+            .settle(&verdict("a", 11, ApprovalStatus::Denied, 2, 2))
+            .unwrap();
+        assert!(
+            matches!(second, SettleOutcome::AlreadySettled(r) if r.status == ApprovalStatus::Approved)
+        );
+        // The loser's nonce was not spent.
+        assert_eq!(
+            s.replay_snapshot(&[2; 32], b"cred").unwrap(),
+            (false, Some(1))
+        );
+        assert_eq!(
+            s.replay_snapshot(&[1; 32], b"cred").unwrap(),
+            (true, Some(1))
+        );
+        assert_eq!(s.audit_head().unwrap().0, 1);
+        assert_eq!(
+            s.settle(&verdict("zz", 11, ApprovalStatus::Denied, 3, 3))
+                .unwrap(),
+            SettleOutcome::NotFound
+        );
+        assert!(matches!(
+            s.create(&new("a", 100), &[]),
+            Err(StoreError::DuplicateId(id)) if id == "a"
+        ));
+        assert_one_chain(s.as_ref());
+    }
+}
+
+#[test]
+fn late_verdicts_expire_replays_and_regressions_are_refused() {
+    for (s, _guard) in stores("late_replay_regression") {
+        s.create(&new("late", 100), &[]).unwrap();
+        let late = s
+            .settle(&verdict("late", 100, ApprovalStatus::Approved, 1, 1))
+            .unwrap();
+        assert!(
+            matches!(late, SettleOutcome::Expired(r) if r.reason_code.as_deref() == Some("expired_unanswered"))
+        );
+
+        s.create(&new("a", 100), &[]).unwrap();
+        s.create(&new("b", 100), &[]).unwrap();
+        s.create(&new("c", 100), &[]).unwrap();
+        assert!(matches!(
+            s.settle(&verdict("a", 1, ApprovalStatus::Approved, 7, 5))
+                .unwrap(),
+            SettleOutcome::Settled(_)
+        ));
+        assert_eq!(
+            s.settle(&verdict("b", 1, ApprovalStatus::Approved, 7, 6))
+                .unwrap(),
+            SettleOutcome::Replayed
+        );
+        assert_eq!(
+            s.settle(&verdict("c", 1, ApprovalStatus::Approved, 8, 5))
+                .unwrap(),
+            SettleOutcome::CounterRegression { stored: 5, got: 5 }
+        );
+        // The refused regression did not burn its nonce.
+        assert!(!s.replay_snapshot(&[8; 32], b"cred").unwrap().0);
+        assert_one_chain(s.as_ref());
+    }
+}
+
+#[test]
+fn grants_are_single_use_bound_and_expiring() {
+    for (s, _guard) in stores("grants") {
+        s.create(&new("a", 100), &[]).unwrap();
+        let ev = AuditEvent::test("a");
+        assert!(matches!(
+            s.collect_grant("a", &[1; 32], 5, &ev).unwrap(),
+            GrantOutcome::NotApproved(_)
+        ));
+        s.settle(&verdict("a", 10, ApprovalStatus::Approved, 1, 1))
+            .unwrap();
+        assert_eq!(
+            s.collect_grant("a", &[9; 32], 11, &ev).unwrap(),
+            GrantOutcome::FingerprintMismatch
+        );
+        assert_eq!(
+            s.collect_grant("a", &[1; 32], 1010, &ev).unwrap(),
+            GrantOutcome::Expired
+        );
+        assert_eq!(
+            s.collect_grant("a", &[1; 32], 12, &ev).unwrap(),
+            GrantOutcome::Granted { collected_at: 12 }
+        );
+        assert_eq!(
+            s.collect_grant("a", &[1; 32], 13, &ev).unwrap(),
+            GrantOutcome::AlreadyCollected { collected_at: 12 }
+        );
+        assert_eq!(
+            s.collect_grant("zz", &[1; 32], 13, &ev).unwrap(),
+            GrantOutcome::NotFound
+        );
+        assert_eq!(s.get("a").unwrap().unwrap().grant_collected_at, Some(12));
+        assert_one_chain(s.as_ref());
+    }
+}
+
+#[test]
+fn sweeper_expires_only_overdue_pending_and_audits_it() {
+    for (s, _guard) in stores("sweeper") {
+        s.create(&new("a", 100), &[]).unwrap();
+        s.create(&new("b", 200), &[]).unwrap();
+        assert_eq!(s.expire_overdue(150, 10).unwrap(), vec!["a".to_owned()]);
+        assert!(s.expire_overdue(150, 10).unwrap().is_empty());
+        assert_eq!(s.pending_count().unwrap(), 1);
+        let lines = s.audit_lines_after(0, 10).unwrap();
+        assert_eq!(lines.len(), 1);
+        assert!(lines[0].1.contains("expired_unanswered"));
+        assert!(s.take_login_challenge(b"n", 0).is_ok_and(|ok| !ok));
+        s.put_login_challenge(b"n", 10).unwrap();
+        assert!(s.take_login_challenge(b"n", 5).unwrap());
+        assert!(!s.take_login_challenge(b"n", 5).unwrap());
+        s.put_login_challenge(b"old", 10).unwrap();
+        assert!(!s.take_login_challenge(b"old", 10).unwrap());
+    }
+}
+
+#[test]
+fn challenges_sessions_and_credentials_round_trip() {
+    for (s, _guard) in stores("challenges_sessions") {
+        let c = IssuedChallenge {
+            nonce: vec![4; 32],
+            approval_id: "a".into(),
+            decision: countersign::Decision::Denied,
+            principal: "alice".into(),
+            expires_at: 50,
+        };
+        s.put_challenge(&c).unwrap();
+        assert_eq!(s.challenge(&[4; 32]).unwrap(), Some(c));
+        assert_eq!(s.challenge(&[5; 32]).unwrap(), None);
+
+        let session = Session {
+            principal: "alice".into(),
+            credential_id: b"cred".to_vec(),
+            expires_at: 100,
+        };
+        assert!(s.create_session(&[1; 32], &session, 3).unwrap());
+        assert_eq!(s.session(&[1; 32], 99).unwrap(), Some(session.clone()));
+        assert_eq!(s.session(&[1; 32], 100).unwrap(), None);
+        // A login whose counter did not advance creates nothing.
+        assert!(!s.create_session(&[2; 32], &session, 3).unwrap());
+        assert_eq!(s.session(&[2; 32], 0).unwrap(), None);
+        assert_eq!(
+            s.replay_snapshot(&[0; 32], b"cred").unwrap(),
+            (false, Some(3))
+        );
+        // Counter-less authenticators (always 0) may log in again.
+        let zero = Session {
+            credential_id: b"zero".to_vec(),
+            ..session
+        };
+        assert!(s.create_session(&[3; 32], &zero, 0).unwrap());
+        assert!(s.create_session(&[4; 32], &zero, 0).unwrap());
+
+        // The sweep removes what expired.
+        s.expire_overdue(100, 10).unwrap();
+        assert_eq!(s.challenge(&[4; 32]).unwrap(), None);
+        assert_eq!(s.session(&[3; 32], 0).unwrap(), None);
+
+        assert!(s.credentials().unwrap().is_empty());
+    }
+}
+
+#[test]
+fn invites_are_single_use_and_never_replace_a_credential() {
+    for (s, _guard) in stores("invites") {
+        let invite = crate::enroll::Invite {
+            token_hash: [7; 32],
+            principal: "alice@example.com".into(),
+            group: Some("payments".into()),
+            created_at: 0,
+            expires_at: 100,
+        };
+        s.put_invite(&invite).unwrap();
+        assert_eq!(s.invite(&[7; 32], 99).unwrap(), Some(invite.clone()));
+        assert_eq!(s.invite(&[7; 32], 100).unwrap(), None, "expired");
+        assert_eq!(s.invite(&[8; 32], 0).unwrap(), None, "unknown token");
+
+        let record = |id: &[u8]| CredentialRecord {
+            credential_id: id.to_vec(),
+            principal: "alice@example.com".into(),
+            public_key: vec![1, 2, 3],
+            aaguid: None,
+            backup_eligible: Some(false),
+            attestation: None,
+            sign_count: 0,
+            revoked: false,
+        };
+        assert_eq!(
+            s.redeem_invite(&[7; 32], 100, &record(b"c1")).unwrap(),
+            RedeemOutcome::InviteUnusable
+        );
+        assert_eq!(
+            s.redeem_invite(&[7; 32], 10, &record(b"c1")).unwrap(),
+            RedeemOutcome::Redeemed
+        );
+        assert_eq!(
+            s.redeem_invite(&[7; 32], 11, &record(b"c2")).unwrap(),
+            RedeemOutcome::InviteUnusable
+        );
+        assert_eq!(
+            s.invite(&[7; 32], 12).unwrap(),
+            None,
+            "a redeemed invite is gone"
+        );
+        assert_eq!(
+            s.memberships().unwrap(),
+            vec![("alice@example.com".to_owned(), "payments".to_owned())]
+        );
+
+        // An existing credential id is refused and leaves a fresh invite usable.
+        let again = crate::enroll::Invite {
+            token_hash: [9; 32],
+            group: None,
+            ..invite
+        };
+        s.put_invite(&again).unwrap();
+        assert_eq!(
+            s.redeem_invite(&[9; 32], 10, &record(b"c1")).unwrap(),
+            RedeemOutcome::CredentialExists
+        );
+        assert!(s.invite(&[9; 32], 10).unwrap().is_some());
+        assert_eq!(s.credentials().unwrap(), vec![record(b"c1")]);
+    }
+}
+
+#[test]
+fn database_urls_pick_the_backend() {
+    assert_eq!(
+        DatabaseUrl::parse("sqlite:///var/lib/cs.db").unwrap(),
+        DatabaseUrl::Sqlite("/var/lib/cs.db".into())
+    );
+    assert_eq!(
+        DatabaseUrl::parse("sqlite://rel.db").unwrap(),
+        DatabaseUrl::Sqlite("rel.db".into())
+    );
+    for url in [
+        "postgres://u@h/db",
+        "postgresql://h:5433/db?sslmode=disable",
+    ] {
+        assert_eq!(
+            DatabaseUrl::parse(url).unwrap(),
+            DatabaseUrl::Postgres(url.into())
+        );
+    }
+    for bad in ["", "sqlite://", "mysql://h/db", "/tmp/x.db", "postgres:/h"] {
+        assert!(
+            matches!(DatabaseUrl::parse(bad), Err(StoreError::BadUrl(_))),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn printed_urls_hide_passwords() {
+    assert_eq!(
+        redacted("postgres://cs:s3cret@db:5432/cs?x=1"),
+        "postgres://cs:***@db:5432/cs?x=1"
+    );
+    for kept in ["postgres://cs@db/cs", "sqlite:///a:b@c", "sqlite://x.db"] {
+        assert_eq!(redacted(kept), kept);
+    }
+}
+
+#[test]
+fn postgres_migrations_are_idempotent_and_the_chain_key_is_pinned() {
+    let Some(schema) = postgres("postgres_migrations") else {
+        return;
+    };
+    let first = PostgresStore::connect(&schema.url(), sealer(), 1).unwrap();
+    first
+        .create(&new("a", 100), &[AuditEvent::test("a")])
+        .unwrap();
+    drop(first);
+    // A second start applies nothing again and sees the data.
+    let again = PostgresStore::connect(&schema.url(), sealer(), 1).unwrap();
+    assert!(again.get("a").unwrap().is_some());
+    assert_eq!(again.audit_head().unwrap().0, 1);
+    // A replica with another service key would fork the signer: refused at start.
+    let other = PostgresStore::connect(&schema.url(), AuditSealer::from_seed([6; 32]), 1);
+    assert!(
+        matches!(&other, Err(StoreError::Database(m)) if m.contains("same service-key")),
+        "{other:?}"
+    );
+    assert!(PostgresStore::connect("postgres://h:notaport/db", sealer(), 1).is_err());
+}
+
+/// Three stores over one schema stand for three replicas: racing verdicts, grants, nonces and
+/// sweeps settle each thing exactly once, and the audit chain is one chain.
+#[test]
+fn postgres_replicas_race_without_double_outcomes_or_forks() {
+    let Some(schema) = postgres("postgres_replicas_race") else {
+        return;
+    };
+    let replicas: Vec<Arc<dyn Store>> = (0..3)
+        .map(|_| {
+            Arc::new(PostgresStore::connect(&schema.url(), sealer(), 3).unwrap()) as Arc<dyn Store>
+        })
+        .collect();
+    let race = |work: &(dyn Fn(usize, &dyn Store) -> bool + Sync)| -> usize {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..24)
+                .map(|i| {
+                    let r = Arc::clone(&replicas[i % 3]);
+                    scope.spawn(move || work(i, r.as_ref()))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .filter(|won| *won)
+                .count()
+        })
+    };
+
+    // Contradictory verdicts on one approval: one wins.
+    replicas[0].create(&new("v", 1_000), &[]).unwrap();
+    let wins = race(&|i, s| {
+        let status = if i % 2 == 0 {
+            ApprovalStatus::Approved
+        } else {
+            ApprovalStatus::Denied
+        };
+        let mut v = verdict("v", 10, status, 100 + i as u8, 0);
+        if let SettleKind::Verdict { spend, .. } = &mut v.kind {
+            spend.credential_id = format!("cred-{i}").into_bytes();
+        }
+        matches!(s.settle(&v).unwrap(), SettleOutcome::Settled(_))
+    });
+    assert_eq!(wins, 1);
+
+    // One nonce on many approvals: spent once.
+    for i in 0..24 {
+        replicas[i % 3]
+            .create(&new(&format!("n{i}"), 1_000), &[])
+            .unwrap();
+    }
+    let wins = race(&|i, s| {
+        let mut v = verdict(&format!("n{i}"), 10, ApprovalStatus::Denied, 7, 0);
+        if let SettleKind::Verdict { spend, .. } = &mut v.kind {
+            spend.credential_id = format!("nonce-cred-{i}").into_bytes();
+        }
+        matches!(s.settle(&v).unwrap(), SettleOutcome::Settled(_))
+    });
+    assert_eq!(wins, 1);
+
+    // One counter, many approvals, counts 1..=24 in any order: never goes backwards.
+    for i in 0..24 {
+        replicas[i % 3]
+            .create(&new(&format!("c{i}"), 1_000), &[])
+            .unwrap();
+    }
+    race(&|i, s| {
+        let v = verdict(
+            &format!("c{i}"),
+            10,
+            ApprovalStatus::Denied,
+            150 + i as u8,
+            i as u32 + 1,
+        );
+        !matches!(s.settle(&v).unwrap(), SettleOutcome::Replayed)
+    });
+    assert_eq!(
+        replicas[1].replay_snapshot(&[0; 32], b"cred").unwrap().1,
+        Some(24)
+    );
+
+    // A grant collected through every replica at once: granted once.
+    let ev = AuditEvent::test("v");
+    let approved = replicas[0].get("v").unwrap().unwrap();
+    if approved.status == ApprovalStatus::Approved {
+        let wins = race(&|_, s| {
+            matches!(
+                s.collect_grant("v", &[1; 32], 20, &ev).unwrap(),
+                GrantOutcome::Granted { .. }
+            )
+        });
+        assert_eq!(wins, 1);
+    }
+
+    // Overdue approvals swept by every replica at once: each expires once.
+    for i in 0..40 {
+        replicas[i % 3]
+            .create(&new(&format!("e{i}"), 50), &[])
+            .unwrap();
+    }
+    let swept = std::sync::Mutex::new(Vec::new());
+    race(&|_, s| {
+        let ids = s.expire_overdue(60, 7).unwrap();
+        swept.lock().unwrap().extend(ids);
+        true
+    });
+    let mut swept = swept.into_inner().unwrap();
+    while let Ok(ids) = replicas[2].expire_overdue(60, 100) {
+        if ids.is_empty() {
+            break;
+        }
+        swept.extend(ids);
+    }
+    swept.sort();
+    let before = swept.len();
+    swept.dedup();
+    assert_eq!((before, swept.len()), (40, 40));
+
+    for r in &replicas {
+        assert_one_chain(r.as_ref());
+    }
+    let lines = replicas[0].audit_lines_after(0, 100_000).unwrap();
+    // 1 verdict + 1 nonce winner + 24 counters (every count is distinct, but order decides
+    // how many regress) + maybe a grant + 40 expiries.
+    assert!(lines.len() >= 1 + 1 + 1 + 40, "{}", lines.len());
+    let expiries = lines
+        .iter()
+        .filter(|(_, l)| l.contains("expired_unanswered"))
+        .count();
+    assert_eq!(expiries, 40);
+}
+
+#[test]
+fn the_postgres_probe_finds_closed_ports_and_bad_urls() {
+    assert!(!postgres::port_open("postgres://u@127.0.0.1:1/db"));
+    assert!(!postgres::port_open("not a url"));
+    if ScratchSchema::for_test("probe").unwrap().is_some() {
+        let url = std::env::var(TEST_DATABASE_ENV).unwrap_or(TEST_DATABASE_DEFAULT.into());
+        assert!(postgres::port_open(&url));
+    }
+}
