@@ -854,11 +854,24 @@ fn quorum_counts_distinct_principals() {
 fn a_quorum_of_zero_still_needs_one_approver() {
     let zero = Policy {
         quorum: 0,
-        require_evidence: false,
         ..policy()
     };
+    // Quorum 0 does not waive evidence: a bare APPROVED still has no approver behind it.
+    let bare = ApprovalResult::from_json(br#""APPROVED""#).unwrap();
+    assert_deny(
+        &verify(
+            &zero,
+            &kit::payment_action("account-A"),
+            &bare,
+            &alice_registry(),
+        ),
+        ReasonCode::EvidenceMissing,
+    );
+    // One verified approver satisfies it, and is recorded as the approver.
     let (action, result) = approve_a(Signing::new(Decision::Approved, "zero"));
-    assert_allow(&verify(&zero, &action, &result, &alice_registry()));
+    let verdict = verify(&zero, &action, &result, &alice_registry());
+    assert_allow(&verdict);
+    assert_eq!(verdict.approvers.len(), 1);
 }
 
 // ---- algorithms -----------------------------------------------------------------------------------
