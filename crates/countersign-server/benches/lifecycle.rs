@@ -18,8 +18,8 @@
 
 use countersign::b64;
 use countersign_server::audit::AuditSealer;
-use countersign_server::store::{POSTGRES_POOL, PostgresStore, ScratchSchema, SqliteStore, Store};
-use countersign_server::{AppState, Config, CreateRequest, StateParts, SystemClock};
+use countersign_server::store::{POSTGRES_POOL, PostgresStore, ScratchSchema};
+use countersign_server::{AppState, Config, CreateRequest, StateParts, SystemClock, open_state};
 use countersign_softkey::AssertionRequest;
 use countersign_testkit::{ORIGIN, RP_ID};
 use serde_json::{Value, json};
@@ -113,37 +113,35 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
         .map(|url| ScratchSchema::create(url).unwrap());
     let backend = match &schema {
         Some(_) => format!("PostgreSQL, {replicas} replica(s), {POSTGRES_POOL} connections each"),
-        None => "SQLite WAL (synchronous=NORMAL)".to_owned(),
+        None => "SQLite WAL (synchronous=NORMAL), audit file mirrored as `serve` does".to_owned(),
     };
     let mut bases = Vec::new();
     let mut states = Vec::new();
     for _ in 0..replicas {
-        let store: Arc<dyn Store> = match &schema {
-            Some(schema) => Arc::new(
-                PostgresStore::connect(&schema.url(), sealer.clone(), POSTGRES_POOL).unwrap(),
-            ),
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let state = match &schema {
+            // Exactly what `countersign serve` runs: the data directory's SQLite database, its
+            // audit signing key, and the audit file kept in step with the database.
             None => {
                 assert_eq!(
                     replicas, 1,
                     "SQLite is one process: replicas need PostgreSQL"
                 );
-                Arc::new(
-                    SqliteStore::open(&dir.join("bench.db"), sealer.clone(), config.durability)
-                        .unwrap(),
-                )
+                open_state(&dir, config.clone(), base.clone()).unwrap()
             }
+            Some(schema) => AppState::new(StateParts {
+                config: config.clone(),
+                public_url: base.clone(),
+                store: Arc::new(
+                    PostgresStore::connect(&schema.url(), sealer.clone(), POSTGRES_POOL).unwrap(),
+                ),
+                clock: Arc::new(SystemClock),
+                sealer: sealer.clone(),
+                mirror: None,
+            })
+            .unwrap(),
         };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let state = AppState::new(StateParts {
-            config: config.clone(),
-            public_url: base.clone(),
-            store,
-            clock: Arc::new(SystemClock),
-            sealer: sealer.clone(),
-            mirror: None,
-        })
-        .unwrap();
         let alice = approver_key();
         state
             .enroll(vec![countersign_testkit::enroll(alice, "alice")])

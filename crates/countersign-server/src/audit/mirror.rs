@@ -76,6 +76,10 @@ impl AuditMirror {
             self.file
                 .write_all(buf.as_bytes())
                 .with_context(|| format!("appending to {}", self.path.display()))?;
+            if lines.len() < BATCH {
+                // A short batch is the end: no second read to learn that.
+                return Ok(());
+            }
         }
     }
 

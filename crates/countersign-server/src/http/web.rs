@@ -318,8 +318,8 @@ async fn review(
     PathArg(id): PathArg<String>,
 ) -> Result<Json<WebReview>, ApiError> {
     let review = state.review(&id, &who.session).await?;
-    let profiles = state.config().policy(state.config().rule("")).profiles;
-    let profile = profiles
+    let profile = state
+        .profiles()
         .get(&review.profile)
         .ok_or_else(|| ApiError::internal("stored approval names an unpinned profile"))?;
     let display = display(profile, &review.fields);

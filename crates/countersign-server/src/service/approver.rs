@@ -233,9 +233,8 @@ impl AppState {
     }
 
     fn admitted_fields(&self, profile: &str, fields_json: &str) -> Result<Value, ApiError> {
-        let policy = self.config().policy(self.config().rule(""));
-        let profile = policy
-            .profiles
+        let profile = self
+            .profiles()
             .get(profile)
             .ok_or_else(|| ApiError::internal("stored approval names an unpinned profile"))?;
         countersign::admit_fields(profile, fields_json.as_bytes())
@@ -393,10 +392,10 @@ impl AppState {
             .blocking(move |s| s.replay_snapshot(&key_nonce, &key_cred))
             .await?;
         let mut replay = Snapshot { spent, count };
-        let policy = self.config().policy(self.config().rule(&record.tool_name));
+        let policy = self.policy(&record.tool_name);
         let action = Action::new(record.profile.clone(), record.fields_json.clone());
         let verdict = verify_evidence(
-            &policy,
+            policy,
             &action,
             &result,
             &registry,
@@ -444,7 +443,7 @@ impl AppState {
                 &evidence,
             ),
         };
-        let outcome = self.blocking(move |s| s.settle(&settlement)).await?;
+        let outcome = self.committing(move |s| s.settle(&settlement)).await?;
         self.settled_outcome(outcome)
     }
 }

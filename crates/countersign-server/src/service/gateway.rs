@@ -74,7 +74,7 @@ impl AppState {
         }
         let config = self.config();
         let rule = config.rule(&req.tool_name);
-        let policy = config.policy(rule);
+        let policy = self.policy(&req.tool_name);
         let profile_id = req
             .profile
             .clone()
@@ -151,8 +151,7 @@ impl AppState {
             ),
         ];
         let stored = approval.clone();
-        self.blocking(move |s| s.create(&stored, &events)).await?;
-        self.after_commit(false);
+        self.committing(move |s| s.create(&stored, &events)).await?;
         if status == ApprovalStatus::Pending
             && let Some(notifier) = self.notifier()
         {
@@ -229,7 +228,7 @@ impl AppState {
                 ReasonCode::Cancelled.as_str(),
             ),
         };
-        let outcome = self.blocking(move |s| s.settle(&settlement)).await?;
+        let outcome = self.committing(move |s| s.settle(&settlement)).await?;
         self.settled_outcome(outcome)
     }
 
@@ -240,7 +239,7 @@ impl AppState {
     ) -> Result<ApprovalResult, ApiError> {
         match outcome {
             SettleOutcome::Settled(record) => {
-                self.after_commit(true);
+                self.wake_long_polls();
                 Ok(self.result_of(&record))
             }
             SettleOutcome::AlreadySettled(record) => Err(ApiError::conflict(
@@ -253,7 +252,7 @@ impl AppState {
             )
             .with_result(self.result_of(&record))),
             SettleOutcome::Expired(record) => {
-                self.after_commit(true);
+                self.wake_long_polls();
                 Err(ApiError::conflict(
                     "expired",
                     format!("{} expired before this arrived", record.id),
@@ -292,17 +291,14 @@ impl AppState {
         let event = AuditEvent::grant(id, &ts, &req.fingerprint);
         let key = id.to_owned();
         let outcome = self
-            .blocking(move |s| s.collect_grant(&key, &fingerprint, now, &event))
+            .committing(move |s| s.collect_grant(&key, &fingerprint, now, &event))
             .await?;
         match outcome {
-            GrantOutcome::Granted { collected_at } => {
-                self.after_commit(false);
-                Ok(GrantReceipt {
-                    approval_id: id.to_owned(),
-                    fingerprint: req.fingerprint,
-                    collected_at: rfc3339(from_ms(collected_at)),
-                })
-            }
+            GrantOutcome::Granted { collected_at } => Ok(GrantReceipt {
+                approval_id: id.to_owned(),
+                fingerprint: req.fingerprint,
+                collected_at: rfc3339(from_ms(collected_at)),
+            }),
             GrantOutcome::NotFound => Err(ApiError::not_found("approval")),
             GrantOutcome::NotApproved(record) => {
                 let reason = record

@@ -19,8 +19,8 @@ use crate::error::ApiError;
 use crate::notify::Notifier;
 use crate::store::{ApprovalRecord, Store, StoreError};
 use countersign::{
-    ApprovalResult, ApprovalStatus, CredentialRecord, CredentialRegistry, EvidenceEntry,
-    RegistryDocument,
+    ApprovalResult, ApprovalStatus, CredentialRecord, CredentialRegistry, EvidenceEntry, Policy,
+    ProfileRegistry, RegistryDocument,
 };
 use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::watch;
@@ -49,6 +49,29 @@ struct Inner {
     members: RwLock<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>>,
     /// Approver page guards (rate limits).
     web: crate::http::WebGuard,
+    /// The verifier policy of every tool rule, built once from the configuration.
+    policies: Policies,
+}
+
+/// Verifier policies, built at startup: a [`Policy`] carries the parsed profile registry, which
+/// is too costly to rebuild on every request, and the configuration never changes while running.
+#[derive(Debug)]
+struct Policies {
+    default: Policy,
+    tools: std::collections::HashMap<String, Policy>,
+}
+
+impl Policies {
+    fn new(config: &Config) -> Self {
+        Self {
+            default: config.policy(&config.default_tool),
+            tools: config
+                .tools
+                .iter()
+                .map(|rule| (rule.name.clone(), config.policy(config.rule(&rule.name))))
+                .collect(),
+        }
+    }
 }
 
 /// What [`AppState::new`] needs.
@@ -96,6 +119,7 @@ impl AppState {
             .webhook_url
             .clone()
             .map(|url| Notifier::new(url, parts.public_url.clone()));
+        let policies = Policies::new(&parts.config);
         Ok(Self {
             inner: Arc::new(Inner {
                 public_url: parts.public_url.trim_end_matches('/').to_owned(),
@@ -110,6 +134,7 @@ impl AppState {
                 enroller,
                 members: RwLock::new(members),
                 web: crate::http::WebGuard::default(),
+                policies,
             }),
         })
     }
@@ -122,6 +147,17 @@ impl AppState {
     /// The audit key, base64url (for `audit verify --key`).
     pub fn service_key(&self) -> &str {
         &self.inner.service_key
+    }
+
+    /// The verifier policy for a tool: its `[[tools]]` rule, or the default rule.
+    pub fn policy(&self, tool_name: &str) -> &Policy {
+        let policies = &self.inner.policies;
+        policies.tools.get(tool_name).unwrap_or(&policies.default)
+    }
+
+    /// The canonicalization profiles this service pins.
+    pub fn profiles(&self) -> &ProfileRegistry {
+        &self.inner.policies.default.profiles
     }
 
     /// The store.
@@ -182,8 +218,24 @@ impl AppState {
         Ok(tokio::task::spawn_blocking(move || f(store.as_ref())).await??)
     }
 
-    /// After a commit that appended audit lines: copy them to the file, wake long-polls.
-    pub(crate) fn after_commit(&self, settled: bool) {
+    /// Run a store call that may append audit lines, then copy the new lines to the audit file,
+    /// both on the blocking pool: the file is up to date before the answer leaves, and neither
+    /// the database nor the file is ever touched from an async worker thread.
+    pub(crate) async fn committing<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&dyn Store) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let state = self.clone();
+        Ok(tokio::task::spawn_blocking(move || {
+            let out = f(state.inner.store.as_ref())?;
+            state.sync_audit_file();
+            Ok::<_, StoreError>(out)
+        })
+        .await??)
+    }
+
+    /// Append the database's new audit lines to the file (blocking).
+    fn sync_audit_file(&self) {
         if let Some(mirror) = &self.inner.mirror {
             let mut mirror = mirror.lock().unwrap_or_else(|p| p.into_inner());
             if let Err(e) = mirror.sync(self.inner.store.as_ref()) {
@@ -191,9 +243,11 @@ impl AppState {
                 tracing::error!(error = %e, "audit file sync failed");
             }
         }
-        if settled {
-            self.inner.settled.send_modify(|v| *v = v.wrapping_add(1));
-        }
+    }
+
+    /// After a settlement committed: wake the long-polls.
+    pub(crate) fn wake_long_polls(&self) {
+        self.inner.settled.send_modify(|v| *v = v.wrapping_add(1));
     }
 
     /// Settle every overdue approval (the sweeper and startup call this).
@@ -201,12 +255,12 @@ impl AppState {
         let now = self.now_ms();
         let mut total = 0;
         loop {
-            let ids = self.blocking(move |s| s.expire_overdue(now, 512)).await?;
+            let ids = self.committing(move |s| s.expire_overdue(now, 512)).await?;
             total += ids.len();
             if ids.is_empty() {
                 break;
             }
-            self.after_commit(true);
+            self.wake_long_polls();
         }
         Ok(total)
     }
