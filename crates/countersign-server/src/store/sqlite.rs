@@ -162,13 +162,13 @@ impl SqliteStore {
 
     /// Settle one overdue PENDING approval inside `tx`.
     fn expire_in(&self, tx: &Connection, id: &str, now: i64) -> Result<(), StoreError> {
-        let changed = tx
-            .execute(
-                "UPDATE approvals SET status = 'DENIED', reason_code = ?2, decided_at = ?3 \
+        let changed = exec(
+            tx,
+            "UPDATE approvals SET status = 'DENIED', reason_code = ?2, decided_at = ?3 \
                  WHERE id = ?1 AND status = 'PENDING' AND expires_at <= ?3",
-                params![id, ReasonCode::ExpiredUnanswered.as_str(), now],
-            )
-            .map_err(db)?;
+            params![id, ReasonCode::ExpiredUnanswered.as_str(), now],
+        )
+        .map_err(db)?;
         if changed == 1 {
             let event = AuditEvent::settlement(
                 id,
@@ -215,14 +215,14 @@ fn query_row<T>(
 }
 
 fn head(tx: &Connection) -> Result<(u64, [u8; 32]), StoreError> {
-    let row: Option<(i64, Vec<u8>)> = tx
-        .query_row(
-            "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()
-        .map_err(db)?;
+    let row: Option<(i64, Vec<u8>)> = query_row(
+        tx,
+        "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .optional()
+    .map_err(db)?;
     match row {
         None => Ok((0, GENESIS_HASH)),
         Some((seq, hash)) => Ok((
@@ -276,8 +276,7 @@ fn read_approval(r: &Row<'_>) -> rusqlite::Result<(ApprovalRecord, Vec<u8>, Vec<
 }
 
 fn get_approval(conn: &Connection, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
-    let row = conn
-        .query_row(SELECT_APPROVAL, [id], read_approval)
+    let row = query_row(conn, SELECT_APPROVAL, [id], read_approval)
         .optional()
         .map_err(db)?;
     let Some((mut record, approved, denied, status)) = row else {
@@ -368,26 +367,26 @@ impl Store for SqliteStore {
             } = &s.kind
             {
                 // Every refusal is decided before the first write: returning Ok commits.
-                let spent = tx
-                    .query_row(
-                        "SELECT 1 FROM spent_nonces WHERE nonce = ?1",
-                        [&spend.nonce],
-                        |_| Ok(()),
-                    )
-                    .optional()
-                    .map_err(db)?
-                    .is_some();
+                let spent = query_row(
+                    tx,
+                    "SELECT 1 FROM spent_nonces WHERE nonce = ?1",
+                    [&spend.nonce],
+                    |_| Ok(()),
+                )
+                .optional()
+                .map_err(db)?
+                .is_some();
                 if spent {
                     return Ok(SettleOutcome::Replayed);
                 }
-                let stored: Option<u32> = tx
-                    .query_row(
-                        "SELECT sign_count FROM counters WHERE credential_id = ?1",
-                        [&spend.credential_id],
-                        |r| r.get(0),
-                    )
-                    .optional()
-                    .map_err(db)?;
+                let stored: Option<u32> = query_row(
+                    tx,
+                    "SELECT sign_count FROM counters WHERE credential_id = ?1",
+                    [&spend.credential_id],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(db)?;
                 if let Some(stored) = stored
                     && !(stored == 0 && spend.sign_count == 0)
                     && spend.sign_count <= stored
@@ -412,21 +411,21 @@ impl Store for SqliteStore {
                 .map_err(db)?;
                 evidence_json = Some(evidence.as_str());
             }
-            let changed = tx
-                .execute(
-                    "UPDATE approvals SET status = ?2, reason_code = ?3, evidence_json = ?4, \
+            let changed = exec(
+                tx,
+                "UPDATE approvals SET status = ?2, reason_code = ?3, evidence_json = ?4, \
                      decided_at = ?5, grant_expires_at = ?6 \
                      WHERE id = ?1 AND status = 'PENDING' AND expires_at > ?5",
-                    params![
-                        s.approval_id,
-                        s.status.as_str(),
-                        s.reason_code.map(ReasonCode::as_str),
-                        evidence_json,
-                        s.now,
-                        s.grant_expires_at,
-                    ],
-                )
-                .map_err(db)?;
+                params![
+                    s.approval_id,
+                    s.status.as_str(),
+                    s.reason_code.map(ReasonCode::as_str),
+                    evidence_json,
+                    s.now,
+                    s.grant_expires_at,
+                ],
+            )
+            .map_err(db)?;
             if changed != 1 {
                 return Err(StoreError::Database(
                     "compare-and-set lost inside an immediate transaction".into(),
@@ -493,13 +492,13 @@ impl Store for SqliteStore {
             if current.grant_expires_at.is_none_or(|t| t <= now) {
                 return Ok(GrantOutcome::Expired);
             }
-            let changed = tx
-                .execute(
-                    "UPDATE approvals SET grant_collected_at = ?2 \
+            let changed = exec(
+                tx,
+                "UPDATE approvals SET grant_collected_at = ?2 \
                      WHERE id = ?1 AND grant_collected_at IS NULL",
-                    params![id, now],
-                )
-                .map_err(db)?;
+                params![id, now],
+            )
+            .map_err(db)?;
             if changed != 1 {
                 return Err(StoreError::Database("grant compare-and-set lost".into()));
             }
@@ -528,15 +527,15 @@ impl Store for SqliteStore {
 
     fn challenge(&self, nonce: &[u8]) -> Result<Option<IssuedChallenge>, StoreError> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let row: Option<(String, String, String, i64)> = conn
-            .query_row(
-                "SELECT approval_id, decision, principal, expires_at FROM challenges \
+        let row: Option<(String, String, String, i64)> = query_row(
+            &conn,
+            "SELECT approval_id, decision, principal, expires_at FROM challenges \
                  WHERE nonce = ?1",
-                [nonce],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-            )
-            .optional()
-            .map_err(db)?;
+            [nonce],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .optional()
+        .map_err(db)?;
         row.map(|(approval_id, decision, principal, expires_at)| {
             Ok(IssuedChallenge {
                 nonce: nonce.to_vec(),
@@ -555,23 +554,23 @@ impl Store for SqliteStore {
         credential_id: &[u8],
     ) -> Result<(bool, Option<u32>), StoreError> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let spent = conn
-            .query_row(
-                "SELECT 1 FROM spent_nonces WHERE nonce = ?1",
-                [nonce],
-                |_| Ok(()),
-            )
-            .optional()
-            .map_err(db)?
-            .is_some();
-        let count = conn
-            .query_row(
-                "SELECT sign_count FROM counters WHERE credential_id = ?1",
-                [credential_id],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(db)?;
+        let spent = query_row(
+            &conn,
+            "SELECT 1 FROM spent_nonces WHERE nonce = ?1",
+            [nonce],
+            |_| Ok(()),
+        )
+        .optional()
+        .map_err(db)?
+        .is_some();
+        let count = query_row(
+            &conn,
+            "SELECT sign_count FROM counters WHERE credential_id = ?1",
+            [credential_id],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(db)?;
         Ok((spent, count))
     }
 
@@ -588,14 +587,14 @@ impl Store for SqliteStore {
 
     fn take_login_challenge(&self, nonce: &[u8], now: i64) -> Result<bool, StoreError> {
         self.with_tx(|tx| {
-            let expires: Option<i64> = tx
-                .query_row(
-                    "DELETE FROM login_challenges WHERE nonce = ?1 RETURNING expires_at",
-                    [nonce],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(db)?;
+            let expires: Option<i64> = query_row(
+                tx,
+                "DELETE FROM login_challenges WHERE nonce = ?1 RETURNING expires_at",
+                [nonce],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db)?;
             Ok(expires.is_some_and(|t| t > now))
         })
     }
@@ -607,14 +606,14 @@ impl Store for SqliteStore {
         sign_count: u32,
     ) -> Result<bool, StoreError> {
         self.with_tx(|tx| {
-            let stored: Option<u32> = tx
-                .query_row(
-                    "SELECT sign_count FROM counters WHERE credential_id = ?1",
-                    [&s.credential_id],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(db)?;
+            let stored: Option<u32> = query_row(
+                tx,
+                "SELECT sign_count FROM counters WHERE credential_id = ?1",
+                [&s.credential_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db)?;
             if let Some(stored) = stored
                 && !(stored == 0 && sign_count == 0)
                 && sign_count <= stored
@@ -678,7 +677,7 @@ impl Store for SqliteStore {
     fn credentials(&self) -> Result<Vec<CredentialRecord>, StoreError> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let mut stmt = conn
-            .prepare("SELECT record_json FROM credentials ORDER BY credential_id")
+            .prepare_cached("SELECT record_json FROM credentials ORDER BY credential_id")
             .map_err(db)?;
         let rows: Vec<String> = stmt
             .query_map([], |r| r.get(0))
@@ -743,26 +742,26 @@ impl Store for SqliteStore {
         let json =
             serde_json::to_string(credential).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         self.with_tx(|tx| {
-            let exists: bool = tx
-                .query_row(
-                    "SELECT EXISTS (SELECT 1 FROM credentials WHERE credential_id = ?1)",
-                    [&credential.credential_id],
-                    |r| r.get(0),
-                )
-                .map_err(db)?;
+            let exists: bool = query_row(
+                tx,
+                "SELECT EXISTS (SELECT 1 FROM credentials WHERE credential_id = ?1)",
+                [&credential.credential_id],
+                |r| r.get(0),
+            )
+            .map_err(db)?;
             if exists {
                 return Ok(RedeemOutcome::CredentialExists);
             }
-            let group: Option<Option<String>> = tx
-                .query_row(
-                    "UPDATE invites SET redeemed_at = ?2 \
+            let group: Option<Option<String>> = query_row(
+                tx,
+                "UPDATE invites SET redeemed_at = ?2 \
                      WHERE token_hash = ?1 AND redeemed_at IS NULL AND expires_at > ?2 \
                      RETURNING grp",
-                    params![&token_hash[..], now],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(db)?;
+                params![&token_hash[..], now],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db)?;
             let Some(group) = group else {
                 return Ok(RedeemOutcome::InviteUnusable);
             };
@@ -788,7 +787,7 @@ impl Store for SqliteStore {
     fn memberships(&self) -> Result<Vec<(String, String)>, StoreError> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let mut stmt = conn
-            .prepare("SELECT principal, grp FROM memberships ORDER BY grp, principal")
+            .prepare_cached("SELECT principal, grp FROM memberships ORDER BY grp, principal")
             .map_err(db)?;
         let rows = stmt
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -824,13 +823,13 @@ impl Store for SqliteStore {
 
     fn pending_count(&self) -> Result<u64, StoreError> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let n: i64 = conn
-            .query_row(
-                "SELECT COUNT(*) FROM approvals WHERE status = 'PENDING'",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(db)?;
+        let n: i64 = query_row(
+            &conn,
+            "SELECT COUNT(*) FROM approvals WHERE status = 'PENDING'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(db)?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
 }
@@ -866,7 +865,11 @@ mod tests {
             Err(StoreError::Corrupt("refused after a write".into()))
         });
         assert!(matches!(failed, Err(StoreError::Corrupt(_))));
-        assert_eq!(approvals(&store), 0, "the write before the error was rolled back");
+        assert_eq!(
+            approvals(&store),
+            0,
+            "the write before the error was rolled back"
+        );
         // A transaction left open would make this BEGIN fail.
         assert!(store.with_tx(|tx| insert(tx, "b")).is_ok());
         assert_eq!(approvals(&store), 1);
