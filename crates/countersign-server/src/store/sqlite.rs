@@ -77,8 +77,66 @@ const SELECT_APPROVAL: &str = "SELECT id, created_at, expires_at, agent_id, tool
 /// SQLite-backed [`Store`].
 #[derive(Debug)]
 pub struct SqliteStore {
+    /// Declared first so it stops first: the request connection, closed last, then folds what
+    /// is left of the log into the database file.
+    checkpointer: Option<Checkpointer>,
     conn: Mutex<Connection>,
     sealer: AuditSealer,
+}
+
+/// How often the background checkpointer copies the write-ahead log into the database file.
+const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// A thread with its own connection that runs `PRAGMA wal_checkpoint(PASSIVE)` periodically.
+///
+/// A passive checkpoint never waits for and never blocks the request connection: it copies
+/// the frames no reader still needs, and the next write transaction after a complete
+/// checkpoint starts the log again from the beginning, so the log stays bounded. Committed
+/// transactions are durable in the log whether or not they have been checkpointed.
+#[derive(Debug)]
+struct Checkpointer {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    fn start(path: &Path) -> Result<Self, StoreError> {
+        let conn = Connection::open(path).map_err(db)?;
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("sqlite-checkpoint".into())
+            .spawn(move || {
+                // Ends when the store drops its sender.
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(CHECKPOINT_INTERVAL)
+                {
+                    if let Err(e) = checkpoint(&conn) {
+                        tracing::warn!(error = %e, "WAL checkpoint failed; retrying");
+                    }
+                }
+            })
+            .map_err(|e| StoreError::Database(format!("starting the checkpointer: {e}")))?;
+        Ok(Self {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// One passive checkpoint; returns `(frames in the log, frames copied)`.
+fn checkpoint(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+        Ok((r.get(1)?, r.get(2)?))
+    })
 }
 
 fn db(e: rusqlite::Error) -> StoreError {
@@ -93,7 +151,17 @@ impl SqliteStore {
         durability: Durability,
     ) -> Result<Self, StoreError> {
         let conn = Connection::open(path).map_err(db)?;
-        Self::init(conn, sealer, durability)
+        let mut store = Self::init(conn, sealer, durability)?;
+        // Checkpoints move off the request path: a commit that happened to cross SQLite's
+        // automatic threshold used to copy the whole log into the database file while holding
+        // the connection, the source of nearly every multi-millisecond response.
+        {
+            let conn = store.conn.lock().unwrap_or_else(|p| p.into_inner());
+            conn.pragma_update(None, "wal_autocheckpoint", 0)
+                .map_err(db)?;
+        }
+        store.checkpointer = Some(Checkpointer::start(path)?);
+        Ok(store)
     }
 
     /// A private in-memory database (tests).
@@ -120,6 +188,7 @@ impl SqliteStore {
         // Room for every statement this store issues, so none is ever parsed twice.
         conn.set_prepared_statement_cache_capacity(64);
         Ok(Self {
+            checkpointer: None,
             conn: Mutex::new(conn),
             sealer,
         })
@@ -873,5 +942,81 @@ mod tests {
         // A transaction left open would make this BEGIN fail.
         assert!(store.with_tx(|tx| insert(tx, "b")).is_ok());
         assert_eq!(approvals(&store), 1);
+    }
+
+    /// A scratch directory for a file-backed store, removed on drop.
+    struct Scratch(std::path::PathBuf);
+
+    impl Scratch {
+        fn new(tag: &str) -> Self {
+            let mut raw = [0u8; 8];
+            getrandom::fill(&mut raw).unwrap_or_default();
+            let name: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+            let dir = std::env::temp_dir().join(format!("countersign-sqlite-{tag}-{name}"));
+            std::fs::create_dir_all(&dir).unwrap_or_default();
+            Self(dir)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn open(path: &Path) -> SqliteStore {
+        let Ok(store) =
+            SqliteStore::open(path, AuditSealer::from_seed([3; 32]), Durability::Normal)
+        else {
+            panic!("opening {}", path.display())
+        };
+        store
+    }
+
+    fn file_len(path: &Path) -> u64 {
+        std::fs::metadata(path).map_or(0, |m| m.len())
+    }
+
+    #[test]
+    fn commits_never_checkpoint_the_background_thread_does() {
+        let dir = Scratch::new("checkpoint");
+        let path = dir.0.join("db");
+        let store = open(&path);
+        {
+            let conn = store.conn.lock().unwrap_or_else(|p| p.into_inner());
+            let auto: i64 = query_row(&conn, "PRAGMA wal_autocheckpoint", [], |r| r.get(0))
+                .unwrap_or(-1);
+            assert_eq!(auto, 0, "the request connection never checkpoints on commit");
+        }
+        let before = file_len(&path);
+        for n in 0..2000 {
+            assert!(store.with_tx(|tx| insert(tx, &format!("id-{n}"))).is_ok());
+        }
+        // The rows reach the database file without any request doing the copying. The wait is
+        // generous and only bounds a hang; it asserts nothing about speed.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while file_len(&path) < before + 64 * 1024 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the checkpointer never copied the log ({} bytes)",
+                file_len(&path)
+            );
+            std::thread::sleep(CHECKPOINT_INTERVAL);
+        }
+        assert_eq!(approvals(&store), 2000);
+    }
+
+    #[test]
+    fn closing_folds_the_log_into_the_file_and_keeps_every_commit() {
+        let dir = Scratch::new("close");
+        let path = dir.0.join("db");
+        let store = open(&path);
+        for n in 0..500 {
+            assert!(store.with_tx(|tx| insert(tx, &format!("id-{n}"))).is_ok());
+        }
+        drop(store);
+        let wal = dir.0.join("db-wal");
+        assert_eq!(file_len(&wal), 0, "the last connection checkpointed on close");
+        assert_eq!(approvals(&open(&path)), 500);
     }
 }
