@@ -92,8 +92,26 @@ impl ReplayState for Snapshot {
 }
 
 fn decode(field: &'static str, text: &str) -> Result<Vec<u8>, ApiError> {
-    b64::decode(text)
-        .map_err(|_| ApiError::bad_request("invalid_request", format!("{field} is not base64url")))
+    b64::decode(text).map_err(|_| not_base64(field))
+}
+
+fn not_base64(field: &'static str) -> ApiError {
+    ApiError::bad_request("invalid_request", format!("{field} is not base64url"))
+}
+
+/// The nonce half of a decision challenge (`nonce(32) || op_hash(32)`).
+fn decision_nonce(client_data: &ClientData) -> Result<Vec<u8>, ApiError> {
+    client_data
+        .challenge
+        .get(..32)
+        .filter(|_| client_data.challenge.len() == 64)
+        .map(<[u8]>::to_vec)
+        .ok_or_else(|| {
+            ApiError::unprocessable(
+                ReasonCode::BindingMismatch,
+                "the signed challenge is not nonce(32) || op_hash(32)",
+            )
+        })
 }
 
 fn token_hash(token: &str) -> [u8; 32] {
@@ -296,7 +314,41 @@ impl AppState {
         body: AssertionBody,
         session: &Session,
     ) -> Result<ApprovalResult, ApiError> {
-        let record = self.load(id).await?;
+        let credential_id = decode("credential_id", &body.credential_id);
+        let client_data_json = decode("client_data_json", &body.client_data_json);
+        // Which challenge was signed is named by its nonce, inside clientDataJSON. Reading it
+        // before any I/O lets the approval, the issued challenge and the replay state come back
+        // from the store in one trip; the checks below still run, and fail, in the same order.
+        let nonce = client_data_json
+            .as_ref()
+            .map_err(|_| not_base64("client_data_json"))
+            .and_then(|c| {
+                let client_data = ClientData::parse(c)
+                    .map_err(|e| ApiError::unprocessable(e.reason_code(), e.to_string()))?;
+                decision_nonce(&client_data)
+            });
+        let lookup = match (&nonce, &credential_id) {
+            (Ok(nonce), Ok(credential)) => Some((nonce.clone(), credential.clone())),
+            _ => None,
+        };
+        let key = id.to_owned();
+        let (record, lookup) = self
+            .blocking(move |s| {
+                let Some(record) = s.get(&key)? else {
+                    return Ok((None, None));
+                };
+                let found = match lookup {
+                    Some((nonce, credential)) => Some((
+                        s.challenge(&nonce)?,
+                        s.replay_snapshot(&nonce, &credential)?,
+                    )),
+                    None => None,
+                };
+                Ok((Some(record), found))
+            })
+            .await?;
+        let record = record.ok_or_else(|| ApiError::not_found("approval"))?;
+        let record = self.settle_if_overdue(record).await?;
         self.check_eligible(&record.tool_name, &session.principal)?;
         if record.status != ApprovalStatus::Pending {
             return Err(ApiError::conflict(
@@ -305,8 +357,8 @@ impl AppState {
             )
             .with_result(self.result_of(&record)));
         }
-        let credential_id = decode("credential_id", &body.credential_id)?;
-        let client_data_json = decode("client_data_json", &body.client_data_json)?;
+        let credential_id = credential_id?;
+        let client_data_json = client_data_json?;
         let registry = self.registry();
         let credential = registry.get(&credential_id).ok_or_else(|| {
             ApiError::unprocessable(ReasonCode::CredentialUnknown, "credential is not enrolled")
@@ -317,31 +369,17 @@ impl AppState {
                 "the credential belongs to another principal than the session",
             ));
         }
-        // Which challenge was signed: look it up by its nonce, then check it was issued for this
-        // approval and this approver. The core verifier re-checks the binding cryptographically.
-        let client_data = ClientData::parse(&client_data_json)
-            .map_err(|e| ApiError::unprocessable(e.reason_code(), e.to_string()))?;
-        let nonce = client_data
-            .challenge
-            .get(..32)
-            .filter(|_| client_data.challenge.len() == 64)
-            .ok_or_else(|| {
-                ApiError::unprocessable(
-                    ReasonCode::BindingMismatch,
-                    "the signed challenge is not nonce(32) || op_hash(32)",
-                )
-            })?
-            .to_vec();
-        let key = nonce.clone();
-        let issued = self
-            .blocking(move |s| s.challenge(&key))
-            .await?
-            .ok_or_else(|| {
-                ApiError::unprocessable(
-                    ReasonCode::BindingMismatch,
-                    "the signed challenge was not issued by this service (or is used up)",
-                )
-            })?;
+        // The challenge the nonce names must have been issued for this approval and this
+        // approver. The core verifier re-checks the binding cryptographically.
+        let nonce = nonce?;
+        let (issued, (spent, count)) =
+            lookup.ok_or_else(|| ApiError::internal("replay state not read"))?;
+        let issued = issued.ok_or_else(|| {
+            ApiError::unprocessable(
+                ReasonCode::BindingMismatch,
+                "the signed challenge was not issued by this service (or is used up)",
+            )
+        })?;
         if issued.approval_id != record.id {
             return Err(ApiError::unprocessable(
                 ReasonCode::BindingMismatch,
@@ -387,10 +425,6 @@ impl AppState {
         result.approval_id = Some(record.id.clone());
         result.approver_evidence = vec![entry.clone().into()];
 
-        let (key_nonce, key_cred) = (nonce.clone(), credential_id.clone());
-        let (spent, count) = self
-            .blocking(move |s| s.replay_snapshot(&key_nonce, &key_cred))
-            .await?;
         let mut replay = Snapshot { spent, count };
         let policy = self.policy(&record.tool_name);
         let action = Action::new(record.profile.clone(), record.fields_json.clone());

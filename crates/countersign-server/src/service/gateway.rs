@@ -284,8 +284,6 @@ impl AppState {
             .ok_or_else(|| {
                 ApiError::bad_request("invalid_request", "fingerprint must be 32 bytes, base64url")
             })?;
-        // Settle an overdue request first so the refusal names the right reason.
-        self.load(id).await?;
         let now = self.now_ms();
         let ts = rfc3339(from_ms(now));
         let event = AuditEvent::grant(id, &ts, &req.fingerprint);
@@ -301,6 +299,9 @@ impl AppState {
             }),
             GrantOutcome::NotFound => Err(ApiError::not_found("approval")),
             GrantOutcome::NotApproved(record) => {
+                // A request whose window closed unanswered is settled first, so the refusal
+                // names expiry rather than a pending state that no longer holds.
+                let record = self.settle_if_overdue(*record).await?;
                 let reason = record
                     .reason_code
                     .as_deref()

@@ -272,9 +272,18 @@ impl AppState {
             .blocking(move |s| s.get(&key))
             .await?
             .ok_or_else(|| ApiError::not_found("approval"))?;
+        self.settle_if_overdue(record).await
+    }
+
+    /// A record just read, or, when its window closed while it was PENDING, the same approval
+    /// after the expiry settled it.
+    pub(crate) async fn settle_if_overdue(
+        &self,
+        record: ApprovalRecord,
+    ) -> Result<ApprovalRecord, ApiError> {
         if record.status == ApprovalStatus::Pending && record.expires_at <= self.now_ms() {
             self.expire_overdue().await?;
-            let key = id.to_owned();
+            let key = record.id;
             return self
                 .blocking(move |s| s.get(&key))
                 .await?

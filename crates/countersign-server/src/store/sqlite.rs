@@ -984,9 +984,12 @@ mod tests {
         let store = open(&path);
         {
             let conn = store.conn.lock().unwrap_or_else(|p| p.into_inner());
-            let auto: i64 = query_row(&conn, "PRAGMA wal_autocheckpoint", [], |r| r.get(0))
-                .unwrap_or(-1);
-            assert_eq!(auto, 0, "the request connection never checkpoints on commit");
+            let auto: i64 =
+                query_row(&conn, "PRAGMA wal_autocheckpoint", [], |r| r.get(0)).unwrap_or(-1);
+            assert_eq!(
+                auto, 0,
+                "the request connection never checkpoints on commit"
+            );
         }
         let before = file_len(&path);
         for n in 0..2000 {
@@ -1016,7 +1019,11 @@ mod tests {
         }
         drop(store);
         let wal = dir.0.join("db-wal");
-        assert_eq!(file_len(&wal), 0, "the last connection checkpointed on close");
+        assert_eq!(
+            file_len(&wal),
+            0,
+            "the last connection checkpointed on close"
+        );
         assert_eq!(approvals(&open(&path)), 500);
     }
 }

@@ -213,6 +213,26 @@ async fn unanswered_requests_expire_and_late_verdicts_never_approve() {
 }
 
 #[tokio::test]
+async fn a_grant_asked_for_an_unanswered_request_names_its_expiry() {
+    let app = TestApp::default_with(&[&Approver::alice()]).await;
+    let params = json!({"to": "A"});
+    let id = app.create_pending(params.clone()).await;
+    let grant = json!({"fingerprint": fingerprint(&action(&params))});
+    let early = app.post(&format!("/v1/approvals/{id}/grant"), &grant).await;
+    assert_eq!(early.status, 409);
+    assert_eq!(early.body["error"]["reason_code"], "pending");
+    // No sweep has run: the grant request itself settles the overdue approval first.
+    app.advance(300);
+    let late = app.post(&format!("/v1/approvals/{id}/grant"), &grant).await;
+    assert_eq!(late.status, 409, "{:?}", late.body);
+    assert_eq!(late.body["error"]["code"], "not_approved");
+    assert_eq!(late.body["error"]["reason_code"], "expired_unanswered");
+    assert_eq!(late.body["error"]["result"]["status"], "DENIED");
+    assert_eq!(app.audit_lines("settlement").len(), 1);
+    assert!(app.audit_lines("grant").is_empty());
+}
+
+#[tokio::test]
 async fn the_sweeper_settles_overdue_requests() {
     let alice = Approver::alice();
     let app = TestApp::default_with(&[&alice]).await;
