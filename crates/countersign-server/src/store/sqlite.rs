@@ -15,7 +15,7 @@ use crate::config::Durability;
 use countersign::{ApprovalStatus, CredentialRecord, Decision, ReasonCode};
 use rusqlite::{Connection, OptionalExtension as _, Params, Row, params};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS approvals (
@@ -80,19 +80,27 @@ pub struct SqliteStore {
     /// Declared first so it stops first: the request connection, closed last, then folds what
     /// is left of the log into the database file.
     checkpointer: Option<Checkpointer>,
-    conn: Mutex<Connection>,
+    conn: Arc<Mutex<Connection>>,
     sealer: AuditSealer,
 }
 
 /// How often the background checkpointer copies the write-ahead log into the database file.
 const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// A thread with its own connection that runs `PRAGMA wal_checkpoint(PASSIVE)` periodically.
+/// Log length (frames, one page each) past which the checkpointer makes sure the log restarts.
+const RESTART_FRAMES: i64 = 8192;
+
+/// Size the log file is cut back to when it restarts after having grown past it.
+const JOURNAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
+
+/// A thread with its own connection that checkpoints the write-ahead log periodically.
 ///
-/// A passive checkpoint never waits for and never blocks the request connection: it copies
-/// the frames no reader still needs, and the next write transaction after a complete
-/// checkpoint starts the log again from the beginning, so the log stays bounded. Committed
-/// transactions are durable in the log whether or not they have been checkpointed.
+/// A passive checkpoint never waits for and never blocks the request connection: it copies the
+/// frames no reader still needs. Committed transactions are durable in the log whether or not
+/// they have been copied. The log starts again from the beginning when a write finds it fully
+/// copied; under sustained writes a passive checkpoint never reaches the end (new frames arrive
+/// while it copies), so once the log passes [`RESTART_FRAMES`] the checkpointer copies the
+/// remainder, only the frames written during its own pass, with request writes held.
 #[derive(Debug)]
 struct Checkpointer {
     stop: Option<std::sync::mpsc::Sender<()>>,
@@ -100,7 +108,7 @@ struct Checkpointer {
 }
 
 impl Checkpointer {
-    fn start(path: &Path) -> Result<Self, StoreError> {
+    fn start(path: &Path, requests: Arc<Mutex<Connection>>) -> Result<Self, StoreError> {
         let conn = Connection::open(path).map_err(db)?;
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
@@ -110,7 +118,7 @@ impl Checkpointer {
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(CHECKPOINT_INTERVAL)
                 {
-                    if let Err(e) = checkpoint(&conn) {
+                    if let Err(e) = checkpoint_step(&conn, &requests) {
                         tracing::warn!(error = %e, "WAL checkpoint failed; retrying");
                     }
                 }
@@ -130,6 +138,17 @@ impl Drop for Checkpointer {
             let _ = thread.join();
         }
     }
+}
+
+/// One pass of the checkpointer: a passive checkpoint, then, if the log is long and was not
+/// copied to its end, a second one with the request connection held so that it completes.
+fn checkpoint_step(conn: &Connection, requests: &Mutex<Connection>) -> rusqlite::Result<()> {
+    let (frames, copied) = checkpoint(conn)?;
+    if frames >= RESTART_FRAMES && copied < frames {
+        let _writes = requests.lock().unwrap_or_else(|p| p.into_inner());
+        checkpoint(conn)?;
+    }
+    Ok(())
 }
 
 /// One passive checkpoint; returns `(frames in the log, frames copied)`.
@@ -159,8 +178,10 @@ impl SqliteStore {
             let conn = store.conn.lock().unwrap_or_else(|p| p.into_inner());
             conn.pragma_update(None, "wal_autocheckpoint", 0)
                 .map_err(db)?;
+            conn.pragma_update(None, "journal_size_limit", JOURNAL_SIZE_LIMIT)
+                .map_err(db)?;
         }
-        store.checkpointer = Some(Checkpointer::start(path)?);
+        store.checkpointer = Some(Checkpointer::start(path, store.conn.clone())?);
         Ok(store)
     }
 
@@ -189,7 +210,7 @@ impl SqliteStore {
         conn.set_prepared_statement_cache_capacity(64);
         Ok(Self {
             checkpointer: None,
-            conn: Mutex::new(conn),
+            conn: Arc::new(Mutex::new(conn)),
             sealer,
         })
     }
@@ -1025,5 +1046,30 @@ mod tests {
             "the last connection checkpointed on close"
         );
         assert_eq!(approvals(&open(&path)), 500);
+    }
+
+    #[test]
+    fn a_long_log_is_copied_to_its_end_and_starts_again() {
+        let dir = Scratch::new("restart");
+        let path = dir.0.join("db");
+        let mut store = open(&path);
+        // Drive the checkpointer by hand: the same step its thread runs, without the timing.
+        drop(store.checkpointer.take());
+        let Ok(checkpointer) = Connection::open(&path) else {
+            panic!("second connection")
+        };
+        for n in 0..6000 {
+            assert!(store.with_tx(|tx| insert(tx, &format!("id-{n}"))).is_ok());
+        }
+        let frames = |c: &Connection| checkpoint(c).map_or(-1, |(frames, _)| frames);
+        assert!(frames(&checkpointer) >= RESTART_FRAMES, "the log is long");
+        assert!(checkpoint_step(&checkpointer, &store.conn).is_ok());
+        // The next write finds the log fully copied and starts it again from the beginning.
+        assert!(store.with_tx(|tx| insert(tx, "after")).is_ok());
+        let after = frames(&checkpointer);
+        assert!((1..16).contains(&after), "{after} frames after the restart");
+        // The file was cut back to the limit, not left at its longest.
+        assert!(file_len(&dir.0.join("db-wal")) <= JOURNAL_SIZE_LIMIT as u64);
+        assert_eq!(approvals(&store), 6001);
     }
 }
