@@ -114,13 +114,20 @@ impl Checkpointer {
         let thread = std::thread::Builder::new()
             .name("sqlite-checkpoint".into())
             .spawn(move || {
-                // Ends when the store drops its sender.
+                // Ends when the store drops its sender. A pass that found the log long goes
+                // again at once: writes are outpacing the interval.
+                let mut wait = CHECKPOINT_INTERVAL;
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
-                    stopped.recv_timeout(CHECKPOINT_INTERVAL)
+                    stopped.recv_timeout(wait)
                 {
-                    if let Err(e) = checkpoint_step(&conn, &requests) {
-                        tracing::warn!(error = %e, "WAL checkpoint failed; retrying");
-                    }
+                    wait = match checkpoint_step(&conn, &requests) {
+                        Ok(Log::Long) => std::time::Duration::ZERO,
+                        Ok(Log::Short) => CHECKPOINT_INTERVAL,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "WAL checkpoint failed; retrying");
+                            CHECKPOINT_INTERVAL
+                        }
+                    };
                 }
             })
             .map_err(|e| StoreError::Database(format!("starting the checkpointer: {e}")))?;
@@ -140,15 +147,27 @@ impl Drop for Checkpointer {
     }
 }
 
+/// What a checkpointer pass found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Log {
+    /// Under [`RESTART_FRAMES`]: nothing more to do until the next interval.
+    Short,
+    /// At or over it: copied to its end, so the next write starts it again.
+    Long,
+}
+
 /// One pass of the checkpointer: a passive checkpoint, then, if the log is long and was not
 /// copied to its end, a second one with the request connection held so that it completes.
-fn checkpoint_step(conn: &Connection, requests: &Mutex<Connection>) -> rusqlite::Result<()> {
+fn checkpoint_step(conn: &Connection, requests: &Mutex<Connection>) -> rusqlite::Result<Log> {
     let (frames, copied) = checkpoint(conn)?;
-    if frames >= RESTART_FRAMES && copied < frames {
+    if frames < RESTART_FRAMES {
+        return Ok(Log::Short);
+    }
+    if copied < frames {
         let _writes = requests.lock().unwrap_or_else(|p| p.into_inner());
         checkpoint(conn)?;
     }
-    Ok(())
+    Ok(Log::Long)
 }
 
 /// One passive checkpoint; returns `(frames in the log, frames copied)`.
@@ -1063,7 +1082,10 @@ mod tests {
         }
         let frames = |c: &Connection| checkpoint(c).map_or(-1, |(frames, _)| frames);
         assert!(frames(&checkpointer) >= RESTART_FRAMES, "the log is long");
-        assert!(checkpoint_step(&checkpointer, &store.conn).is_ok());
+        assert_eq!(
+            checkpoint_step(&checkpointer, &store.conn).ok(),
+            Some(Log::Long)
+        );
         // The next write finds the log fully copied and starts it again from the beginning.
         assert!(store.with_tx(|tx| insert(tx, "after")).is_ok());
         let after = frames(&checkpointer);
