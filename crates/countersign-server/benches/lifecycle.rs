@@ -3,7 +3,8 @@
 //!
 //! `cargo bench -p countersign-server --bench lifecycle -- [LIFECYCLES] [CONCURRENCY] [PENDING]`
 //! (defaults 5000, 16, 1000000). Prints a markdown report for docs/PERFORMANCE.md.
-//! `COUNTERSIGN_BENCH_KEY` names the approver's fixture key (default `alice-es256`).
+//! `COUNTERSIGN_BENCH_KEY` names the approver's fixture key (default `alice-es256`);
+//! `COUNTERSIGN_BENCH_DURABILITY=full` runs SQLite with an fsync per commit.
 //!
 //! With `COUNTERSIGN_BENCH_DATABASE=postgres://…` the service runs over PostgreSQL (in a scratch
 //! schema, dropped afterwards), and `COUNTERSIGN_BENCH_REPLICAS=N` starts N replicas (each its own
@@ -98,8 +99,12 @@ fn pct(v: &mut [Duration], p: f64) -> f64 {
 async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
     let dir = std::env::temp_dir().join(format!("countersign-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    // `COUNTERSIGN_BENCH_DURABILITY=full` measures the power-loss setting (an fsync per commit).
+    let durability =
+        std::env::var("COUNTERSIGN_BENCH_DURABILITY").unwrap_or_else(|_| "normal".into());
     let config = Config::from_toml(&format!(
-        "rp_id = \"{RP_ID}\"\norigins = [\"{ORIGIN}\"]\n[timeouts]\napproval_seconds = 3600\n"
+        "rp_id = \"{RP_ID}\"\norigins = [\"{ORIGIN}\"]\ndurability = \"{durability}\"\n\
+         [timeouts]\napproval_seconds = 3600\n"
     ))
     .unwrap();
     let sealer = AuditSealer::from_seed([1; 32]);
@@ -113,7 +118,9 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
         .map(|url| ScratchSchema::create(url).unwrap());
     let backend = match &schema {
         Some(_) => format!("PostgreSQL, {replicas} replica(s), {POSTGRES_POOL} connections each"),
-        None => "SQLite WAL (synchronous=NORMAL), audit file mirrored as `serve` does".to_owned(),
+        None => format!(
+            "SQLite WAL (durability {durability}), audit file mirrored as `serve` does"
+        ),
     };
     let mut bases = Vec::new();
     let mut states = Vec::new();
