@@ -118,9 +118,9 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
         .map(|url| ScratchSchema::create(url).unwrap());
     let backend = match &schema {
         Some(_) => format!("PostgreSQL, {replicas} replica(s), {POSTGRES_POOL} connections each"),
-        None => format!(
-            "SQLite WAL (durability {durability}), audit file mirrored as `serve` does"
-        ),
+        None => {
+            format!("SQLite WAL (durability {durability}), audit file mirrored as `serve` does")
+        }
     };
     let mut bases = Vec::new();
     let mut states = Vec::new();

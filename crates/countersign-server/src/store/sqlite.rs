@@ -114,15 +114,15 @@ impl Checkpointer {
         let thread = std::thread::Builder::new()
             .name("sqlite-checkpoint".into())
             .spawn(move || {
-                // Ends when the store drops its sender. A pass that found the log long goes
-                // again at once: writes are outpacing the interval.
+                // Ends when the store drops its sender. After a pass that had to catch the
+                // log up, the next one comes at once: writes are outpacing the interval.
                 let mut wait = CHECKPOINT_INTERVAL;
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(wait)
                 {
                     wait = match checkpoint_step(&conn, &requests) {
-                        Ok(Log::Long) => std::time::Duration::ZERO,
-                        Ok(Log::Short) => CHECKPOINT_INTERVAL,
+                        Ok(Pass::CaughtUp) => std::time::Duration::ZERO,
+                        Ok(Pass::Rest) => CHECKPOINT_INTERVAL,
                         Err(e) => {
                             tracing::warn!(error = %e, "WAL checkpoint failed; retrying");
                             CHECKPOINT_INTERVAL
@@ -147,27 +147,31 @@ impl Drop for Checkpointer {
     }
 }
 
-/// What a checkpointer pass found.
+/// What a checkpointer pass did, which decides when the next one runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Log {
-    /// Under [`RESTART_FRAMES`]: nothing more to do until the next interval.
-    Short,
-    /// At or over it: copied to its end, so the next write starts it again.
-    Long,
+enum Pass {
+    /// The log is short, or copied to its end already, or pinned by a reader on another
+    /// connection that holding our writes cannot release: wait for the next interval.
+    Rest,
+    /// The log was long and behind, and was copied to its end with writes held.
+    CaughtUp,
 }
 
 /// One pass of the checkpointer: a passive checkpoint, then, if the log is long and was not
 /// copied to its end, a second one with the request connection held so that it completes.
-fn checkpoint_step(conn: &Connection, requests: &Mutex<Connection>) -> rusqlite::Result<Log> {
+fn checkpoint_step(conn: &Connection, requests: &Mutex<Connection>) -> rusqlite::Result<Pass> {
     let (frames, copied) = checkpoint(conn)?;
-    if frames < RESTART_FRAMES {
-        return Ok(Log::Short);
+    if frames < RESTART_FRAMES || copied == frames {
+        return Ok(Pass::Rest);
     }
-    if copied < frames {
-        let _writes = requests.lock().unwrap_or_else(|p| p.into_inner());
-        checkpoint(conn)?;
-    }
-    Ok(Log::Long)
+    let _writes = requests.lock().unwrap_or_else(|p| p.into_inner());
+    let (frames, copied) = checkpoint(conn)?;
+    // Never a busy loop: a pass that could not finish (another process's reader) waits.
+    Ok(if copied == frames {
+        Pass::CaughtUp
+    } else {
+        Pass::Rest
+    })
 }
 
 /// One passive checkpoint; returns `(frames in the log, frames copied)`.
@@ -1082,9 +1086,11 @@ mod tests {
         }
         let frames = |c: &Connection| checkpoint(c).map_or(-1, |(frames, _)| frames);
         assert!(frames(&checkpointer) >= RESTART_FRAMES, "the log is long");
+        // Nothing is writing, so the passive pass reaches the end by itself: no catching up,
+        // and an idle store is not checkpointed in a loop.
         assert_eq!(
             checkpoint_step(&checkpointer, &store.conn).ok(),
-            Some(Log::Long)
+            Some(Pass::Rest)
         );
         // The next write finds the log fully copied and starts it again from the beginning.
         assert!(store.with_tx(|tx| insert(tx, "after")).is_ok());
@@ -1093,5 +1099,46 @@ mod tests {
         // The file was cut back to the limit, not left at its longest.
         assert!(file_len(&dir.0.join("db-wal")) <= JOURNAL_SIZE_LIMIT as u64);
         assert_eq!(approvals(&store), 6001);
+    }
+
+    #[test]
+    fn a_log_pinned_by_another_reader_is_left_to_the_next_interval() {
+        let dir = Scratch::new("pinned");
+        let path = dir.0.join("db");
+        let mut store = open(&path);
+        drop(store.checkpointer.take());
+        let (Ok(checkpointer), Ok(reader)) = (Connection::open(&path), Connection::open(&path))
+        else {
+            panic!("connections")
+        };
+        assert!(store.with_tx(|tx| insert(tx, "first")).is_ok());
+        // A reader (another process, say) holds a snapshot from before the bulk of the log.
+        assert!(exec(&reader, "BEGIN", []).is_ok());
+        assert_eq!(
+            query_row(&reader, "SELECT COUNT(*) FROM approvals", [], |r| r
+                .get::<_, i64>(0))
+            .ok(),
+            Some(1)
+        );
+        for n in 0..6000 {
+            assert!(store.with_tx(|tx| insert(tx, &format!("id-{n}"))).is_ok());
+        }
+        // The checkpoint cannot pass the reader's snapshot even with our writes held: the pass
+        // says rest, so the thread waits an interval instead of spinning on the lock.
+        assert_eq!(
+            checkpoint_step(&checkpointer, &store.conn).ok(),
+            Some(Pass::Rest)
+        );
+        assert!(exec(&reader, "COMMIT", []).is_ok());
+        assert_eq!(
+            checkpoint_step(&checkpointer, &store.conn).ok(),
+            Some(Pass::Rest)
+        );
+        assert!(store.with_tx(|tx| insert(tx, "after")).is_ok());
+        let frames = checkpoint(&checkpointer).map_or(-1, |(frames, _)| frames);
+        assert!(
+            (1..16).contains(&frames),
+            "{frames} frames after the reader left"
+        );
     }
 }
