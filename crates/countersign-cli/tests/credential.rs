@@ -171,3 +171,122 @@ fn revoke_exit_codes_export_and_the_audit_log() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `countersign serve` as a child process; killed on drop.
+struct Server {
+    child: std::process::Child,
+    base: String,
+}
+
+impl Server {
+    fn start(dir: &Path) -> Self {
+        use std::io::BufRead as _;
+        let mut child = Command::new(BIN)
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.join("data"))
+            .arg("--config")
+            .arg(dir.join("config.toml"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let base = loop {
+            let line = lines.next().expect("server printed its address").unwrap();
+            if let Some(addr) = line.strip_prefix("countersign: listening on ") {
+                break addr.trim().to_owned();
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+        Self { child, base }
+    }
+
+    /// Log in with `key` (a counter-less authenticator); `(status, body)`.
+    async fn login(&self, key: &SoftKey) -> (u16, Value) {
+        use countersign_softkey::AssertionRequest;
+        use countersign_testkit::{ORIGIN, RP_ID};
+        let http = reqwest::Client::new();
+        let c: Value = http
+            .post(format!("{}/v1/approver/login/challenge", self.base))
+            .json(&serde_json::json!({}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let challenge = b64::decode(c["challenge"].as_str().unwrap()).unwrap();
+        let r = key
+            .assert(&AssertionRequest::new(RP_ID, ORIGIN, challenge))
+            .unwrap();
+        let resp = http
+            .post(format!("{}/v1/approver/login", self.base))
+            .json(&serde_json::json!({
+                "credential_id": b64::encode(&r.credential_id),
+                "client_data_json": b64::encode(&r.client_data_json),
+                "authenticator_data": b64::encode(&r.authenticator_data),
+                "signature": b64::encode(&r.signature),
+            }))
+            .send()
+            .await
+            .unwrap();
+        (resp.status().as_u16(), resp.json().await.unwrap())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoking_while_the_service_runs_and_after_a_restart() {
+    let dir = scratch_dir();
+    let data = dir.join("data");
+    let alice = countersign_testkit::key("alice-es256");
+    let registry = dir.join("registry.json");
+    let doc = countersign_testkit::registry([countersign_testkit::enroll(&alice, "alice")]);
+    std::fs::write(&registry, serde_json::to_vec(&doc).unwrap()).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "rp_id = \"{}\"\norigins = [\"{}\"]\nregistry = \"{}\"\n",
+            countersign_testkit::RP_ID,
+            countersign_testkit::ORIGIN,
+            registry.display()
+        ),
+    )
+    .unwrap();
+
+    let server = Server::start(&dir);
+    let (status, body) = server.login(&alice).await;
+    assert_eq!(status, 200, "{body:?}");
+    // The CLI writes the database the running service holds open.
+    let id = b64::encode(alice.credential_id());
+    let out = run(&["credential", "revoke", &id, "--reason", "stolen"], &data);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    drop(server);
+
+    // After a restart (same registry file, which still lists the key unrevoked) the key is
+    // refused at once, and the audit file verifies with the revocation in it.
+    let server = Server::start(&dir);
+    let (status, body) = server.login(&alice).await;
+    assert_eq!(status, 401, "{body:?}");
+    assert_eq!(body["error"]["reason_code"], "credential_revoked");
+    drop(server);
+    let log = std::fs::read_to_string(data.join("audit.jsonl")).unwrap();
+    assert_eq!(log.matches("\"kind\":\"revocation\"").count(), 1, "{log}");
+    assert_eq!(log.matches("\"kind\":\"enrollment\"").count(), 1, "{log}");
+    let verified = Command::new(BIN)
+        .args(["audit", "verify"])
+        .arg(data.join("audit.jsonl"))
+        .arg("--key")
+        .arg(data.join("service-key.pub"))
+        .status()
+        .unwrap();
+    assert_eq!(verified.code(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
