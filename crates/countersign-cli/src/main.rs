@@ -112,6 +112,11 @@ enum Command {
         #[command(subcommand)]
         command: RegistryCommand,
     },
+    /// Enrolled credentials: list them, revoke a lost or retired one.
+    Credential {
+        #[command(subcommand)]
+        command: CredentialCommand,
+    },
     /// Approver enrollment commands.
     Enroll {
         #[command(subcommand)]
@@ -150,6 +155,59 @@ enum AuditCommand {
 enum RegistryCommand {
     /// Print the registry document of a service's data directory (what verifiers should trust).
     Export {
+        /// The service's data directory.
+        #[arg(long, default_value = "countersign-data")]
+        data_dir: PathBuf,
+        /// The service's database URL, when it is not the SQLite database in DATA_DIR.
+        #[arg(long, value_name = "URL")]
+        database: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum CredentialCommand {
+    /// List the enrolled credentials of a service's data directory (or database).
+    ///
+    /// One line per credential: principal, credential id (base64url, what `credential revoke`
+    /// takes), algorithm, AAGUID (the authenticator model, `-` when unknown), attestation
+    /// (format, and `verified` when its chain verified at enrollment) and whether it is revoked.
+    /// `--json` prints the same as a JSON array. Exit 0, or 2 when the data directory or
+    /// database cannot be opened.
+    List {
+        /// The service's data directory.
+        #[arg(long, default_value = "countersign-data")]
+        data_dir: PathBuf,
+        /// The service's database URL, when it is not the SQLite database in DATA_DIR.
+        #[arg(long, value_name = "URL")]
+        database: Option<String>,
+        /// Print a JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a credential: its key can no longer log in or decide.
+    ///
+    /// Marks the credential `revoked: true` in the database and appends a `revocation` line
+    /// (principal, credential id, your --reason) to the signed audit log, in one transaction.
+    /// It works whether the service is running or stopped: a running service (every replica)
+    /// notices within about half a second and from then on refuses the key's logins, its open
+    /// sessions and its decisions with `credential_revoked`. `registry export` shows the record
+    /// with `revoked: true`, so offline verifiers refuse it too once they take the new export.
+    ///
+    /// A revocation is final: a registry file that still lists the key does not bring it back at
+    /// the next start. To let the person approve again, invite them to enroll a new key
+    /// (`countersign enroll invite`). Find CREDENTIAL_ID with `countersign credential list`.
+    ///
+    /// Exit codes: 0 revoked, 1 already revoked (nothing changed), 2 unknown credential or
+    /// unusable input (not base64url, empty reason, no data directory, database unreachable).
+    #[command(after_help = "Example:\n  countersign credential revoke \
+                            AbC123-_xyz --reason 'YubiKey lost on 2026-12-01' \
+                            --data-dir /var/lib/countersign")]
+    Revoke {
+        /// The credential id, base64url (as `credential list` and `registry export` print it).
+        credential_id: String,
+        /// Why, in a few words; recorded in the signed audit log for auditors.
+        #[arg(long)]
+        reason: String,
         /// The service's data directory.
         #[arg(long, default_value = "countersign-data")]
         data_dir: PathBuf,
@@ -233,6 +291,23 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Registry {
             command: RegistryCommand::Export { data_dir, database },
         } => registry_export(&data_dir, database.as_deref()),
+        Command::Credential {
+            command:
+                CredentialCommand::List {
+                    data_dir,
+                    database,
+                    json,
+                },
+        } => credential_list(&data_dir, database.as_deref(), json),
+        Command::Credential {
+            command:
+                CredentialCommand::Revoke {
+                    credential_id,
+                    reason,
+                    data_dir,
+                    database,
+                },
+        } => credential_revoke(&credential_id, &reason, &data_dir, database.as_deref()),
         Command::Enroll {
             command:
                 EnrollCommand::Invite {
@@ -345,7 +420,11 @@ fn audit_verify(path: &PathBuf, key: &str, json: bool) -> anyhow::Result<u8> {
     })
 }
 
-fn registry_export(data_dir: &std::path::Path, database: Option<&str>) -> anyhow::Result<u8> {
+/// Open the store of a data directory (its service key seals any audit line written).
+fn open_store(
+    data_dir: &std::path::Path,
+    database: Option<&str>,
+) -> anyhow::Result<std::sync::Arc<dyn countersign_server::store::Store>> {
     use countersign_server::store::DatabaseUrl;
     let key = data_dir.join(countersign_server::files::SERVICE_KEY);
     anyhow::ensure!(
@@ -358,12 +437,163 @@ fn registry_export(data_dir: &std::path::Path, database: Option<&str>) -> anyhow
         Some(url) => DatabaseUrl::parse(url)?,
         None => DatabaseUrl::default_in(data_dir),
     };
-    let store = url.open(sealer, countersign_server::config::Durability::Normal)?;
+    Ok(url.open(sealer, countersign_server::config::Durability::Normal)?)
+}
+
+fn registry_export(data_dir: &std::path::Path, database: Option<&str>) -> anyhow::Result<u8> {
+    let store = open_store(data_dir, database)?;
     let doc = countersign::RegistryDocument {
         credentials: store.credentials()?,
     };
     println!("{}", serde_json::to_string_pretty(&doc)?);
     Ok(EXIT_ALLOW)
+}
+
+/// One row of `credential list`.
+#[derive(serde::Serialize)]
+struct CredentialRow {
+    principal: String,
+    credential_id: String,
+    algorithm: &'static str,
+    aaguid: Option<String>,
+    attestation_format: Option<String>,
+    chain_verified: bool,
+    revoked: bool,
+}
+
+fn algorithm_name(public_key: &[u8]) -> &'static str {
+    use countersign::webauthn::{CoseAlgorithm, CosePublicKey};
+    match CosePublicKey::from_cose(public_key).map(|k| k.algorithm()) {
+        Ok(CoseAlgorithm::Es256) => "ES256",
+        Ok(CoseAlgorithm::Es384) => "ES384",
+        Ok(CoseAlgorithm::EdDsa) => "EdDSA",
+        Ok(CoseAlgorithm::Rs256) => "RS256",
+        Ok(_) => "other",
+        Err(_) => "unsupported",
+    }
+}
+
+fn credential_list(
+    data_dir: &std::path::Path,
+    database: Option<&str>,
+    json: bool,
+) -> anyhow::Result<u8> {
+    let store = open_store(data_dir, database)?;
+    let rows: Vec<CredentialRow> = store
+        .credentials()?
+        .into_iter()
+        .map(|c| CredentialRow {
+            algorithm: algorithm_name(&c.public_key),
+            credential_id: countersign::b64::encode(&c.credential_id),
+            aaguid: c.aaguid.map(|a| a.to_string()),
+            attestation_format: c.attestation.as_ref().map(|a| a.format.clone()),
+            chain_verified: c.attestation.as_ref().is_some_and(|a| a.chain_verified),
+            revoked: c.revoked,
+            principal: c.principal,
+        })
+        .collect();
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+        return Ok(EXIT_ALLOW);
+    }
+    if rows.is_empty() {
+        eprintln!("countersign: no credential enrolled");
+        return Ok(EXIT_ALLOW);
+    }
+    let table: Vec<[String; 6]> = rows
+        .iter()
+        .map(|r| {
+            let attestation = match (&r.attestation_format, r.chain_verified) {
+                (Some(format), true) => format!("{format} verified"),
+                (Some(format), false) => format.clone(),
+                (None, _) => "-".to_owned(),
+            };
+            [
+                r.principal.clone(),
+                r.credential_id.clone(),
+                r.algorithm.to_owned(),
+                r.aaguid.clone().unwrap_or_else(|| "-".to_owned()),
+                attestation,
+                if r.revoked { "REVOKED" } else { "active" }.to_owned(),
+            ]
+        })
+        .collect();
+    let header = [
+        "PRINCIPAL",
+        "CREDENTIAL ID",
+        "ALG",
+        "AAGUID",
+        "ATTESTATION",
+        "STATUS",
+    ];
+    let mut widths = header.map(str::len);
+    for row in &table {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: [&str; 6]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        padded.join("  ").trim_end().to_owned()
+    };
+    writeln!(out, "{}", line(header))?;
+    for row in &table {
+        writeln!(out, "{}", line(row.each_ref().map(String::as_str)))?;
+    }
+    Ok(EXIT_ALLOW)
+}
+
+fn credential_revoke(
+    credential_id: &str,
+    reason: &str,
+    data_dir: &std::path::Path,
+    database: Option<&str>,
+) -> anyhow::Result<u8> {
+    use countersign_server::store::RevokeOutcome;
+    let Ok(id) = countersign::b64::decode(credential_id.trim()) else {
+        eprintln!(
+            "countersign: {credential_id:?} is not a base64url credential id (see `countersign \
+             credential list`)"
+        );
+        return Ok(EXIT_UNUSABLE);
+    };
+    let reason = reason.trim();
+    if reason.is_empty() {
+        eprintln!("countersign: --reason must say why (it is recorded in the audit log)");
+        return Ok(EXIT_UNUSABLE);
+    }
+    let store = open_store(data_dir, database)?;
+    let now = countersign_server::clock::to_ms(countersign_server::Clock::now(
+        &countersign_server::SystemClock,
+    ));
+    let encoded = countersign::b64::encode(&id);
+    Ok(
+        match countersign_server::store::revoke(store.as_ref(), &id, reason, now)? {
+            RevokeOutcome::Revoked => {
+                eprintln!(
+                    "countersign: revoked {encoded}; a running service refuses it within a \
+                     second, and the audit log records the revocation"
+                );
+                EXIT_ALLOW
+            }
+            RevokeOutcome::AlreadyRevoked => {
+                eprintln!("countersign: {encoded} was already revoked; nothing changed");
+                EXIT_DENY
+            }
+            RevokeOutcome::NotFound => {
+                eprintln!(
+                    "countersign: no enrolled credential has id {encoded} (see `countersign \
+                     credential list`)"
+                );
+                EXIT_UNUSABLE
+            }
+        },
+    )
 }
 
 fn read_input(path: &PathBuf) -> anyhow::Result<Vec<u8>> {

@@ -45,7 +45,7 @@ impl Clock for ManualClock {
 }
 
 /// Milliseconds since the Unix epoch (the database's time unit).
-pub(crate) fn to_ms(t: OffsetDateTime) -> i64 {
+pub fn to_ms(t: OffsetDateTime) -> i64 {
     i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
 }
 

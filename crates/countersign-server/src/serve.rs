@@ -59,7 +59,10 @@ pub fn open_state(data_dir: &Path, config: Config, public_url: String) -> anyhow
             .with_context(|| format!("parsing registry {}", path.display()))?;
         countersign::CredentialRegistry::from_document(doc.clone())
             .with_context(|| format!("loading registry {}", path.display()))?;
-        store.put_credentials(&doc.credentials)?;
+        // Only new or changed records are written (and audited): importing the same file at
+        // every start adds nothing.
+        let now = crate::clock::to_ms(crate::clock::Clock::now(&SystemClock));
+        store.put_credentials(&doc.credentials, now)?;
     }
     let mirror = AuditMirror::open(&data_dir.join(files::AUDIT_LOG), store.as_ref())?;
     AppState::new(StateParts {
@@ -133,6 +136,14 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
             tick.tick().await;
             if let Err(e) = sweeper.expire_overdue().await {
                 tracing::error!(error = %e.message, "expiry sweep failed");
+            }
+            // Enrollments and revocations written by another process (the CLI, a replica).
+            match sweeper.refresh_registry().await {
+                Ok(true) => {
+                    tracing::info!("credentials changed in the database; registry reloaded")
+                }
+                Ok(false) => {}
+                Err(e) => tracing::error!(error = %e.message, "registry refresh failed"),
             }
         }
     });

@@ -1,6 +1,7 @@
 //! The kinds of audit line (seed 000's model: an outcome line closes the request's record at once;
 //! a human verdict is a separate `decision` line cross-referenced by `approval_id`).
 
+use countersign::{CredentialRecord, b64};
 use serde_json::{Map, Value, json};
 
 /// The body of one audit line before it is sealed (no `seq`, `prev_hash` or `sig`).
@@ -19,6 +20,38 @@ pub struct RequestFacts<'a> {
     pub severity: &'a str,
     pub expires_at: &'a str,
     pub fingerprint: &'a str,
+}
+
+/// Where an enrolled credential came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnrollmentSource {
+    /// A redeemed invite (the registration ceremony).
+    Invite,
+    /// A registry file imported at startup, or `AppState::enroll`.
+    Registry,
+}
+
+impl EnrollmentSource {
+    /// The `source` member's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Invite => "invite",
+            Self::Registry => "registry",
+        }
+    }
+}
+
+/// What an `enrollment` line records.
+#[derive(Debug, Clone)]
+pub struct EnrollmentFacts<'a> {
+    pub principal: &'a str,
+    /// base64url.
+    pub credential_id: &'a str,
+    pub aaguid: Option<&'a str>,
+    pub attestation_format: &'a str,
+    pub chain_verified: bool,
+    pub group: Option<&'a str>,
+    pub source: EnrollmentSource,
 }
 
 impl AuditEvent {
@@ -106,6 +139,69 @@ impl AuditEvent {
             "ts": ts,
             "fingerprint": fingerprint,
         }))
+    }
+
+    /// A credential enrolled: through an invite (`source` `"invite"`), or imported from a
+    /// registry file / `AppState::enroll` (`"registry"`). Carries no `approval_id`.
+    pub fn enrollment(ts: &str, facts: &EnrollmentFacts<'_>) -> Self {
+        Self::of(json!({
+            "kind": "enrollment",
+            "ts": ts,
+            "principal": facts.principal,
+            "credential_id": facts.credential_id,
+            "aaguid": facts.aaguid,
+            "attestation_format": facts.attestation_format,
+            "chain_verified": facts.chain_verified,
+            "group": facts.group,
+            "source": facts.source.as_str(),
+        }))
+    }
+
+    /// The `enrollment` line of a stored credential record.
+    pub fn enrollment_of(
+        ts: &str,
+        record: &CredentialRecord,
+        group: Option<&str>,
+        source: EnrollmentSource,
+    ) -> Self {
+        let credential_id = b64::encode(&record.credential_id);
+        let aaguid = record.aaguid.map(|a| a.to_string());
+        Self::enrollment(
+            ts,
+            &EnrollmentFacts {
+                principal: &record.principal,
+                credential_id: &credential_id,
+                aaguid: aaguid.as_deref(),
+                attestation_format: record
+                    .attestation
+                    .as_ref()
+                    .map_or("none", |a| a.format.as_str()),
+                chain_verified: record
+                    .attestation
+                    .as_ref()
+                    .is_some_and(|a| a.chain_verified),
+                group,
+                source,
+            },
+        )
+    }
+
+    /// A credential revoked by an operator, with the operator's reason. Carries no
+    /// `approval_id`.
+    pub fn revocation(ts: &str, principal: &str, credential_id: &[u8], reason: &str) -> Self {
+        Self::of(json!({
+            "kind": "revocation",
+            "ts": ts,
+            "principal": principal,
+            "credential_id": b64::encode(credential_id),
+            "reason": reason,
+        }))
+    }
+
+    /// Drop a member (tests build malformed lines with it).
+    #[cfg(test)]
+    pub(crate) fn remove(&mut self, key: &str) {
+        self.0.remove(key);
     }
 
     #[cfg(test)]

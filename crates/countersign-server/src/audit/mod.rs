@@ -12,7 +12,7 @@ pub(crate) mod events;
 mod mirror;
 mod verify;
 
-pub use events::{AuditEvent, RequestFacts};
+pub use events::{AuditEvent, EnrollmentFacts, EnrollmentSource, RequestFacts};
 pub use mirror::AuditMirror;
 pub use verify::{AuditIssue, AuditReport, IssueClass, verify_log};
 

@@ -7,6 +7,12 @@
 //! does not contain is informational (the request was recorded in an earlier file); two terminal
 //! lines (decision or settlement) for one approval is a violation, because a correct writer —
 //! whose database settles each approval once, atomically — cannot produce it.
+//!
+//! Credential lines (`enrollment`, `revocation`) carry no `approval_id`. A revocation of a
+//! credential the file never enrolled is informational (enrolled in an earlier file); a second
+//! enrollment of a credential id, or a second revocation, without the other in between is a
+//! violation; and so is a decision whose evidence names a credential revoked earlier in the file,
+//! because the service refuses a revoked credential's assertions.
 
 use super::{AUDIT_DOMAIN, GENESIS_HASH, SIG_SUFFIX_LEN, line_hash};
 use countersign::b64;
@@ -60,9 +66,19 @@ struct Approval {
     granted: bool,
 }
 
+/// What the file has said so far about one credential id (base64url).
+#[derive(Default)]
+struct Credential {
+    /// Line of the enrollment that is in force (not followed by a revocation).
+    enrolled: Option<usize>,
+    /// Line of the revocation that is in force (not followed by a re-enrollment).
+    revoked: Option<usize>,
+}
+
 struct Checker {
     report: AuditReport,
     approvals: HashMap<String, Approval>,
+    credentials: HashMap<String, Credential>,
 }
 
 impl Checker {
@@ -87,6 +103,7 @@ pub fn verify_log(bytes: &[u8], key: &VerifyingKey) -> AuditReport {
     let mut c = Checker {
         report: AuditReport::default(),
         approvals: HashMap::new(),
+        credentials: HashMap::new(),
     };
     let Ok(text) = std::str::from_utf8(bytes) else {
         c.violation(0, "not_utf8", "the log is not UTF-8 text".into());
@@ -213,6 +230,10 @@ fn split_signature(line: &str) -> Option<(String, Signature)> {
 /// The cross-line rules for one readable line.
 fn check_structure(c: &mut Checker, n: usize, object: &Map<String, Value>) {
     let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+    if matches!(kind, "enrollment" | "revocation") {
+        credential_line(c, n, kind, object);
+        return;
+    }
     let Some(id) = object.get("approval_id").and_then(Value::as_str) else {
         c.violation(
             n,
@@ -250,11 +271,77 @@ fn check_structure(c: &mut Checker, n: usize, object: &Map<String, Value>) {
                     format!("{id} was requested in an earlier file"),
                 );
             }
+            revoked_signer(c, n, &id, object.get("evidence"));
             terminal(c, n, id, verdict);
         }
         "settlement" => terminal(c, n, id, "DENIED"),
         "grant" => grant(c, n, id),
         other => c.violation(n, "unknown_kind", format!("unknown line kind {other:?}")),
+    }
+}
+
+/// An `enrollment` or `revocation` line.
+fn credential_line(c: &mut Checker, n: usize, kind: &str, object: &Map<String, Value>) {
+    let Some(id) = object.get("credential_id").and_then(Value::as_str) else {
+        c.violation(
+            n,
+            "no_credential_id",
+            format!("{kind:?} line without credential_id"),
+        );
+        return;
+    };
+    let id = id.to_owned();
+    let state = c.credentials.entry(id.clone()).or_default();
+    if kind == "enrollment" {
+        if let Some(first) = state.enrolled {
+            c.violation(
+                n,
+                "duplicate_enrollment",
+                format!("credential {id} already enrolled on line {first} and not revoked since"),
+            );
+            return;
+        }
+        state.enrolled = Some(n);
+        state.revoked = None;
+        return;
+    }
+    if let Some(first) = state.revoked {
+        c.violation(
+            n,
+            "duplicate_revocation",
+            format!("credential {id} already revoked on line {first}"),
+        );
+        return;
+    }
+    let enrolled = state.enrolled.take();
+    state.revoked = Some(n);
+    if enrolled.is_none() {
+        c.note(
+            n,
+            "revocation_for_unknown_credential",
+            format!("credential {id} was enrolled in an earlier file"),
+        );
+    }
+}
+
+/// A decision whose evidence names a credential revoked earlier in the file.
+fn revoked_signer(c: &mut Checker, n: usize, approval: &str, evidence: Option<&Value>) {
+    let entries: Vec<&Value> = match evidence {
+        Some(Value::Array(entries)) => entries.iter().collect(),
+        Some(entry @ Value::Object(_)) => vec![entry],
+        _ => Vec::new(),
+    };
+    for entry in entries {
+        let Some(id) = entry.get("credential_id").and_then(Value::as_str) else {
+            continue;
+        };
+        if let Some(line) = c.credentials.get(id).and_then(|s| s.revoked) {
+            c.violation(
+                n,
+                "decision_by_revoked_credential",
+                format!("{approval} decided with credential {id}, revoked on line {line}"),
+            );
+        }
     }
 }
 
@@ -438,6 +525,155 @@ mod tests {
             codes(&verify(&s, &lines), IssueClass::Violation),
             ["grant_collected_twice"]
         );
+    }
+
+    fn decided_by(id: &str, credential: &str) -> AuditEvent {
+        let evidence = serde_json::json!({"credential_id": credential, "format": "webauthn"});
+        AuditEvent::decision(id, T, "APPROVED", "alice", &Value::Null, &evidence)
+    }
+
+    fn enrolled(credential: &[u8]) -> AuditEvent {
+        let record = countersign::CredentialRecord {
+            credential_id: credential.to_vec(),
+            principal: "alice".into(),
+            public_key: vec![1],
+            aaguid: None,
+            backup_eligible: None,
+            attestation: None,
+            sign_count: 0,
+            revoked: false,
+        };
+        AuditEvent::enrollment_of(
+            T,
+            &record,
+            Some("ops"),
+            super::super::EnrollmentSource::Invite,
+        )
+    }
+
+    fn revoked(credential: &[u8]) -> AuditEvent {
+        AuditEvent::revocation(T, "alice", credential, "lost")
+    }
+
+    #[test]
+    fn credential_lines_need_no_approval_id_and_say_what_they_record() {
+        let (s, lines) = log(&[enrolled(b"k1"), revoked(b"k1")]);
+        let r = verify(&s, &lines);
+        assert!(r.is_valid(), "{r:?}");
+        assert!(r.issues.is_empty(), "{r:?}");
+        let line: Value = serde_json::from_str(&lines[0]).unwrap_or_default();
+        assert_eq!(line["kind"], "enrollment");
+        assert_eq!(line["credential_id"], countersign::b64::encode(b"k1"));
+        assert_eq!(line["aaguid"], Value::Null);
+        assert_eq!(line["attestation_format"], "none");
+        assert_eq!(line["chain_verified"], false);
+        assert_eq!(line["group"], "ops");
+        assert_eq!(line["source"], "invite");
+        assert!(line.get("approval_id").is_none());
+        let line: Value = serde_json::from_str(&lines[1]).unwrap_or_default();
+        assert_eq!(line["kind"], "revocation");
+        assert_eq!(line["reason"], "lost");
+        // Without a credential id the line says nothing checkable.
+        let mut bare = revoked(b"k1");
+        bare.remove("credential_id");
+        let (s, lines) = log(&[bare]);
+        assert_eq!(
+            codes(&verify(&s, &lines), IssueClass::Violation),
+            ["no_credential_id"]
+        );
+        // Other kinds still need their approval id.
+        let mut outcome = AuditEvent::outcome("a", T, "PENDING", None);
+        outcome.remove("approval_id");
+        let (s, lines) = log(&[outcome]);
+        assert_eq!(
+            codes(&verify(&s, &lines), IssueClass::Violation),
+            ["no_approval_id"]
+        );
+    }
+
+    #[test]
+    fn a_revocation_without_enrollment_in_the_file_is_informational() {
+        let (s, lines) = log(&[revoked(b"k1")]);
+        let r = verify(&s, &lines);
+        assert!(r.is_valid());
+        assert_eq!(
+            codes(&r, IssueClass::Informational),
+            ["revocation_for_unknown_credential"]
+        );
+        // Negative: enrolled in this file, nothing to report.
+        let (s, lines) = log(&[enrolled(b"k1"), revoked(b"k1")]);
+        assert!(verify(&s, &lines).issues.is_empty());
+    }
+
+    #[test]
+    fn a_second_enrollment_needs_a_revocation_in_between() {
+        let (s, lines) = log(&[enrolled(b"k1"), enrolled(b"k2"), enrolled(b"k1")]);
+        let r = verify(&s, &lines);
+        assert_eq!(codes(&r, IssueClass::Violation), ["duplicate_enrollment"]);
+        assert_eq!(r.issues.first().map(|i| i.line), Some(3));
+        // Negative: revoked in between, the same id may be enrolled again.
+        let (s, lines) = log(&[enrolled(b"k1"), revoked(b"k1"), enrolled(b"k1")]);
+        let r = verify(&s, &lines);
+        assert!(r.is_valid() && r.issues.is_empty(), "{r:?}");
+    }
+
+    #[test]
+    fn a_second_revocation_needs_an_enrollment_in_between() {
+        let (s, lines) = log(&[enrolled(b"k1"), revoked(b"k1"), revoked(b"k1")]);
+        assert_eq!(
+            codes(&verify(&s, &lines), IssueClass::Violation),
+            ["duplicate_revocation"]
+        );
+        let (s, lines) = log(&[revoked(b"k1"), enrolled(b"k1"), revoked(b"k1")]);
+        assert!(verify(&s, &lines).is_valid());
+    }
+
+    #[test]
+    fn a_decision_by_a_revoked_credential_is_a_violation() {
+        let k1 = countersign::b64::encode(b"k1");
+        let mut events = vec![enrolled(b"k1"), revoked(b"k1")];
+        events.extend(lifecycle("a"));
+        events[4] = decided_by("a", &k1);
+        let (s, lines) = log(&events);
+        let r = verify(&s, &lines);
+        assert_eq!(
+            codes(&r, IssueClass::Violation),
+            ["decision_by_revoked_credential"]
+        );
+        assert_eq!(r.issues.first().map(|i| i.line), Some(5));
+        // Evidence as an array is read the same way.
+        let array = AuditEvent::decision(
+            "a",
+            T,
+            "DENIED",
+            "alice",
+            &Value::Null,
+            &serde_json::json!([{"credential_id": k1}]),
+        );
+        let (s, lines) = log(&[revoked(b"k1"), array]);
+        assert_eq!(
+            codes(&verify(&s, &lines), IssueClass::Violation),
+            ["decision_by_revoked_credential"]
+        );
+        // Negative: decided before the revocation, or by another credential, or after a
+        // re-enrollment.
+        let mut events = vec![enrolled(b"k1")];
+        events.extend(lifecycle("a"));
+        events[3] = decided_by("a", &k1);
+        events.push(revoked(b"k1"));
+        let (s, lines) = log(&events);
+        let r = verify(&s, &lines);
+        assert!(r.is_valid() && r.issues.is_empty(), "{r:?}");
+        let mut events = vec![enrolled(b"k1"), revoked(b"k1")];
+        events.extend(lifecycle("a"));
+        events[4] = decided_by("a", &countersign::b64::encode(b"k2"));
+        let (s, lines) = log(&events);
+        assert!(verify(&s, &lines).is_valid());
+        let mut events = vec![enrolled(b"k1"), revoked(b"k1"), enrolled(b"k1")];
+        events.extend(lifecycle("a"));
+        events[5] = decided_by("a", &k1);
+        let (s, lines) = log(&events);
+        assert!(verify(&s, &lines).is_valid());
     }
 
     proptest::proptest! {

@@ -149,13 +149,14 @@ impl AppState {
         let authenticator_data = decode("authenticator_data", &body.authenticator_data)?;
         let signature = decode("signature", &body.signature)?;
         let registry = self.registry();
-        let credential = registry
-            .get(&credential_id)
-            .filter(|c| !c.record().revoked)
-            .ok_or_else(|| {
-                ApiError::unauthorized("credential is not enrolled (or revoked)")
-                    .reason(ReasonCode::CredentialUnknown)
-            })?;
+        let credential = registry.get(&credential_id).ok_or_else(|| {
+            ApiError::unauthorized("credential is not enrolled")
+                .reason(ReasonCode::CredentialUnknown)
+        })?;
+        if credential.record().revoked {
+            return Err(ApiError::unauthorized("credential is revoked")
+                .reason(ReasonCode::CredentialRevoked));
+        }
         let key = credential.key().map_err(|e| {
             ApiError::unauthorized(e.to_string()).reason(ReasonCode::UnsupportedAlgorithm)
         })?;
@@ -217,9 +218,22 @@ impl AppState {
     pub async fn authenticate(&self, token: &str) -> Result<Session, ApiError> {
         let hash = token_hash(token);
         let now = self.now_ms();
-        self.blocking(move |s| s.session(&hash, now))
+        let session = self
+            .blocking(move |s| s.session(&hash, now))
             .await?
-            .ok_or_else(|| ApiError::unauthorized("unknown or expired session"))
+            .ok_or_else(|| ApiError::unauthorized("unknown or expired session"))?;
+        // A session opened before its credential was revoked ends with the revocation.
+        if self
+            .registry()
+            .get(&session.credential_id)
+            .is_some_and(|c| c.record().revoked)
+        {
+            return Err(
+                ApiError::unauthorized("the credential of this session is revoked")
+                    .reason(ReasonCode::CredentialRevoked),
+            );
+        }
+        Ok(session)
     }
 
     fn check_eligible(&self, tool_name: &str, principal: &str) -> Result<(), ApiError> {

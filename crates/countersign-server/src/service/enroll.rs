@@ -164,8 +164,14 @@ impl AppState {
         })?;
         let stored = record.clone();
         let hash = invite.token_hash;
+        let event = crate::audit::AuditEvent::enrollment_of(
+            &rfc3339(from_ms(now)),
+            &record,
+            invite.group.as_deref(),
+            crate::audit::EnrollmentSource::Invite,
+        );
         match self
-            .blocking(move |s| s.redeem_invite(&hash, now, &stored))
+            .committing(move |s| s.redeem_invite(&hash, now, &stored, &event))
             .await?
         {
             RedeemOutcome::Redeemed => {}
@@ -188,8 +194,10 @@ impl AppState {
 
     /// Rebuild the in-memory registry and group members from the store.
     pub async fn reload_credentials(&self) -> Result<(), ApiError> {
-        let (credentials, memberships) = self
-            .blocking(|s| Ok((s.credentials()?, s.memberships()?)))
+        // The version is read first: a change committed while reading is loaded now or, at the
+        // latest, on the next refresh, never missed.
+        let (version, credentials, memberships) = self
+            .blocking(|s| Ok((s.credentials_version()?, s.credentials()?, s.memberships()?)))
             .await?;
         let registry = CredentialRegistry::from_document(RegistryDocument { credentials })
             .map_err(ApiError::internal)?;
@@ -203,6 +211,9 @@ impl AppState {
             .members
             .write()
             .unwrap_or_else(|p| p.into_inner()) = group_members(memberships);
+        self.inner
+            .registry_version
+            .store(version, std::sync::atomic::Ordering::Release);
         Ok(())
     }
 

@@ -38,6 +38,8 @@ struct Inner {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     registry: RwLock<Arc<CredentialRegistry>>,
+    /// The store's credentials version the registry was loaded at.
+    registry_version: std::sync::atomic::AtomicU64,
     service_key: String,
     /// Bumped after every settlement; long-polls wait on it.
     settled: watch::Sender<u64>,
@@ -90,6 +92,7 @@ pub struct StateParts {
 impl AppState {
     /// Assemble the state and load the enrolled credentials from the store.
     pub fn new(parts: StateParts) -> Result<Self, anyhow::Error> {
+        let version = parts.store.credentials_version()?;
         let records = parts.store.credentials()?;
         let registry = CredentialRegistry::from_document(RegistryDocument {
             credentials: records,
@@ -127,6 +130,7 @@ impl AppState {
                 store: parts.store,
                 clock: parts.clock,
                 registry: RwLock::new(Arc::new(registry)),
+                registry_version: std::sync::atomic::AtomicU64::new(version),
                 service_key: parts.sealer.public_key_b64(),
                 settled: watch::channel(0).0,
                 mirror: parts.mirror.map(Mutex::new),
@@ -182,25 +186,60 @@ impl AppState {
             .clone()
     }
 
-    /// Enroll (or replace) credentials: stored, then the in-memory registry is rebuilt.
+    /// Enroll (or replace) credentials: stored with their `enrollment` lines (see
+    /// [`Store::put_credentials`]), then the in-memory registry is rebuilt.
     pub async fn enroll(&self, records: Vec<CredentialRecord>) -> Result<(), anyhow::Error> {
         // Refuse a document the core would refuse before storing anything.
         CredentialRegistry::from_document(RegistryDocument {
             credentials: records.clone(),
         })?;
-        let store = self.inner.store.clone();
-        let all = tokio::task::spawn_blocking(move || {
-            store.put_credentials(&records)?;
-            store.credentials()
+        let now = self.now_ms();
+        let state = self.clone();
+        tokio::task::spawn_blocking(move || {
+            state.inner.store.put_credentials(&records, now)?;
+            state.sync_audit_file();
+            Ok::<_, StoreError>(())
         })
         .await??;
-        let registry = CredentialRegistry::from_document(RegistryDocument { credentials: all })?;
-        *self
-            .inner
-            .registry
-            .write()
-            .unwrap_or_else(|p| p.into_inner()) = Arc::new(registry);
+        self.reload_credentials()
+            .await
+            .map_err(|e| anyhow::anyhow!(e.message))?;
         Ok(())
+    }
+
+    /// Revoke a credential (what `countersign credential revoke` does from another process):
+    /// stored with its `revocation` line, then the registry reloaded.
+    pub async fn revoke_credential(
+        &self,
+        credential_id: Vec<u8>,
+        reason: String,
+    ) -> Result<crate::store::RevokeOutcome, ApiError> {
+        let now = self.now_ms();
+        let outcome = self
+            .committing(move |s| crate::store::revoke(s, &credential_id, &reason, now))
+            .await?;
+        self.reload_credentials().await?;
+        Ok(outcome)
+    }
+
+    /// Reload the registry and group memberships when the store's credentials version moved
+    /// (another process or replica enrolled or revoked), and bring the audit file up to date
+    /// with the lines it wrote. The sweeper calls this every 500 ms; returns whether it reloaded.
+    pub async fn refresh_registry(&self) -> Result<bool, ApiError> {
+        let version = self.blocking(|s| s.credentials_version()).await?;
+        let loaded = self
+            .inner
+            .registry_version
+            .load(std::sync::atomic::Ordering::Acquire);
+        if version == loaded {
+            return Ok(false);
+        }
+        self.reload_credentials().await?;
+        let state = self.clone();
+        tokio::task::spawn_blocking(move || state.sync_audit_file())
+            .await
+            .map_err(ApiError::internal)?;
+        Ok(true)
     }
 
     /// The registry document a verifier should trust (public keys only).

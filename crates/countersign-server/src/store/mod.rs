@@ -221,6 +221,94 @@ pub enum RedeemOutcome {
     CredentialExists,
 }
 
+/// What revoking a credential did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RevokeOutcome {
+    /// Marked revoked and the `revocation` line appended.
+    Revoked,
+    /// No credential with that id; nothing changed.
+    NotFound,
+    /// Revoked earlier; nothing changed.
+    AlreadyRevoked,
+}
+
+/// Reason recorded when a registry file itself marks a credential revoked.
+pub const REVOKED_IN_REGISTRY: &str = "revoked in the registry file";
+/// Reason recorded when a registry file replaces a live credential's stored record: the old
+/// record is revoked and the new one enrolled, so the log never shows two live enrollments.
+pub const REPLACED_BY_REGISTRY: &str = "superseded: the registry file changed the stored record";
+
+/// What importing one registry record does to the stored one.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Import {
+    /// Identical, or the stored credential is revoked (a revocation is final: a registry file
+    /// that still lists the key cannot bring it back).
+    Keep,
+    /// New: insert it.
+    Insert(Vec<AuditEvent>),
+    /// Changed: replace the stored record.
+    Replace(Vec<AuditEvent>),
+}
+
+/// The one rule both stores apply to every record of `put_credentials`.
+pub(crate) fn plan_import(
+    stored: Option<&CredentialRecord>,
+    incoming: &CredentialRecord,
+    now: i64,
+) -> Import {
+    use crate::audit::EnrollmentSource::Registry;
+    let ts = crate::clock::rfc3339(crate::clock::from_ms(now));
+    let enrollment = || AuditEvent::enrollment_of(&ts, incoming, None, Registry);
+    let revocation = |record: &CredentialRecord, reason: &str| {
+        AuditEvent::revocation(&ts, &record.principal, &record.credential_id, reason)
+    };
+    match stored {
+        None => {
+            let mut events = vec![enrollment()];
+            if incoming.revoked {
+                events.push(revocation(incoming, REVOKED_IN_REGISTRY));
+            }
+            Import::Insert(events)
+        }
+        Some(old) if old.revoked || old == incoming => {
+            if old != incoming {
+                tracing::warn!(
+                    credential_id = %countersign::b64::encode(&old.credential_id),
+                    "registry record for a revoked credential ignored: revocation is final"
+                );
+            }
+            Import::Keep
+        }
+        Some(old) if incoming.revoked => {
+            Import::Replace(vec![revocation(old, REVOKED_IN_REGISTRY)])
+        }
+        Some(old) => Import::Replace(vec![revocation(old, REPLACED_BY_REGISTRY), enrollment()]),
+    }
+}
+
+/// Revoke `credential_id` with the operator's `reason`: reads the record for its principal,
+/// then [`Store::revoke_credential`] (which re-checks under its transaction).
+pub fn revoke(
+    store: &dyn Store,
+    credential_id: &[u8],
+    reason: &str,
+    now: i64,
+) -> Result<RevokeOutcome, StoreError> {
+    let Some(record) = store
+        .credentials()?
+        .into_iter()
+        .find(|c| c.credential_id == credential_id)
+    else {
+        return Ok(RevokeOutcome::NotFound);
+    };
+    if record.revoked {
+        return Ok(RevokeOutcome::AlreadyRevoked);
+    }
+    let ts = crate::clock::rfc3339(crate::clock::from_ms(now));
+    let event = AuditEvent::revocation(&ts, &record.principal, credential_id, reason);
+    store.revoke_credential(credential_id, now, &event)
+}
+
 /// A storage failure (not a refusal: refusals are outcomes).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -286,8 +374,27 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// The live session for a token hash.
     fn session(&self, token_hash: &[u8; 32], now: i64) -> Result<Option<Session>, StoreError>;
 
-    /// Insert or replace enrolled credentials.
-    fn put_credentials(&self, records: &[CredentialRecord]) -> Result<(), StoreError>;
+    /// Import enrolled credentials (a registry file, `AppState::enroll`), in one transaction.
+    /// A new credential is inserted with an `enrollment` line (`source: "registry"`); a changed
+    /// one replaces the stored record with a `revocation` line for the old record and an
+    /// `enrollment` line for the new one (only a `revocation` line when the change is
+    /// `revoked: true`); an identical one, or any record of a revoked credential, changes
+    /// nothing. Returns how many credentials were inserted or replaced.
+    fn put_credentials(&self, records: &[CredentialRecord], now: i64) -> Result<usize, StoreError>;
+    /// Revoke a credential, in one transaction: `revoked: true` in its stored record and
+    /// `event` (its `revocation` line) appended. Nothing changes on refusal. (Sessions are kept:
+    /// the service refuses a session whose credential its registry says is revoked, with
+    /// `credential_revoked`.)
+    fn revoke_credential(
+        &self,
+        credential_id: &[u8],
+        now: i64,
+        event: &AuditEvent,
+    ) -> Result<RevokeOutcome, StoreError>;
+    /// A counter raised by every transaction that changes the credentials or memberships
+    /// (redeemed invite, import, revocation): a process compares it with the value it loaded
+    /// its registry at to notice changes made by another process or replica.
+    fn credentials_version(&self) -> Result<u64, StoreError>;
     /// Every enrolled credential.
     fn credentials(&self) -> Result<Vec<CredentialRecord>, StoreError>;
 
@@ -301,12 +408,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<Option<crate::enroll::Invite>, StoreError>;
     /// Redeem an invite, in one transaction: mark it used (compare-and-set on "unused and
     /// unexpired"), insert the credential (never replacing an existing id), and record the
-    /// invite's group membership.
+    /// invite's group membership, and append `event` (the `enrollment` line).
     fn redeem_invite(
         &self,
         token_hash: &[u8; 32],
         now: i64,
         credential: &CredentialRecord,
+        event: &AuditEvent,
     ) -> Result<RedeemOutcome, StoreError>;
     /// Group memberships granted by redeemed invites: `(principal, group)`.
     fn memberships(&self) -> Result<Vec<(String, String)>, StoreError>;

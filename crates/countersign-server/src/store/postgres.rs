@@ -21,8 +21,8 @@
 //! any thread, like the SQLite store's mutex.
 
 use super::{
-    ApprovalRecord, GrantOutcome, IssuedChallenge, NewApproval, RedeemOutcome, Session, SettleKind,
-    SettleOutcome, Settlement, Store, StoreError,
+    ApprovalRecord, GrantOutcome, Import, IssuedChallenge, NewApproval, RedeemOutcome,
+    RevokeOutcome, Session, SettleKind, SettleOutcome, Settlement, Store, StoreError, plan_import,
 };
 use crate::audit::{AuditEvent, AuditSealer, GENESIS_HASH};
 use crate::clock::{from_ms, rfc3339};
@@ -97,6 +97,13 @@ CREATE TABLE memberships (
     grp TEXT NOT NULL,
     PRIMARY KEY (principal, grp)
 );
+",
+    "
+CREATE TABLE credentials_version (
+    one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+    version BIGINT NOT NULL
+);
+INSERT INTO credentials_version (version) VALUES (0);
 ",
 ];
 
@@ -477,6 +484,30 @@ fn expire_in(
         );
         append(tx, sealer, &[event])?;
     }
+    Ok(())
+}
+
+/// The stored record of a credential, its row locked until commit.
+fn lock_credential(
+    tx: &mut Tx<'_, '_>,
+    credential_id: &[u8],
+) -> Result<Option<CredentialRecord>, StoreError> {
+    tx.query_opt(
+        "SELECT record_json FROM credentials WHERE credential_id = $1 FOR UPDATE",
+        &[&credential_id],
+    )?
+    .map(|r| serde_json::from_str(r.get(0)).map_err(|e| StoreError::Corrupt(e.to_string())))
+    .transpose()
+}
+
+fn record_json(record: &CredentialRecord) -> Result<String, StoreError> {
+    serde_json::to_string(record).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// Raise the credentials version: locks its row (after the credential rows, before the audit
+/// head) until commit.
+fn bump_credentials_version(tx: &mut Tx<'_, '_>) -> Result<(), StoreError> {
+    tx.execute("UPDATE credentials_version SET version = version + 1", &[])?;
     Ok(())
 }
 
@@ -882,19 +913,80 @@ impl Store for PostgresStore {
         })
     }
 
-    fn put_credentials(&self, records: &[CredentialRecord]) -> Result<(), StoreError> {
-        let records = records.to_vec();
-        self.tx(move |tx, _| {
+    fn put_credentials(&self, records: &[CredentialRecord], now: i64) -> Result<usize, StoreError> {
+        let mut records = records.to_vec();
+        // One lock order for every importer: replicas starting together cannot deadlock.
+        records.sort_by(|a, b| a.credential_id.cmp(&b.credential_id));
+        self.tx(move |tx, sealer| {
+            let mut events = Vec::new();
+            let mut changed = 0;
             for record in &records {
-                let json = serde_json::to_string(record)
-                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                tx.execute(
-                    "INSERT INTO credentials (credential_id, record_json) VALUES ($1, $2) \
-                     ON CONFLICT (credential_id) DO UPDATE SET record_json = EXCLUDED.record_json",
-                    &[&record.credential_id, &json],
-                )?;
+                let stored = lock_credential(tx, &record.credential_id)?;
+                let json = record_json(record)?;
+                match plan_import(stored.as_ref(), record, now) {
+                    Import::Keep => continue,
+                    Import::Insert(e) => {
+                        // A concurrent importer that inserted first wins; this one adds nothing.
+                        let inserted = tx.execute(
+                            "INSERT INTO credentials (credential_id, record_json) VALUES ($1, $2) \
+                             ON CONFLICT (credential_id) DO NOTHING",
+                            &[&record.credential_id, &json],
+                        )?;
+                        if inserted == 0 {
+                            continue;
+                        }
+                        events.extend(e);
+                    }
+                    Import::Replace(e) => {
+                        tx.execute(
+                            "UPDATE credentials SET record_json = $2 WHERE credential_id = $1",
+                            &[&record.credential_id, &json],
+                        )?;
+                        events.extend(e);
+                    }
+                }
+                changed += 1;
             }
-            Ok(())
+            if changed > 0 {
+                bump_credentials_version(tx)?;
+                append(tx, sealer, &events)?;
+            }
+            Ok(changed)
+        })
+    }
+
+    fn revoke_credential(
+        &self,
+        credential_id: &[u8],
+        _now: i64,
+        event: &AuditEvent,
+    ) -> Result<RevokeOutcome, StoreError> {
+        let (credential_id, event) = (credential_id.to_vec(), event.clone());
+        self.tx(move |tx, sealer| {
+            let Some(mut record) = lock_credential(tx, &credential_id)? else {
+                return Ok(RevokeOutcome::NotFound);
+            };
+            if record.revoked {
+                return Ok(RevokeOutcome::AlreadyRevoked);
+            }
+            record.revoked = true;
+            tx.execute(
+                "UPDATE credentials SET record_json = $2 WHERE credential_id = $1",
+                &[&credential_id, &record_json(&record)?],
+            )?;
+            bump_credentials_version(tx)?;
+            append(tx, sealer, std::slice::from_ref(&event))?;
+            Ok(RevokeOutcome::Revoked)
+        })
+    }
+
+    fn credentials_version(&self) -> Result<u64, StoreError> {
+        self.one(|tx| {
+            let v: i64 = tx
+                .query_opt("SELECT version FROM credentials_version", &[])?
+                .ok_or_else(|| StoreError::Corrupt("credentials_version row missing".into()))?
+                .get(0);
+            u64::try_from(v).map_err(|_| StoreError::Corrupt("negative credentials version".into()))
         })
     }
 
@@ -944,11 +1036,11 @@ impl Store for PostgresStore {
         token_hash: &[u8; 32],
         now: i64,
         credential: &CredentialRecord,
+        event: &AuditEvent,
     ) -> Result<RedeemOutcome, StoreError> {
-        let (token_hash, credential) = (*token_hash, credential.clone());
-        let json =
-            serde_json::to_string(&credential).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        self.tx(move |tx, _| {
+        let (token_hash, credential, event) = (*token_hash, credential.clone(), event.clone());
+        let json = record_json(&credential)?;
+        self.tx(move |tx, sealer| {
             // An existing credential id is never replaced, and checking it first leaves the
             // invite usable for another authenticator.
             let exists = tx.query_opt(
@@ -980,6 +1072,8 @@ impl Store for PostgresStore {
                     &[&credential.principal, &group],
                 )?;
             }
+            bump_credentials_version(tx)?;
+            append(tx, sealer, std::slice::from_ref(&event))?;
             Ok(RedeemOutcome::Redeemed)
         })
     }

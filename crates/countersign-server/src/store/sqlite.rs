@@ -6,8 +6,8 @@
 //! `durability = "full"` also survives power loss at the cost of an fsync per commit.
 
 use super::{
-    ApprovalRecord, GrantOutcome, IssuedChallenge, NewApproval, RedeemOutcome, Session, SettleKind,
-    SettleOutcome, Settlement, Store, StoreError,
+    ApprovalRecord, GrantOutcome, Import, IssuedChallenge, NewApproval, RedeemOutcome,
+    RevokeOutcome, Session, SettleKind, SettleOutcome, Settlement, Store, StoreError, plan_import,
 };
 use crate::audit::{AuditEvent, AuditSealer, GENESIS_HASH};
 use crate::clock::{from_ms, rfc3339};
@@ -68,6 +68,11 @@ CREATE TABLE IF NOT EXISTS memberships (
     PRIMARY KEY (principal, grp)
 );
 CREATE TABLE IF NOT EXISTS audit (seq INTEGER PRIMARY KEY, hash BLOB NOT NULL, line TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS credentials_version (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    version INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO credentials_version (one, version) VALUES (1, 0);
 ";
 
 const SELECT_APPROVAL: &str = "SELECT id, created_at, expires_at, agent_id, tool_name, profile, \
@@ -343,6 +348,38 @@ fn head(tx: &Connection) -> Result<(u64, [u8; 32]), StoreError> {
             hash32(hash, "audit hash")?,
         )),
     }
+}
+
+/// The stored record of a credential, if any.
+fn stored_credential(
+    tx: &Connection,
+    credential_id: &[u8],
+) -> Result<Option<CredentialRecord>, StoreError> {
+    let json: Option<String> = query_row(
+        tx,
+        "SELECT record_json FROM credentials WHERE credential_id = ?1",
+        [credential_id],
+        |r| r.get(0),
+    )
+    .optional()
+    .map_err(db)?;
+    json.map(|j| serde_json::from_str(&j).map_err(|e| StoreError::Corrupt(e.to_string())))
+        .transpose()
+}
+
+fn record_json(record: &CredentialRecord) -> Result<String, StoreError> {
+    serde_json::to_string(record).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// Raise the credentials version (inside a transaction that changed credentials).
+fn bump_credentials_version(tx: &Connection) -> Result<(), StoreError> {
+    exec(
+        tx,
+        "UPDATE credentials_version SET version = version + 1 WHERE one = 1",
+        [],
+    )
+    .map_err(db)?;
+    Ok(())
 }
 
 fn to_i64(v: u64) -> i64 {
@@ -770,21 +807,70 @@ impl Store for SqliteStore {
         .map_err(db)
     }
 
-    fn put_credentials(&self, records: &[CredentialRecord]) -> Result<(), StoreError> {
+    fn put_credentials(&self, records: &[CredentialRecord], now: i64) -> Result<usize, StoreError> {
         self.with_tx(|tx| {
+            let mut events = Vec::new();
+            let mut changed = 0;
             for record in records {
-                let json = serde_json::to_string(record)
-                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                exec(
-                    tx,
-                    "INSERT INTO credentials (credential_id, record_json) VALUES (?1, ?2) \
-                     ON CONFLICT (credential_id) DO UPDATE SET record_json = ?2",
-                    params![record.credential_id, json],
-                )
-                .map_err(db)?;
+                let stored = stored_credential(tx, &record.credential_id)?;
+                let sql = match plan_import(stored.as_ref(), record, now) {
+                    Import::Keep => continue,
+                    Import::Insert(e) => {
+                        events.extend(e);
+                        "INSERT INTO credentials (credential_id, record_json) VALUES (?1, ?2)"
+                    }
+                    Import::Replace(e) => {
+                        events.extend(e);
+                        "UPDATE credentials SET record_json = ?2 WHERE credential_id = ?1"
+                    }
+                };
+                exec(tx, sql, params![record.credential_id, record_json(record)?]).map_err(db)?;
+                changed += 1;
             }
-            Ok(())
+            if changed > 0 {
+                bump_credentials_version(tx)?;
+                self.append(tx, &events)?;
+            }
+            Ok(changed)
         })
+    }
+
+    fn revoke_credential(
+        &self,
+        credential_id: &[u8],
+        _now: i64,
+        event: &AuditEvent,
+    ) -> Result<RevokeOutcome, StoreError> {
+        self.with_tx(|tx| {
+            let Some(mut record) = stored_credential(tx, credential_id)? else {
+                return Ok(RevokeOutcome::NotFound);
+            };
+            if record.revoked {
+                return Ok(RevokeOutcome::AlreadyRevoked);
+            }
+            record.revoked = true;
+            exec(
+                tx,
+                "UPDATE credentials SET record_json = ?2 WHERE credential_id = ?1",
+                params![credential_id, record_json(&record)?],
+            )
+            .map_err(db)?;
+            bump_credentials_version(tx)?;
+            self.append(tx, std::slice::from_ref(event))?;
+            Ok(RevokeOutcome::Revoked)
+        })
+    }
+
+    fn credentials_version(&self) -> Result<u64, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let v: i64 = query_row(
+            &conn,
+            "SELECT version FROM credentials_version WHERE one = 1",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(db)?;
+        u64::try_from(v).map_err(|_| StoreError::Corrupt("negative credentials version".into()))
     }
 
     fn credentials(&self) -> Result<Vec<CredentialRecord>, StoreError> {
@@ -851,9 +937,9 @@ impl Store for SqliteStore {
         token_hash: &[u8; 32],
         now: i64,
         credential: &CredentialRecord,
+        event: &AuditEvent,
     ) -> Result<RedeemOutcome, StoreError> {
-        let json =
-            serde_json::to_string(credential).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let json = record_json(credential)?;
         self.with_tx(|tx| {
             let exists: bool = query_row(
                 tx,
@@ -893,6 +979,8 @@ impl Store for SqliteStore {
                 )
                 .map_err(db)?;
             }
+            bump_credentials_version(tx)?;
+            self.append(tx, std::slice::from_ref(event))?;
             Ok(RedeemOutcome::Redeemed)
         })
     }

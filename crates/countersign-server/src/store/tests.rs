@@ -279,16 +279,26 @@ fn invites_are_single_use_and_never_replace_a_credential() {
             sign_count: 0,
             revoked: false,
         };
+        let ev = |id: &[u8]| enrollment(&record(id), Some("payments"));
+        let version = s.credentials_version().unwrap();
         assert_eq!(
-            s.redeem_invite(&[7; 32], 100, &record(b"c1")).unwrap(),
+            s.redeem_invite(&[7; 32], 100, &record(b"c1"), &ev(b"c1"))
+                .unwrap(),
             RedeemOutcome::InviteUnusable
         );
+        assert_eq!(s.audit_head().unwrap().0, 0, "a refusal appends nothing");
         assert_eq!(
-            s.redeem_invite(&[7; 32], 10, &record(b"c1")).unwrap(),
+            s.redeem_invite(&[7; 32], 10, &record(b"c1"), &ev(b"c1"))
+                .unwrap(),
             RedeemOutcome::Redeemed
         );
+        // The enrollment line was appended in the same transaction, and the version moved.
+        assert_eq!(kinds(s.as_ref()), ["enrollment"]);
+        assert!(s.credentials_version().unwrap() > version);
+        let version = s.credentials_version().unwrap();
         assert_eq!(
-            s.redeem_invite(&[7; 32], 11, &record(b"c2")).unwrap(),
+            s.redeem_invite(&[7; 32], 11, &record(b"c2"), &ev(b"c2"))
+                .unwrap(),
             RedeemOutcome::InviteUnusable
         );
         assert_eq!(
@@ -309,12 +319,230 @@ fn invites_are_single_use_and_never_replace_a_credential() {
         };
         s.put_invite(&again).unwrap();
         assert_eq!(
-            s.redeem_invite(&[9; 32], 10, &record(b"c1")).unwrap(),
+            s.redeem_invite(&[9; 32], 10, &record(b"c1"), &ev(b"c1"))
+                .unwrap(),
             RedeemOutcome::CredentialExists
         );
         assert!(s.invite(&[9; 32], 10).unwrap().is_some());
         assert_eq!(s.credentials().unwrap(), vec![record(b"c1")]);
+        assert_eq!(kinds(s.as_ref()), ["enrollment"], "refusals append nothing");
+        assert_eq!(s.credentials_version().unwrap(), version);
+        assert_one_chain(s.as_ref());
     }
+}
+
+fn credential(id: &[u8], principal: &str) -> CredentialRecord {
+    CredentialRecord {
+        credential_id: id.to_vec(),
+        principal: principal.into(),
+        public_key: vec![1, 2, 3],
+        aaguid: None,
+        backup_eligible: Some(false),
+        attestation: None,
+        sign_count: 0,
+        revoked: false,
+    }
+}
+
+fn enrollment(record: &CredentialRecord, group: Option<&str>) -> AuditEvent {
+    AuditEvent::enrollment_of(
+        "2026-01-01T00:00:00Z",
+        record,
+        group,
+        crate::audit::EnrollmentSource::Invite,
+    )
+}
+
+/// The `kind` of every audit line, in order.
+fn kinds(s: &dyn Store) -> Vec<String> {
+    s.audit_lines_after(0, 10_000)
+        .unwrap()
+        .iter()
+        .map(|(_, line)| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            v["kind"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+/// Every audit line parsed.
+fn lines(s: &dyn Store) -> Vec<serde_json::Value> {
+    s.audit_lines_after(0, 10_000)
+        .unwrap()
+        .iter()
+        .map(|(_, line)| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+#[test]
+fn importing_credentials_audits_only_new_and_changed_records() {
+    for (s, _guard) in stores("import_credentials") {
+        let v0 = s.credentials_version().unwrap();
+        let a = credential(b"a", "alice");
+        let b = credential(b"b", "bob");
+        assert_eq!(s.put_credentials(&[a.clone(), b.clone()], 1000).unwrap(), 2);
+        assert_eq!(kinds(s.as_ref()), ["enrollment", "enrollment"]);
+        let first = &lines(s.as_ref())[0];
+        assert_eq!(first["source"], "registry");
+        assert_eq!(first["principal"], "alice");
+        assert_eq!(first["credential_id"], countersign::b64::encode(b"a"));
+        assert_eq!(first["group"], serde_json::Value::Null);
+        assert_eq!(first["ts"], "1970-01-01T00:00:01Z");
+        let v1 = s.credentials_version().unwrap();
+        assert!(v1 > v0);
+
+        // Importing the same file again (every start) writes nothing.
+        assert_eq!(s.put_credentials(&[a.clone(), b.clone()], 2000).unwrap(), 0);
+        assert_eq!(s.audit_head().unwrap().0, 2);
+        assert_eq!(s.credentials_version().unwrap(), v1);
+
+        // A changed record supersedes the stored one: revocation then enrollment, so the log
+        // never shows two live enrollments of one id.
+        let moved = CredentialRecord {
+            public_key: vec![9],
+            ..b.clone()
+        };
+        assert_eq!(
+            s.put_credentials(&[a.clone(), moved.clone()], 3000)
+                .unwrap(),
+            1
+        );
+        assert_eq!(
+            kinds(s.as_ref()),
+            ["enrollment", "enrollment", "revocation", "enrollment"]
+        );
+        assert_eq!(lines(s.as_ref())[2]["reason"], REPLACED_BY_REGISTRY);
+        assert!(s.credentials().unwrap().contains(&moved));
+        let v2 = s.credentials_version().unwrap();
+        assert!(v2 > v1);
+
+        // A record the file marks revoked is revoked with one line.
+        let gone = CredentialRecord {
+            revoked: true,
+            ..a.clone()
+        };
+        assert_eq!(
+            s.put_credentials(std::slice::from_ref(&gone), 4000)
+                .unwrap(),
+            1
+        );
+        assert_eq!(kinds(s.as_ref()).last().unwrap(), "revocation");
+        assert_eq!(
+            lines(s.as_ref()).last().unwrap()["reason"],
+            REVOKED_IN_REGISTRY
+        );
+
+        // A revocation is final: the old file (revoked: false) cannot bring the key back.
+        let head = s.audit_head().unwrap().0;
+        assert_eq!(
+            s.put_credentials(std::slice::from_ref(&a), 5000).unwrap(),
+            0
+        );
+        assert_eq!(s.audit_head().unwrap().0, head);
+        assert!(s.credentials().unwrap().contains(&gone));
+        assert_one_chain(s.as_ref());
+    }
+}
+
+#[test]
+fn revoking_marks_the_record_appends_one_line_and_refuses_twice() {
+    for (s, _guard) in stores("revoke_credential") {
+        let a = credential(b"a", "alice");
+        s.put_credentials(std::slice::from_ref(&a), 0).unwrap();
+        let before = s.credentials_version().unwrap();
+        let event = AuditEvent::revocation("2026-01-01T00:00:00Z", "alice", b"a", "lost key");
+        assert_eq!(
+            s.revoke_credential(b"zz", 10, &event).unwrap(),
+            RevokeOutcome::NotFound
+        );
+        assert_eq!(s.credentials_version().unwrap(), before);
+        assert_eq!(s.audit_head().unwrap().0, 1, "nothing appended on refusal");
+
+        assert_eq!(
+            s.revoke_credential(b"a", 10, &event).unwrap(),
+            RevokeOutcome::Revoked
+        );
+        let stored = s.credentials().unwrap();
+        assert_eq!(
+            stored,
+            vec![CredentialRecord {
+                revoked: true,
+                ..a.clone()
+            }]
+        );
+        assert_eq!(kinds(s.as_ref()), ["enrollment", "revocation"]);
+        assert_eq!(lines(s.as_ref())[1]["reason"], "lost key");
+        let after = s.credentials_version().unwrap();
+        assert!(after > before);
+
+        assert_eq!(
+            s.revoke_credential(b"a", 11, &event).unwrap(),
+            RevokeOutcome::AlreadyRevoked
+        );
+        assert_eq!(s.credentials_version().unwrap(), after);
+        assert_eq!(s.audit_head().unwrap().0, 2);
+
+        // The helper the CLI and the service use builds the line from the stored record.
+        let b = credential(b"b", "bob");
+        s.put_credentials(std::slice::from_ref(&b), 0).unwrap();
+        assert_eq!(
+            revoke(s.as_ref(), b"b", "left", 0).unwrap(),
+            RevokeOutcome::Revoked
+        );
+        assert_eq!(
+            revoke(s.as_ref(), b"b", "left", 0).unwrap(),
+            RevokeOutcome::AlreadyRevoked
+        );
+        assert_eq!(
+            revoke(s.as_ref(), b"q", "left", 0).unwrap(),
+            RevokeOutcome::NotFound
+        );
+        let last = lines(s.as_ref()).pop().unwrap();
+        assert_eq!(last["principal"], "bob");
+        assert_eq!(last["reason"], "left");
+        assert_one_chain(s.as_ref());
+
+        // The whole log verifies, credential lines included.
+        let mut text = String::new();
+        for (_, line) in s.audit_lines_after(0, 100).unwrap() {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        let report = crate::audit::verify_log(text.as_bytes(), &sealer().public_key());
+        assert!(report.is_valid() && report.issues.is_empty(), "{report:?}");
+    }
+}
+
+#[test]
+fn the_credentials_version_is_shared_by_every_process_on_the_database() {
+    // Two stores on one database stand for the service and the CLI (or two replicas).
+    let dir = std::env::temp_dir().join(format!(
+        "countersign-version-{}",
+        countersign::b64::encode(&crate::random::bytes::<6>().unwrap())
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("db");
+    let durability = crate::config::Durability::Normal;
+    let one = SqliteStore::open(&path, sealer(), durability).unwrap();
+    let two = SqliteStore::open(&path, sealer(), durability).unwrap();
+    type Pair = (Box<dyn Store>, Box<dyn Store>, Option<ScratchSchema>);
+    let mut pairs: Vec<Pair> = vec![(Box::new(one), Box::new(two), None)];
+    if let Some(schema) = postgres("credentials_version") {
+        let one = PostgresStore::connect(&schema.url(), sealer(), 1).unwrap();
+        let two = PostgresStore::connect(&schema.url(), sealer(), 1).unwrap();
+        pairs.push((Box::new(one), Box::new(two), Some(schema)));
+    }
+    for (one, two, _guard) in pairs {
+        let seen = one.credentials_version().unwrap();
+        two.put_credentials(&[credential(b"a", "alice")], 0)
+            .unwrap();
+        assert_ne!(one.credentials_version().unwrap(), seen);
+        let seen = one.credentials_version().unwrap();
+        revoke(two.as_ref(), b"a", "lost", 0).unwrap();
+        assert_ne!(one.credentials_version().unwrap(), seen);
+        assert!(one.credentials().unwrap()[0].revoked);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

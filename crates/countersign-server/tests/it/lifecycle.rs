@@ -119,7 +119,8 @@ async fn create_approve_verify_offline_and_collect_the_grant_once() {
     let report = app.audit();
     assert!(report.is_valid(), "{report:?}");
     let head = app.get("/v1/audit/head").await;
-    assert_eq!(head.body["seq"], 4);
+    // alice's enrollment (the registry import) opens the log.
+    assert_eq!(head.body["seq"], 5);
     assert_eq!(head.body["head"], report.head.as_str());
     let kinds: Vec<String> = app
         .audit_text()
@@ -131,7 +132,13 @@ async fn create_approve_verify_offline_and_collect_the_grant_once() {
                 .to_owned()
         })
         .collect();
-    assert_eq!(kinds, ["request", "outcome", "decision", "grant"]);
+    assert_eq!(
+        kinds,
+        ["enrollment", "request", "outcome", "decision", "grant"]
+    );
+    let enrollment = &app.audit_lines("enrollment")[0];
+    assert_eq!(enrollment["principal"], "alice");
+    assert_eq!(enrollment["source"], "registry");
     let decision = &app.audit_lines("decision")[0];
     assert_eq!(decision["principal"], "alice");
     assert_eq!(decision["identity_assurance"]["source"], "evidence");

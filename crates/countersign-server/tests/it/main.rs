@@ -5,6 +5,7 @@ mod client;
 mod enroll;
 mod http_errors;
 mod lifecycle;
+mod revoke;
 mod support;
 mod web;
 mod webhook;
