@@ -102,10 +102,11 @@ const JOURNAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 ///
 /// A passive checkpoint never waits for and never blocks the request connection: it copies the
 /// frames no reader still needs. Committed transactions are durable in the log whether or not
-/// they have been copied. The log starts again from the beginning when a write finds it fully
-/// copied; under sustained writes a passive checkpoint never reaches the end (new frames arrive
-/// while it copies), so once the log passes [`RESTART_FRAMES`] the checkpointer copies the
-/// remainder, only the frames written during its own pass, with request writes held.
+/// they have been copied. The log starts again from the beginning only when a write finds it
+/// copied to its end, and under sustained writes a passive checkpoint never ends there: it
+/// copies the log as it was when it began while new frames arrive. So once the log passes
+/// [`RESTART_FRAMES`] and is still growing, the checkpointer copies the remainder (the frames
+/// written during its own pass) with request writes held; the next write then restarts the log.
 #[derive(Debug)]
 struct Checkpointer {
     stop: Option<std::sync::mpsc::Sender<()>>,
@@ -114,7 +115,11 @@ struct Checkpointer {
 
 impl Checkpointer {
     fn start(path: &Path, requests: Arc<Mutex<Connection>>) -> Result<Self, StoreError> {
-        let conn = Connection::open(path).map_err(db)?;
+        let mut passes = Passes {
+            conn: Connection::open(path).map_err(db)?,
+            requests,
+            last_frames: 0,
+        };
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("sqlite-checkpoint".into())
@@ -125,7 +130,7 @@ impl Checkpointer {
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(wait)
                 {
-                    wait = match checkpoint_step(&conn, &requests) {
+                    wait = match passes.pass() {
                         Ok(Pass::CaughtUp) => std::time::Duration::ZERO,
                         Ok(Pass::Rest) => CHECKPOINT_INTERVAL,
                         Err(e) => {
@@ -155,28 +160,44 @@ impl Drop for Checkpointer {
 /// What a checkpointer pass did, which decides when the next one runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pass {
-    /// The log is short, or copied to its end already, or pinned by a reader on another
-    /// connection that holding our writes cannot release: wait for the next interval.
+    /// The log is short, or nothing was written since the last pass (a long log copied to its
+    /// end waits for the next write to restart it), or a reader on another connection pins it,
+    /// which holding our writes cannot change: wait for the next interval.
     Rest,
-    /// The log was long and behind, and was copied to its end with writes held.
+    /// The log was long and growing, and was copied to its end with writes held.
     CaughtUp,
 }
 
-/// One pass of the checkpointer: a passive checkpoint, then, if the log is long and was not
-/// copied to its end, a second one with the request connection held so that it completes.
-fn checkpoint_step(conn: &Connection, requests: &Mutex<Connection>) -> rusqlite::Result<Pass> {
-    let (frames, copied) = checkpoint(conn)?;
-    if frames < RESTART_FRAMES || copied == frames {
-        return Ok(Pass::Rest);
+/// The checkpointer's connection, the request connection it may hold, and what it last saw.
+struct Passes {
+    conn: Connection,
+    requests: Arc<Mutex<Connection>>,
+    /// Frames in the log at the end of the previous pass.
+    last_frames: i64,
+}
+
+impl Passes {
+    /// One pass: a passive checkpoint, then, if the log is long and was written to since the
+    /// last pass, a second one with the request connection held so that it reaches the end.
+    fn pass(&mut self) -> rusqlite::Result<Pass> {
+        let (frames, _) = checkpoint(&self.conn)?;
+        // The frame count a passive checkpoint reports is the log's length when it began, so
+        // "all copied" says nothing about frames written meanwhile: only a pass with writes
+        // held can tell. A log that has not moved since the last pass needs no such pass.
+        if frames < RESTART_FRAMES || frames == self.last_frames {
+            self.last_frames = frames;
+            return Ok(Pass::Rest);
+        }
+        let _writes = self.requests.lock().unwrap_or_else(|p| p.into_inner());
+        let (frames, copied) = checkpoint(&self.conn)?;
+        self.last_frames = frames;
+        // Never a busy loop: a pass that could not finish (another process's reader) waits.
+        Ok(if copied == frames {
+            Pass::CaughtUp
+        } else {
+            Pass::Rest
+        })
     }
-    let _writes = requests.lock().unwrap_or_else(|p| p.into_inner());
-    let (frames, copied) = checkpoint(conn)?;
-    // Never a busy loop: a pass that could not finish (another process's reader) waits.
-    Ok(if copied == frames {
-        Pass::CaughtUp
-    } else {
-        Pass::Rest
-    })
 }
 
 /// One passive checkpoint; returns `(frames in the log, frames copied)`.
@@ -1166,23 +1187,27 @@ mod tests {
         let mut store = open(&path);
         // Drive the checkpointer by hand: the same step its thread runs, without the timing.
         drop(store.checkpointer.take());
-        let Ok(checkpointer) = Connection::open(&path) else {
+        let Ok(conn) = Connection::open(&path) else {
             panic!("second connection")
+        };
+        let mut passes = Passes {
+            conn,
+            requests: store.conn.clone(),
+            last_frames: 0,
         };
         for n in 0..6000 {
             assert!(store.with_tx(|tx| insert(tx, &format!("id-{n}"))).is_ok());
         }
         let frames = |c: &Connection| checkpoint(c).map_or(-1, |(frames, _)| frames);
-        assert!(frames(&checkpointer) >= RESTART_FRAMES, "the log is long");
-        // Nothing is writing, so the passive pass reaches the end by itself: no catching up,
-        // and an idle store is not checkpointed in a loop.
-        assert_eq!(
-            checkpoint_step(&checkpointer, &store.conn).ok(),
-            Some(Pass::Rest)
-        );
+        assert!(frames(&passes.conn) >= RESTART_FRAMES, "the log is long");
+        // A long log that moved since the last pass is copied to its end with writes held.
+        assert_eq!(passes.pass().ok(), Some(Pass::CaughtUp));
+        // With nothing written since, the next pass rests: an idle store is not checkpointed
+        // in a loop, and nothing takes the request connection.
+        assert_eq!(passes.pass().ok(), Some(Pass::Rest));
         // The next write finds the log fully copied and starts it again from the beginning.
         assert!(store.with_tx(|tx| insert(tx, "after")).is_ok());
-        let after = frames(&checkpointer);
+        let after = frames(&passes.conn);
         assert!((1..16).contains(&after), "{after} frames after the restart");
         // The file was cut back to the limit, not left at its longest.
         assert!(file_len(&dir.0.join("db-wal")) <= JOURNAL_SIZE_LIMIT as u64);
@@ -1195,9 +1220,13 @@ mod tests {
         let path = dir.0.join("db");
         let mut store = open(&path);
         drop(store.checkpointer.take());
-        let (Ok(checkpointer), Ok(reader)) = (Connection::open(&path), Connection::open(&path))
-        else {
+        let (Ok(conn), Ok(reader)) = (Connection::open(&path), Connection::open(&path)) else {
             panic!("connections")
+        };
+        let mut passes = Passes {
+            conn,
+            requests: store.conn.clone(),
+            last_frames: 0,
         };
         assert!(store.with_tx(|tx| insert(tx, "first")).is_ok());
         // A reader (another process, say) holds a snapshot from before the bulk of the log.
@@ -1213,17 +1242,12 @@ mod tests {
         }
         // The checkpoint cannot pass the reader's snapshot even with our writes held: the pass
         // says rest, so the thread waits an interval instead of spinning on the lock.
-        assert_eq!(
-            checkpoint_step(&checkpointer, &store.conn).ok(),
-            Some(Pass::Rest)
-        );
+        assert_eq!(passes.pass().ok(), Some(Pass::Rest));
+        // Once the reader leaves, the next pass's passive checkpoint copies the rest.
         assert!(exec(&reader, "COMMIT", []).is_ok());
-        assert_eq!(
-            checkpoint_step(&checkpointer, &store.conn).ok(),
-            Some(Pass::Rest)
-        );
+        assert_eq!(passes.pass().ok(), Some(Pass::Rest));
         assert!(store.with_tx(|tx| insert(tx, "after")).is_ok());
-        let frames = checkpoint(&checkpointer).map_or(-1, |(frames, _)| frames);
+        let frames = checkpoint(&passes.conn).map_or(-1, |(frames, _)| frames);
         assert!(
             (1..16).contains(&frames),
             "{frames} frames after the reader left"
