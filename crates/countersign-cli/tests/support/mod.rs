@@ -253,6 +253,7 @@ pub(crate) fn fingerprint(tool: &str, n: u64) -> String {
 pub(crate) struct Http(pub(crate) reqwest::Client);
 
 impl Http {
+    /// POST `body` as JSON to `url`, with `token` as the bearer if given: `(status, body)`.
     pub(crate) async fn post(
         &self,
         url: String,
@@ -268,6 +269,7 @@ impl Http {
         Some((status, resp.json().await.ok()?))
     }
 
+    /// GET `url`: the JSON body, whatever the status.
     pub(crate) async fn get(&self, url: String) -> Option<Value> {
         self.0.get(url).send().await.ok()?.json().await.ok()
     }
@@ -376,11 +378,13 @@ impl Api {
         }
     }
 
+    /// [`Http::post`] to `path` on this service.
     pub(crate) async fn post(&self, path: &str, token: Option<&str>, body: &Value) -> (u16, Value) {
         let url = format!("{}{path}", self.base);
         self.http.post(url, token, body).await.unwrap()
     }
 
+    /// [`Http::get`] of `path` on this service.
     pub(crate) async fn get(&self, path: &str) -> Value {
         self.http.get(format!("{}{path}", self.base)).await.unwrap()
     }
