@@ -11,12 +11,15 @@
 //! clone must test green without a browser); `.ci/steps/browser.sh` installs both and sets
 //! `COUNTERSIGN_REQUIRE_BROWSER=1`, which turns the skip into a failure.
 
+mod support;
+
 use serde_json::{Value, json};
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::{BIN, KillOnDrop, Server, run, run_with_data_dir, stderr};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -27,10 +30,6 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(60);
 const ACCOUNT_A: &str = "DE89 3704 0044 0532 0130 00";
 const AMOUNT_A: &str = "40000.00";
 const ACCOUNT_B: &str = "GB33BUKB2020155555555\u{200B}5";
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_countersign")
-}
 
 fn artifacts() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
@@ -48,16 +47,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// A child process killed on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// One HTTP/1.1 exchange over a fresh connection (WebDriver and the service both speak it).
@@ -191,6 +180,12 @@ impl Browser {
         .to_owned()
     }
 
+    /// Assert that `#id`'s text contains `needle`; the failure message is the text.
+    fn assert_text_contains(&self, id: &str, needle: &str) {
+        let text = self.text(id);
+        assert!(text.contains(needle), "{text}");
+    }
+
     fn click(&self, id: &str) {
         let el = self.cmd(
             "POST",
@@ -258,10 +253,6 @@ fn b64url(bytes: &[u8]) -> String {
     base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, bytes)
 }
 
-fn run(args: &[&str]) -> std::process::Output {
-    Command::new(bin()).args(args).output().unwrap()
-}
-
 #[test]
 fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     let required = std::env::var_os("COUNTERSIGN_REQUIRE_BROWSER").is_some();
@@ -295,31 +286,12 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
         ),
     )
     .unwrap();
-    let mut server = Proc(
-        Command::new(bin())
-            .args([
-                "serve",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--data-dir",
-            ])
-            .arg(&data)
-            .arg("--config")
-            .arg(&config)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
-    );
-    let mut first = String::new();
-    BufReader::new(server.0.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    assert!(first.starts_with("countersign: listening on"), "{first}");
+    // Its first line on stdout says where it listens (asserted by `Server::spawn`).
+    let _server = Server::spawn(&format!("127.0.0.1:{port}"), &data, &config, None);
     let service = format!("127.0.0.1:{port}");
 
     // --- the operator invites alice ---
-    let out = Command::new(bin())
+    let out = Command::new(BIN)
         .args([
             "enroll",
             "invite",
@@ -334,11 +306,7 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
         .arg(&config)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", stderr(&out));
     let invite_url = String::from_utf8(out.stdout).unwrap().trim().to_owned();
     assert!(
         invite_url.starts_with(&format!("{origin}/enroll#")),
@@ -347,7 +315,7 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
 
     // --- chromedriver and a fresh Chromium profile ---
     let driver_port = free_port();
-    let _driver = Proc(
+    let _driver = KillOnDrop(
         Command::new(CHROMEDRIVER)
             .arg(format!("--port={driver_port}"))
             .stdout(Stdio::null())
@@ -418,11 +386,7 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     browser.goto("about:blank");
     browser.goto(&invite_url);
     browser.wait_visible("error");
-    assert!(
-        browser.text("error").contains("already used"),
-        "{}",
-        browser.text("error")
-    );
+    browser.assert_text_contains("error", "already used");
 
     // --- two actions from an agent ---
     let create = |params: Value| -> String {
@@ -478,11 +442,7 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     browser.screenshot("04-review");
     browser.click("approve");
     browser.wait_visible("outcome");
-    assert!(
-        browser.text("outcome-text").contains("APPROVED"),
-        "{}",
-        browser.text("outcome-text")
-    );
+    browser.assert_text_contains("outcome-text", "APPROVED");
     browser.screenshot("05-approved");
 
     // --- refuse B, whose account holds a zero-width space: marked ---
@@ -504,15 +464,11 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     browser.screenshot("06-review-marked");
     browser.click("refuse");
     browser.wait_visible("outcome");
-    assert!(
-        browser.text("outcome-text").contains("REFUSED"),
-        "{}",
-        browser.text("outcome-text")
-    );
+    browser.assert_text_contains("outcome-text", "REFUSED");
     browser.screenshot("07-refused");
 
     // --- offline verification of both results against the exported registry ---
-    let export = run(&["registry", "export", "--data-dir", data.to_str().unwrap()]);
+    let export = run_with_data_dir(&["registry", "export"], &data);
     assert!(export.status.success());
     let registry: Value = serde_json::from_slice(&export.stdout).unwrap();
     assert_eq!(registry["credentials"][0]["principal"], "alice@example.com");
@@ -581,11 +537,7 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     browser.wait_visible("step1");
     browser.click("signin");
     browser.wait_visible("error");
-    assert!(
-        browser.text("error").contains("not enrolled"),
-        "{}",
-        browser.text("error")
-    );
+    browser.assert_text_contains("error", "not enrolled");
     assert!(
         !browser.visible("step2"),
         "no parameters for an unenrolled key"
@@ -604,52 +556,31 @@ fn enroll_invite_needs_a_data_dir_and_a_defined_group() {
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).unwrap();
     let data = work.join("data");
+    // `countersign enroll invite --principal a@example.com ARGS --data-dir DATA`
+    let invite = |args: &[&str]| {
+        let args = [&["enroll", "invite", "--principal", "a@example.com"], args].concat();
+        run_with_data_dir(&args, &data)
+    };
 
     // Not a data directory yet.
-    let out = run(&[
-        "enroll",
-        "invite",
-        "--principal",
-        "a@example.com",
-        "--data-dir",
-        data.to_str().unwrap(),
-    ]);
+    let out = invite(&[]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a countersign data directory"));
+    assert!(stderr(&out).contains("not a countersign data directory"));
 
     // A data directory as `serve` leaves it: the service key.
     std::fs::create_dir_all(&data).unwrap();
     std::fs::write(data.join("service-key"), b64url(&[7; 32])).unwrap();
-    let out = run(&[
-        "enroll",
-        "invite",
-        "--principal",
-        "a@example.com",
-        "--group",
-        "nope",
-        "--data-dir",
-        data.to_str().unwrap(),
-    ]);
+    let out = invite(&["--group", "nope"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not defined"));
+    assert!(stderr(&out).contains("not defined"));
 
-    let out = run(&[
-        "enroll",
-        "invite",
-        "--principal",
-        "a@example.com",
+    let out = invite(&[
         "--expires-in",
         "60",
         "--public-url",
         "https://approve.example.org/",
-        "--data-dir",
-        data.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", stderr(&out));
     let url = String::from_utf8(out.stdout).unwrap();
     assert_eq!(url.lines().count(), 1);
     assert!(
@@ -657,14 +588,7 @@ fn enroll_invite_needs_a_data_dir_and_a_defined_group() {
         "{url}"
     );
     // Two invites never share a token.
-    let again = run(&[
-        "enroll",
-        "invite",
-        "--principal",
-        "a@example.com",
-        "--data-dir",
-        data.to_str().unwrap(),
-    ]);
+    let again = invite(&[]);
     assert_ne!(String::from_utf8(again.stdout).unwrap(), url);
     let _ = std::fs::remove_dir_all(&work);
 }

@@ -1,8 +1,11 @@
 //! The command-line contract: outputs and exit codes scripts depend on (docs/SPEC.md §11).
 
+mod support;
+
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use support::{BIN, stderr, stdout};
 
 const ACME_PIN: &str = "8fcf6d8b6400dc4466cd2b91094e76c60ed2eaeef10085f1e098e1ae3f7d7501";
 
@@ -11,7 +14,7 @@ fn repo() -> PathBuf {
 }
 
 fn countersign(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_countersign"))
+    let mut child = Command::new(BIN)
         .args(args)
         .current_dir(repo())
         .stdin(Stdio::piped())
@@ -29,14 +32,6 @@ fn countersign(args: &[&str], stdin: &str) -> Output {
         assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "write stdin: {e}");
     }
     child.wait_with_output().expect("wait")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn verdict(o: &Output) -> serde_json::Value {

@@ -2,36 +2,13 @@
 //! operator runs them: exit codes, what `registry export` then shows, and the audit log a
 //! restarted service mirrors (with the revocation line, valid, the registry file not undoing it).
 
+mod support;
+
 use countersign::b64;
 use countersign_softkey::{Alg, SoftKey};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_countersign");
-
-fn scratch_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "countersign-credential-test-{}-{}",
-        std::process::id(),
-        time::OffsetDateTime::now_utc().unix_timestamp_nanos()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn run(args: &[&str], data: &Path) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .arg("--data-dir")
-        .arg(data)
-        .output()
-        .unwrap()
-}
-
-fn code(out: &Output) -> i32 {
-    out.status.code().unwrap_or(-1)
-}
+use std::path::Path;
+use support::{Api, Approver, Server, audit_verify, code, run_with_data_dir as run, stderr};
 
 /// Open the data directory as `countersign serve` does at start (registry import, audit file
 /// caught up with the database), then close it.
@@ -47,7 +24,7 @@ fn start_service(data: &Path, registry: &Path) {
 
 fn listed(data: &Path) -> Vec<Value> {
     let out = run(&["credential", "list", "--json"], data);
-    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
     serde_json::from_slice::<Value>(&out.stdout)
         .unwrap()
         .as_array()
@@ -57,18 +34,13 @@ fn listed(data: &Path) -> Vec<Value> {
 
 #[test]
 fn revoke_exit_codes_export_and_the_audit_log() {
-    let dir = scratch_dir();
+    let dir = support::scratch_dir("credential");
     let data = dir.join("data");
     let (alice, bob) = (
         SoftKey::from_seed(Alg::Es256, [31; 32]).unwrap(),
         SoftKey::from_seed(Alg::EdDsa, [32; 32]).unwrap(),
     );
-    let registry = dir.join("registry.json");
-    let doc = countersign_testkit::registry([
-        countersign_testkit::enroll(&alice, "alice"),
-        countersign_testkit::enroll(&bob, "bob"),
-    ]);
-    std::fs::write(&registry, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let registry = support::write_registry(&dir, &[(&alice, "alice"), (&bob, "bob")]);
     start_service(&data, &registry);
     let alice_id = b64::encode(alice.credential_id());
 
@@ -95,12 +67,7 @@ fn revoke_exit_codes_export_and_the_audit_log() {
         vec!["credential", "revoke", &alice_id],
     ] {
         let out = run(&args, &data);
-        assert_eq!(
-            code(&out),
-            2,
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
     }
     let out = run(
         &["credential", "revoke", &alice_id, "--reason", "x"],
@@ -120,12 +87,12 @@ fn revoke_exit_codes_export_and_the_audit_log() {
         ],
         &data,
     );
-    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
     let out = run(
         &["credential", "revoke", &alice_id, "--reason", "again"],
         &data,
     );
-    assert_eq!(code(&out), 1, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
 
     // The export (what verifiers trust) says revoked; bob is untouched.
     let out = run(&["registry", "export"], &data);
@@ -156,137 +123,39 @@ fn revoke_exit_codes_export_and_the_audit_log() {
     assert_eq!(revocation["credential_id"], alice_id.as_str());
     assert_eq!(revocation["principal"], "alice");
     assert_eq!(revocation["reason"], "YubiKey lost");
-    let verified = Command::new(BIN)
-        .args(["audit", "verify"])
-        .arg(data.join("audit.jsonl"))
-        .arg("--key")
-        .arg(data.join("service-key.pub"))
-        .output()
-        .unwrap();
-    assert_eq!(
-        code(&verified),
-        0,
-        "{}",
-        String::from_utf8_lossy(&verified.stdout)
-    );
+    let verified = audit_verify(&data.join("audit.jsonl"), &data.join("service-key.pub"));
+    assert_eq!(code(&verified), 0, "{}", support::stdout(&verified));
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// `countersign serve` as a child process; killed on drop.
-struct Server {
-    child: std::process::Child,
-    base: String,
-}
-
-impl Server {
-    fn start(dir: &Path) -> Self {
-        use std::io::BufRead as _;
-        let mut child = Command::new(BIN)
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(dir.join("data"))
-            .arg("--config")
-            .arg(dir.join("config.toml"))
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = std::io::BufReader::new(stdout).lines();
-        let base = loop {
-            let line = lines.next().expect("server printed its address").unwrap();
-            if let Some(addr) = line.strip_prefix("countersign: listening on ") {
-                break addr.trim().to_owned();
-            }
-        };
-        std::thread::spawn(move || for _ in lines {});
-        Self { child, base }
-    }
-
-    /// Log in with `key` (a counter-less authenticator); `(status, body)`.
-    async fn login(&self, key: &SoftKey) -> (u16, Value) {
-        use countersign_softkey::AssertionRequest;
-        use countersign_testkit::{ORIGIN, RP_ID};
-        let http = reqwest::Client::new();
-        let c: Value = http
-            .post(format!("{}/v1/approver/login/challenge", self.base))
-            .json(&serde_json::json!({}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let challenge = b64::decode(c["challenge"].as_str().unwrap()).unwrap();
-        let r = key
-            .assert(&AssertionRequest::new(RP_ID, ORIGIN, challenge))
-            .unwrap();
-        let resp = http
-            .post(format!("{}/v1/approver/login", self.base))
-            .json(&serde_json::json!({
-                "credential_id": b64::encode(&r.credential_id),
-                "client_data_json": b64::encode(&r.client_data_json),
-                "authenticator_data": b64::encode(&r.authenticator_data),
-                "signature": b64::encode(&r.signature),
-            }))
-            .send()
-            .await
-            .unwrap();
-        (resp.status().as_u16(), resp.json().await.unwrap())
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoking_while_the_service_runs_and_after_a_restart() {
-    let dir = scratch_dir();
+    let dir = support::scratch_dir("credential");
     let data = dir.join("data");
-    let alice = countersign_testkit::key("alice-es256");
-    let registry = dir.join("registry.json");
-    let doc = countersign_testkit::registry([countersign_testkit::enroll(&alice, "alice")]);
-    std::fs::write(&registry, serde_json::to_vec(&doc).unwrap()).unwrap();
-    std::fs::write(
-        dir.join("config.toml"),
-        format!(
-            "rp_id = \"{}\"\norigins = [\"{}\"]\nregistry = \"{}\"\n",
-            countersign_testkit::RP_ID,
-            countersign_testkit::ORIGIN,
-            registry.display()
-        ),
-    )
-    .unwrap();
+    // Its first login signs counter 1, as a fresh authenticator does.
+    let alice = Approver::new("alice", "alice-es256", true);
+    support::write_config(&dir, &[&alice], "");
 
     let server = Server::start(&dir);
-    let (status, body) = server.login(&alice).await;
+    let (status, body) = Api::new(&server.base).try_login(&alice).await;
     assert_eq!(status, 200, "{body:?}");
     // The CLI writes the database the running service holds open.
-    let id = b64::encode(alice.credential_id());
+    let id = b64::encode(alice.key.credential_id());
     let out = run(&["credential", "revoke", &id, "--reason", "stolen"], &data);
-    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
     drop(server);
 
     // After a restart (same registry file, which still lists the key unrevoked) the key is
     // refused at once, and the audit file verifies with the revocation in it.
     let server = Server::start(&dir);
-    let (status, body) = server.login(&alice).await;
+    let (status, body) = Api::new(&server.base).try_login(&alice).await;
     assert_eq!(status, 401, "{body:?}");
     assert_eq!(body["error"]["reason_code"], "credential_revoked");
     drop(server);
     let log = std::fs::read_to_string(data.join("audit.jsonl")).unwrap();
     assert_eq!(log.matches("\"kind\":\"revocation\"").count(), 1, "{log}");
     assert_eq!(log.matches("\"kind\":\"enrollment\"").count(), 1, "{log}");
-    let verified = Command::new(BIN)
-        .args(["audit", "verify"])
-        .arg(data.join("audit.jsonl"))
-        .arg("--key")
-        .arg(data.join("service-key.pub"))
-        .status()
-        .unwrap();
-    assert_eq!(verified.code(), Some(0));
+    let verified = audit_verify(&data.join("audit.jsonl"), &data.join("service-key.pub"));
+    assert_eq!(code(&verified), 0);
     let _ = std::fs::remove_dir_all(&dir);
 }

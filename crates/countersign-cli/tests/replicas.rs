@@ -4,208 +4,23 @@
 //! a reachable PostgreSQL (and without `COUNTERSIGN_TEST_POSTGRES` set) they are skipped and say
 //! so; `.ci/steps/postgres.sh` sets the variable, so in CI they must run.
 
+mod support;
+
 use countersign::{Decision, b64};
 use countersign_server::audit::AuditSealer;
 use countersign_server::store::{PostgresStore, ScratchSchema, Store as _};
-use countersign_softkey::{AssertionRequest, SoftKey};
-use countersign_testkit::{ORIGIN, RP_ID};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
-
-const BIN: &str = env!("CARGO_BIN_EXE_countersign");
-
-/// One `countersign serve` process with a data directory of its own.
-struct Replica {
-    child: Child,
-    base: String,
-    data: PathBuf,
-}
-
-impl Replica {
-    fn start(dir: &Path, data: &Path, url: &str) -> Self {
-        let mut child = Command::new(BIN)
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(data)
-            .arg("--config")
-            .arg(dir.join("config.toml"))
-            .arg("--database")
-            .arg(url)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        let base = loop {
-            let line = lines.next().expect("replica printed its address").unwrap();
-            if let Some(addr) = line.strip_prefix("countersign: listening on ") {
-                break addr.trim().to_owned();
-            }
-        };
-        std::thread::spawn(move || for _ in lines {});
-        Self {
-            child,
-            base,
-            data: data.to_owned(),
-        }
-    }
-
-    fn sigkill(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-
-    fn sigterm(&mut self) {
-        let pid = self.child.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-TERM", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
-        assert!(self.child.wait().unwrap().success());
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-struct Approver {
-    principal: &'static str,
-    key: SoftKey,
-    counter: Option<AtomicU32>,
-}
-
-impl Approver {
-    fn new(principal: &'static str, fixture: &str, counting: bool) -> Self {
-        Self {
-            principal,
-            key: countersign_testkit::key(fixture),
-            counter: counting.then(|| AtomicU32::new(0)),
-        }
-    }
-    fn sign(&self, challenge: Vec<u8>) -> Value {
-        let request = AssertionRequest {
-            sign_count: self
-                .counter
-                .as_ref()
-                .map_or(0, |c| c.fetch_add(1, Ordering::SeqCst) + 1),
-            ..AssertionRequest::new(RP_ID, ORIGIN, challenge)
-        };
-        let r = self.key.assert(&request).unwrap();
-        json!({
-            "credential_id": b64::encode(&r.credential_id),
-            "client_data_json": b64::encode(&r.client_data_json),
-            "authenticator_data": b64::encode(&r.authenticator_data),
-            "signature": b64::encode(&r.signature),
-        })
-    }
-}
-
-/// HTTP calls to any replica; a transport error (a killed replica) is `None`.
-#[derive(Clone)]
-struct Http(reqwest::Client);
-
-impl Http {
-    async fn post(&self, url: String, token: Option<&str>, body: &Value) -> Option<(u16, Value)> {
-        let mut req = self.0.post(url).json(body);
-        if let Some(t) = token {
-            req = req.bearer_auth(t);
-        }
-        let resp = req.send().await.ok()?;
-        let status = resp.status().as_u16();
-        Some((status, resp.json().await.ok()?))
-    }
-    async fn get(&self, url: String) -> Option<Value> {
-        self.0.get(url).send().await.ok()?.json().await.ok()
-    }
-    async fn create(&self, base: &str, tool: &str, n: u64) -> Option<String> {
-        let (status, body) = self
-            .post(
-                format!("{base}/v1/approvals"),
-                None,
-                &json!({"agent_id": "agent-7", "tool_name": tool, "params": {"n": n.to_string()}}),
-            )
-            .await?;
-        assert_eq!(status, 200, "{body:?}");
-        Some(body["approval_id"].as_str()?.to_owned())
-    }
-    async fn login(&self, base: &str, who: &Approver) -> String {
-        let (_, c) = self
-            .post(
-                format!("{base}/v1/approver/login/challenge"),
-                None,
-                &json!({}),
-            )
-            .await
-            .unwrap();
-        let challenge = b64::decode(c["challenge"].as_str().unwrap()).unwrap();
-        let (status, body) = self
-            .post(
-                format!("{base}/v1/approver/login"),
-                None,
-                &who.sign(challenge),
-            )
-            .await
-            .unwrap();
-        assert_eq!(status, 200, "{body:?}");
-        body["token"].as_str().unwrap().to_owned()
-    }
-    /// Fetch a decision challenge from `base` and sign it.
-    async fn prepare(
-        &self,
-        base: &str,
-        who: &Approver,
-        token: &str,
-        id: &str,
-        d: Decision,
-    ) -> Option<Value> {
-        let url = format!("{base}/v1/approver/approvals/{id}/challenge");
-        let (status, c) = self.post(url, Some(token), &json!({"decision": d})).await?;
-        assert_eq!(status, 200, "{c:?}");
-        Some(who.sign(b64::decode(c["challenge"].as_str()?).ok()?))
-    }
-    async fn decide(
-        &self,
-        base: &str,
-        token: &str,
-        id: &str,
-        body: &Value,
-    ) -> Option<(u16, Value)> {
-        let url = format!("{base}/v1/approver/approvals/{id}/decision");
-        self.post(url, Some(token), body).await
-    }
-    async fn grant(&self, base: &str, id: &str, n: u64, tool: &str) -> Option<(u16, Value)> {
-        let url = format!("{base}/v1/approvals/{id}/grant");
-        self.post(url, None, &json!({"fingerprint": fingerprint(tool, n)}))
-            .await
-    }
-}
-
-fn fingerprint(tool: &str, n: u64) -> String {
-    let action =
-        countersign_testkit::tool_call_action("agent-7", tool, json!({"n": n.to_string()}));
-    b64::encode(&countersign_testkit::op_hash_of(
-        &action,
-        Decision::Approved,
-    ))
-}
+use support::{Approver, Http, QUICK_TOOL, Server};
 
 /// A schema, a config, one service key shared by three data directories, three replicas.
 struct Cluster {
     dir: PathBuf,
     url: String,
-    replicas: Vec<Replica>,
+    /// One `countersign serve` process each, with a data directory of its own.
+    replicas: Vec<Server>,
     http: Http,
     // Dropped last: the replicas disconnect before the schema is dropped.
     _schema: ScratchSchema,
@@ -217,25 +32,7 @@ impl Cluster {
         let url = schema.url();
         let dir = std::env::temp_dir().join(format!("countersign-{label}-{}", schema.name()));
         std::fs::create_dir_all(&dir).unwrap();
-        let registry = countersign_testkit::registry(
-            approvers
-                .iter()
-                .map(|a| countersign_testkit::enroll(&a.key, a.principal)),
-        );
-        std::fs::write(
-            dir.join("registry.json"),
-            serde_json::to_vec(&registry).unwrap(),
-        )
-        .unwrap();
-        std::fs::write(
-            dir.join("config.toml"),
-            format!(
-                "rp_id = \"{RP_ID}\"\norigins = [\"{ORIGIN}\"]\nregistry = \"{}\"\n\
-                 [[tools]]\nname = \"quick\"\napproval_seconds = 1\n",
-                dir.join("registry.json").display()
-            ),
-        )
-        .unwrap();
+        support::write_config(&dir, approvers, QUICK_TOOL);
         // Replicas must seal with one key: create it once, copy it to every data directory.
         let key = dir.join("service-key");
         AuditSealer::load_or_create(&key).unwrap();
@@ -244,7 +41,7 @@ impl Cluster {
             let data = dir.join(format!("data{n}"));
             std::fs::create_dir_all(&data).unwrap();
             std::fs::copy(&key, data.join("service-key")).unwrap();
-            replicas.push(Replica::start(&dir, &data, &url));
+            replicas.push(Self::replica(&dir, &data, &url));
         }
         Some(Self {
             dir,
@@ -260,13 +57,17 @@ impl Cluster {
         })
     }
 
+    fn replica(dir: &Path, data: &Path, url: &str) -> Server {
+        Server::spawn("127.0.0.1:0", data, &dir.join("config.toml"), Some(url))
+    }
+
     fn base(&self, n: usize) -> String {
         self.replicas[n % 3].base.clone()
     }
 
     fn restart(&mut self, n: usize) {
         let data = self.replicas[n].data.clone();
-        self.replicas[n] = Replica::start(&self.dir, &data, &self.url);
+        self.replicas[n] = Self::replica(&self.dir, &data, &self.url);
     }
 
     /// The whole chain as the database holds it, written to a file.
@@ -286,16 +87,8 @@ impl Cluster {
 
     /// `countersign audit verify` on `file` with the shared key: its exit code.
     fn verify(&self, file: &Path) -> i32 {
-        Command::new(BIN)
-            .args(["audit", "verify"])
-            .arg(file)
-            .arg("--key")
-            .arg(self.replicas[0].data.join("service-key.pub"))
-            .stdout(Stdio::null())
-            .status()
-            .unwrap()
-            .code()
-            .unwrap_or(-1)
+        let key = self.replicas[0].data.join("service-key.pub");
+        support::code(&support::audit_verify(file, &key))
     }
 
     /// Every replica's own audit file and the database's chain verify, and each file is a

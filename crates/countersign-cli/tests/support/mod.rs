@@ -1,0 +1,424 @@
+//! What the CLI's process-level tests share: the real `countersign` binary run as a command or as
+//! a `countersign serve` process, a scratch directory with a registry and a config for it, a
+//! software authenticator that signs the service's challenges, and the HTTP calls an agent and an
+//! approver make. Each test file includes it with `mod support;`.
+
+// Every test binary compiles this module on its own and uses only part of it.
+#![allow(dead_code)]
+
+use countersign::{Decision, b64};
+use countersign_softkey::{AssertionRequest, SoftKey};
+use countersign_testkit::{ORIGIN, RP_ID};
+use serde_json::{Value, json};
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The `countersign` binary Cargo built for these tests.
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_countersign");
+
+/// The line `countersign serve` prints first, before its address (docs/spec/service.md).
+const LISTENING: &str = "countersign: listening on ";
+
+/// A TOML `[[tools]]` entry for `write_config`: the tool `quick`, whose requests expire after one
+/// second.
+pub(crate) const QUICK_TOOL: &str = "[[tools]]\nname = \"quick\"\napproval_seconds = 1\n";
+
+/// `countersign ARGS`, waited for, with stdout and stderr captured.
+pub(crate) fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+/// `countersign ARGS --data-dir DATA`, waited for, with stdout and stderr captured.
+pub(crate) fn run_with_data_dir(args: &[&str], data: &Path) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .arg("--data-dir")
+        .arg(data)
+        .output()
+        .unwrap()
+}
+
+/// `countersign audit verify FILE --key KEY`, stdout captured (stderr shown); see [`code`].
+pub(crate) fn audit_verify(file: &Path, key: &Path) -> Output {
+    Command::new(BIN)
+        .args(["audit", "verify"])
+        .arg(file)
+        .arg("--key")
+        .arg(key)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap()
+}
+
+/// A finished command's exit code; -1 if a signal ended it.
+pub(crate) fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+/// A finished command's stdout, lossily decoded.
+pub(crate) fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A finished command's stderr, lossily decoded.
+pub(crate) fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A fresh directory under the system's temporary directory, unique to this process and moment:
+/// `countersign-LABEL-test-PID-NANOS`. The test removes it when it passes.
+pub(crate) fn scratch_dir(label: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "countersign-{label}-test-{}-{}",
+        std::process::id(),
+        time::OffsetDateTime::now_utc().unix_timestamp_nanos()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Writes `DIR/registry.json`, enrolling each `(key, principal)`; returns its path.
+pub(crate) fn write_registry(dir: &Path, enrolled: &[(&SoftKey, &str)]) -> PathBuf {
+    let doc = countersign_testkit::registry(
+        enrolled
+            .iter()
+            .map(|(key, principal)| countersign_testkit::enroll(key, principal)),
+    );
+    let path = dir.join("registry.json");
+    std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+    path
+}
+
+/// Writes `DIR/registry.json` enrolling `approvers`, and `DIR/config.toml` naming it, with the
+/// test RP ID and origin and then `extra` (TOML, e.g. [`QUICK_TOOL`]); returns the config's path.
+pub(crate) fn write_config(dir: &Path, approvers: &[&Approver], extra: &str) -> PathBuf {
+    let enrolled: Vec<(&SoftKey, &str)> = approvers.iter().map(|a| (&a.key, a.principal)).collect();
+    let registry = write_registry(dir, &enrolled);
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "rp_id = \"{RP_ID}\"\norigins = [\"{ORIGIN}\"]\nregistry = \"{}\"\n{extra}",
+            registry.display()
+        ),
+    )
+    .unwrap();
+    config
+}
+
+/// A child process, killed (SIGKILL) and reaped when dropped.
+pub(crate) struct KillOnDrop(pub(crate) Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One `countersign serve` process, killed on drop.
+pub(crate) struct Server {
+    process: KillOnDrop,
+    /// `http://ADDR:PORT`, as the process printed it.
+    pub(crate) base: String,
+    /// Its data directory.
+    pub(crate) data: PathBuf,
+}
+
+impl Server {
+    /// `countersign serve` on a free loopback port with the data directory `DIR/data` and the
+    /// config `DIR/config.toml`.
+    pub(crate) fn start(dir: &Path) -> Self {
+        Self::spawn(
+            "127.0.0.1:0",
+            &dir.join("data"),
+            &dir.join("config.toml"),
+            None,
+        )
+    }
+
+    /// `countersign serve --listen LISTEN --data-dir DATA --config CONFIG [--database URL]`.
+    /// Returns once the process has printed its address (which must be its first line); stdout
+    /// is drained from then on, so the service never blocks on a full pipe.
+    pub(crate) fn spawn(listen: &str, data: &Path, config: &Path, database: Option<&str>) -> Self {
+        let mut command = Command::new(BIN);
+        command
+            .args(["serve", "--listen", listen, "--data-dir"])
+            .arg(data)
+            .arg("--config")
+            .arg(config);
+        if let Some(url) = database {
+            command.arg("--database").arg(url);
+        }
+        let mut process = KillOnDrop(
+            command
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap(),
+        );
+        let stdout = process.0.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let first = lines
+            .next()
+            .expect("countersign serve printed its address")
+            .unwrap();
+        let base = first
+            .strip_prefix(LISTENING)
+            .unwrap_or_else(|| panic!("countersign serve's first line: {first:?}"))
+            .trim()
+            .to_owned();
+        std::thread::spawn(move || for _ in lines {});
+        Self {
+            process,
+            base,
+            data: data.to_owned(),
+        }
+    }
+
+    /// SIGKILL, and wait for the process to end.
+    pub(crate) fn sigkill(&mut self) {
+        self.process.0.kill().unwrap();
+        self.process.0.wait().unwrap();
+    }
+
+    /// SIGTERM, and assert that the process shuts down gracefully (exit 0).
+    pub(crate) fn sigterm(&mut self) {
+        let pid = self.process.0.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        assert!(self.process.0.wait().unwrap().success());
+    }
+}
+
+/// A software authenticator enrolled for `principal`, signing challenges into the JSON body the
+/// service takes at login and with a decision.
+pub(crate) struct Approver {
+    pub(crate) principal: &'static str,
+    pub(crate) key: SoftKey,
+    /// `None`: the authenticator reports counter 0 (no counter), so assertions signed in one
+    /// order and submitted concurrently in another are all legal. `Some`: it counts 1, 2, 3, ...
+    counter: Option<AtomicU32>,
+}
+
+impl Approver {
+    /// The testkit key `fixture` (e.g. `alice-es256`), with a signature counter if `counting`.
+    pub(crate) fn new(principal: &'static str, fixture: &str, counting: bool) -> Self {
+        Self {
+            principal,
+            key: countersign_testkit::key(fixture),
+            counter: counting.then(|| AtomicU32::new(0)),
+        }
+    }
+
+    /// Sign `challenge` for the test RP ID and origin: the assertion as the service's JSON body.
+    pub(crate) fn sign(&self, challenge: Vec<u8>) -> Value {
+        let request = AssertionRequest {
+            sign_count: self
+                .counter
+                .as_ref()
+                .map_or(0, |c| c.fetch_add(1, Ordering::SeqCst) + 1),
+            ..AssertionRequest::new(RP_ID, ORIGIN, challenge)
+        };
+        let r = self.key.assert(&request).unwrap();
+        json!({
+            "credential_id": b64::encode(&r.credential_id),
+            "client_data_json": b64::encode(&r.client_data_json),
+            "authenticator_data": b64::encode(&r.authenticator_data),
+            "signature": b64::encode(&r.signature),
+        })
+    }
+}
+
+/// The grant fingerprint of agent-7's approved call of `tool` with the params `{"n": n}`.
+pub(crate) fn fingerprint(tool: &str, n: u64) -> String {
+    let action =
+        countersign_testkit::tool_call_action("agent-7", tool, json!({"n": n.to_string()}));
+    b64::encode(&countersign_testkit::op_hash_of(
+        &action,
+        Decision::Approved,
+    ))
+}
+
+/// HTTP calls to any service (`base` is `http://ADDR:PORT`); a transport error or a body that is
+/// not JSON (a killed service) is `None`.
+#[derive(Clone)]
+pub(crate) struct Http(pub(crate) reqwest::Client);
+
+impl Http {
+    /// POST `body` as JSON to `url`, with `token` as the bearer if given: `(status, body)`.
+    pub(crate) async fn post(
+        &self,
+        url: String,
+        token: Option<&str>,
+        body: &Value,
+    ) -> Option<(u16, Value)> {
+        let mut req = self.0.post(url).json(body);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.ok()?;
+        let status = resp.status().as_u16();
+        Some((status, resp.json().await.ok()?))
+    }
+
+    /// GET `url`: the JSON body, whatever the status.
+    pub(crate) async fn get(&self, url: String) -> Option<Value> {
+        self.0.get(url).send().await.ok()?.json().await.ok()
+    }
+
+    /// agent-7 asks to call `tool` with the params `{"n": n}`: asserts 200; the response body.
+    pub(crate) async fn request_approval(&self, base: &str, tool: &str, n: u64) -> Option<Value> {
+        let (status, body) = self
+            .post(
+                format!("{base}/v1/approvals"),
+                None,
+                &json!({"agent_id": "agent-7", "tool_name": tool, "params": {"n": n.to_string()}}),
+            )
+            .await?;
+        assert_eq!(status, 200, "{body:?}");
+        Some(body)
+    }
+
+    /// [`Http::request_approval`]: the new approval's id.
+    pub(crate) async fn create(&self, base: &str, tool: &str, n: u64) -> Option<String> {
+        let body = self.request_approval(base, tool, n).await?;
+        Some(body["approval_id"].as_str()?.to_owned())
+    }
+
+    /// Fetch a login challenge, have `who` sign it, and log in: `(status, body)`. Panics if the
+    /// challenge cannot be fetched.
+    pub(crate) async fn try_login(&self, base: &str, who: &Approver) -> Option<(u16, Value)> {
+        let (_, c) = self
+            .post(
+                format!("{base}/v1/approver/login/challenge"),
+                None,
+                &json!({}),
+            )
+            .await
+            .unwrap();
+        let challenge = b64::decode(c["challenge"].as_str().unwrap()).unwrap();
+        self.post(
+            format!("{base}/v1/approver/login"),
+            None,
+            &who.sign(challenge),
+        )
+        .await
+    }
+
+    /// [`Http::try_login`], asserting 200: the session token.
+    pub(crate) async fn login(&self, base: &str, who: &Approver) -> String {
+        let (status, body) = self.try_login(base, who).await.unwrap();
+        assert_eq!(status, 200, "{body:?}");
+        body["token"].as_str().unwrap().to_owned()
+    }
+
+    /// Fetch a decision challenge from `base` (asserting 200) and have `who` sign it.
+    pub(crate) async fn prepare(
+        &self,
+        base: &str,
+        who: &Approver,
+        token: &str,
+        id: &str,
+        d: Decision,
+    ) -> Option<Value> {
+        let url = format!("{base}/v1/approver/approvals/{id}/challenge");
+        let (status, c) = self.post(url, Some(token), &json!({"decision": d})).await?;
+        assert_eq!(status, 200, "{c:?}");
+        Some(who.sign(b64::decode(c["challenge"].as_str()?).ok()?))
+    }
+
+    /// Submit a signed decision `body` for approval `id`.
+    pub(crate) async fn decide(
+        &self,
+        base: &str,
+        token: &str,
+        id: &str,
+        body: &Value,
+    ) -> Option<(u16, Value)> {
+        let url = format!("{base}/v1/approver/approvals/{id}/decision");
+        self.post(url, Some(token), body).await
+    }
+
+    /// Collect the grant of approval `id`, agent-7's call of `tool` with the params `{"n": n}`.
+    pub(crate) async fn grant(
+        &self,
+        base: &str,
+        id: &str,
+        n: u64,
+        tool: &str,
+    ) -> Option<(u16, Value)> {
+        let url = format!("{base}/v1/approvals/{id}/grant");
+        self.post(url, None, &json!({"fingerprint": fingerprint(tool, n)}))
+            .await
+    }
+}
+
+/// [`Http`] bound to one service, for tests where every call must get an answer: a transport
+/// error panics.
+#[derive(Clone)]
+pub(crate) struct Api {
+    pub(crate) http: Http,
+    pub(crate) base: String,
+}
+
+impl Api {
+    /// A fresh client for the service at `base`.
+    pub(crate) fn new(base: &str) -> Self {
+        Self {
+            http: Http(reqwest::Client::new()),
+            base: base.to_owned(),
+        }
+    }
+
+    /// [`Http::post`] to `path` on this service.
+    pub(crate) async fn post(&self, path: &str, token: Option<&str>, body: &Value) -> (u16, Value) {
+        let url = format!("{}{path}", self.base);
+        self.http.post(url, token, body).await.unwrap()
+    }
+
+    /// [`Http::get`] of `path` on this service.
+    pub(crate) async fn get(&self, path: &str) -> Value {
+        self.http.get(format!("{}{path}", self.base)).await.unwrap()
+    }
+
+    /// A new approval request (asserting 200 and `PENDING`): its id.
+    pub(crate) async fn create(&self, tool: &str, n: u64) -> String {
+        let body = self
+            .http
+            .request_approval(&self.base, tool, n)
+            .await
+            .unwrap();
+        assert_eq!(body["status"], "PENDING");
+        body["approval_id"].as_str().unwrap().to_owned()
+    }
+
+    /// A login as `who`, whatever the answer: `(status, body)`.
+    pub(crate) async fn try_login(&self, who: &Approver) -> (u16, Value) {
+        self.http.try_login(&self.base, who).await.unwrap()
+    }
+
+    /// A login as `who` (asserting 200): the session token.
+    pub(crate) async fn login(&self, who: &Approver) -> String {
+        self.http.login(&self.base, who).await
+    }
+
+    /// A signed decision body for approval `id`.
+    pub(crate) async fn prepare(
+        &self,
+        who: &Approver,
+        token: &str,
+        id: &str,
+        d: Decision,
+    ) -> Value {
+        let body = self.http.prepare(&self.base, who, token, id, d).await;
+        body.unwrap()
+    }
+}
