@@ -155,7 +155,11 @@ impl AppState {
         if status == ApprovalStatus::Pending
             && let Some(notifier) = self.notifier()
         {
-            notifier.send(notifier.notification(&approval.id, &severity, &expires_at));
+            let window = u64::try_from(approval.expires_at.saturating_sub(now)).unwrap_or(0);
+            notifier.send(
+                notifier.notification(&approval.id, &severity, &expires_at),
+                Duration::from_millis(window),
+            );
         }
         // The row is exactly what was inserted: answer from it without reading it back.
         Ok(self.result_of(&ApprovalRecord {

@@ -74,3 +74,51 @@ async fn the_webhook_carries_no_parameters() {
     );
     server.abort();
 }
+
+#[tokio::test]
+async fn a_receiver_that_fails_for_a_while_still_gets_the_notification_once() {
+    // The receiver answers 503 twice (restarting, say), then accepts.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(u16, Option<String>, String)>();
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    let router = Router::new().route(
+        "/hook",
+        post(move |headers: axum::http::HeaderMap, body: String| {
+            let (tx, calls) = (tx.clone(), calls.clone());
+            async move {
+                let n = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let status = if n < 2 { 503 } else { 200 };
+                let key = headers
+                    .get("idempotency-key")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                let _ = tx.send((status, key, body));
+                axum::http::StatusCode::from_u16(status).unwrap()
+            }
+        }),
+    );
+    let server = tokio::spawn(async move { axum::serve(listener, router).await });
+
+    let mut config = config();
+    config.webhook_url = Some(hook);
+    let app = TestApp::start(config, &[&Approver::alice()]).await;
+    let id = app.create_pending(json!({"to": "A"})).await;
+    // Bounded waits for the asynchronous attempts (about 1.5 s of backoff in all); the
+    // assertions are on what arrived, not on when.
+    let mut attempts = Vec::new();
+    while attempts.last().is_none_or(|(status, _, _)| *status != 200) {
+        let next = tokio::time::timeout(Duration::from_secs(60), rx.recv())
+            .await
+            .expect("another attempt")
+            .expect("channel open");
+        attempts.push(next);
+    }
+    let statuses: Vec<u16> = attempts.iter().map(|(s, _, _)| *s).collect();
+    assert_eq!(statuses, [503, 503, 200]);
+    for (_, key, body) in &attempts {
+        assert_eq!(key.as_deref(), Some(id.as_str()), "one idempotency key");
+        assert_eq!(body, &attempts[0].2, "the same body every time");
+    }
+    server.abort();
+}
