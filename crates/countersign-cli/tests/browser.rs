@@ -31,6 +31,34 @@ const ACCOUNT_A: &str = "DE89 3704 0044 0532 0130 00";
 const AMOUNT_A: &str = "40000.00";
 const ACCOUNT_B: &str = "GB33BUKB2020155555555\u{200B}5";
 
+/// A file name that a right-to-left override shows as "invoiceexe.pdf" when not isolated.
+const SPOOFED_FILE: &str = "invoice\u{202E}fdp.exe";
+/// "payments.transfer" with a Cyrillic small a (U+0430).
+const SPOOFED_TOOL: &str = "p\u{0430}yments.transfer";
+
+/// A script answering whether the text `start` (in the first text node under `root` holding it)
+/// is laid out left to right: its first character is drawn left of its last. Layout, not the DOM
+/// order, is what a bidi control changes, so the rendered boxes are compared.
+fn reads_left_to_right(root: &str, start: &str) -> String {
+    format!(
+        "const root = document.querySelector({root:?});
+         const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+         const start = {start:?};
+         for (let n = walker.nextNode(); n; n = walker.nextNode()) {{
+           const i = n.data.indexOf(start);
+           if (i < 0) continue;
+           const x = (k) => {{
+             const r = document.createRange();
+             r.setStart(n, k);
+             r.setEnd(n, k + 1);
+             return r.getBoundingClientRect().left;
+           }};
+           return x(i) < x(i + start.length - 1);
+         }}
+         return 'not found';"
+    )
+}
+
 fn artifacts() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -439,6 +467,11 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
         assert!(table.contains(shown), "{shown} missing from {table}");
     }
     assert!(!browser.visible("banner"), "nothing deceptive in A");
+    // The amount is shown exactly, with a grouped reading aid beside it.
+    let grouped = browser.js(
+        "return Array.from(document.querySelectorAll('#fields .grouped .num')).map(e => e.textContent);",
+    );
+    assert_eq!(grouped, json!(["40\u{2009}000.00"]));
     browser.screenshot("04-review");
     browser.click("approve");
     browser.wait_visible("outcome");
@@ -466,6 +499,72 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     browser.wait_visible("outcome");
     browser.assert_text_contains("outcome-text", "REFUSED");
     browser.screenshot("07-refused");
+
+    // --- a request built to deceive: a right-to-left override in a file name, a Cyrillic "а"
+    // in the tool name. Both are marked in the JSON view and the sentence, and the override
+    // reorders nothing: the text after it and its badge are laid out left to right. ---
+    let (status, r) = http(
+        &service,
+        "POST",
+        "/v1/approvals",
+        Some(&json!({"agent_id": "agent-7", "tool_name": SPOOFED_TOOL,
+            "params": {"attachment": SPOOFED_FILE}})),
+    );
+    assert_eq!((status, &r["status"]), (200, &json!("PENDING")), "{r}");
+    let id_d = r["approval_id"].as_str().unwrap().to_owned();
+    browser.goto(&format!("{origin}/approve/{id_d}"));
+    wait_for("D's sign-in or review", || {
+        (browser.visible("step1") || browser.visible("step2")).then_some(())
+    });
+    if browser.visible("step1") {
+        browser.click("signin");
+    }
+    browser.wait_visible("step2");
+    assert!(browser.visible("banner"));
+    browser.js("document.querySelector('details').open = true; return null;");
+    // Without the badges, the JSON view holds the exact signed text.
+    let raw = browser.js("const c = document.getElementById('raw').cloneNode(true);
+         c.querySelectorAll('.cp').forEach(e => e.remove());
+         return c.textContent;");
+    let raw = raw.as_str().unwrap();
+    assert!(raw.contains(SPOOFED_FILE), "{raw}");
+    assert!(raw.contains(SPOOFED_TOOL), "{raw}");
+    let raw_marks =
+        browser.js("return Array.from(document.querySelectorAll('#raw mark')).map(m => m.title);");
+    assert_eq!(
+        raw_marks,
+        json!(["U+202E RIGHT-TO-LEFT OVERRIDE", "U+0430 looks like \"a\""])
+    );
+    let who_marks =
+        browser.js("return Array.from(document.querySelectorAll('#who mark')).map(m => m.title);");
+    assert_eq!(
+        who_marks,
+        json!(["U+0430 looks like \"a\""]),
+        "{}",
+        browser.text("who")
+    );
+    let who = browser.js("const c = document.getElementById('who').cloneNode(true);
+         c.querySelectorAll('.cp').forEach(e => e.remove());
+         return c.textContent;");
+    assert!(
+        who.as_str()
+            .unwrap()
+            .contains(&format!("for tool {SPOOFED_TOOL} (")),
+        "{who}"
+    );
+    for (root, start) in [
+        ("#raw", "fdp.exe"),
+        ("#fields", "fdp.exe"),
+        ("#raw mark.bidi .cp", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+        ("#fields mark.bidi .cp", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+    ] {
+        assert_eq!(
+            browser.js(&reads_left_to_right(root, start)),
+            json!(true),
+            "{start:?} in {root} is laid out right to left"
+        );
+    }
+    browser.screenshot("07b-review-spoofed");
 
     // --- offline verification of both results against the exported registry ---
     let export = run_with_data_dir(&["registry", "export"], &data);

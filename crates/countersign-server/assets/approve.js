@@ -8,6 +8,10 @@
   let rpId = null;
   let busy = false;
 
+  // Render display segments: plain runs as text, marked characters as a badge. Both the marked
+  // character and its code-point name are bidi-isolated (<bdi>, and unicode-bidi: isolate in the
+  // CSS), so a right-to-left override can neither reverse its own badge nor the text after it:
+  // what follows is shown in the order it is signed.
   function segmentsInto(parent, segments) {
     for (const seg of segments) {
       if (!seg.mark) {
@@ -16,8 +20,12 @@
       }
       const m = cs.el('mark', 'deceptive ' + seg.mark.kind);
       m.title = seg.mark.name;
-      m.appendChild(cs.el('span', 'ch', seg.text));
-      m.appendChild(cs.el('span', 'cp', seg.mark.name));
+      const ch = cs.el('bdi', 'ch', seg.text);
+      ch.dir = 'ltr';
+      const cp = cs.el('bdi', 'cp', seg.mark.name);
+      cp.dir = 'ltr';
+      m.appendChild(ch);
+      m.appendChild(cp);
       parent.appendChild(m);
     }
   }
@@ -62,10 +70,19 @@
     csrf = view.csrf_token;
     cs.show('step1', false);
     cs.show('step2', true);
-    cs.setText('who', 'Signed in as ' + view.principal + '. Request from agent ' + view.agent_id +
-      ' for tool ' + view.tool_name + ' (profile ' + view.profile + ').');
+    const who = document.getElementById('who');
+    who.textContent = 'Signed in as ' + view.principal + '. Request from agent ';
+    const agent = cs.el('bdi', 'name');
+    segmentsInto(agent, view.display.agent_id);
+    who.appendChild(agent);
+    who.appendChild(document.createTextNode(' for tool '));
+    const tool = cs.el('bdi', 'name');
+    segmentsInto(tool, view.display.tool_name);
+    who.appendChild(tool);
+    who.appendChild(document.createTextNode(' (profile ' + view.profile + ').'));
     cs.setText('title', view.display.title);
     cs.show('banner', view.display.marked);
+    cs.show('nfc-banner', view.display.nfc_changed);
     const tbody = document.querySelector('#fields tbody');
     tbody.textContent = '';
     for (const row of view.display.rows) {
@@ -79,12 +96,22 @@
       const v = cs.el('span', 'v');
       segmentsInto(v, row.value);
       td.appendChild(v);
+      if (row.grouped) {
+        // A reading aid beside the exact value, never instead of it.
+        const g = cs.el('div', 'grouped');
+        g.appendChild(cs.el('span', 'aid', 'digits grouped: '));
+        g.appendChild(cs.el('span', 'num', row.grouped));
+        td.appendChild(g);
+      }
       for (const w of row.warnings) td.appendChild(cs.el('div', 'rowwarn', '⚠ ' + w));
       tr.appendChild(th);
       tr.appendChild(td);
       tbody.appendChild(tr);
     }
-    cs.setText('raw', JSON.stringify(view.fields, null, 2));
+    // Built from the server's segments, not JSON.stringify: the same marks as the table.
+    const raw = document.getElementById('raw');
+    raw.textContent = '';
+    segmentsInto(raw, view.display.json);
     if (view.status === 'PENDING') {
       cs.show('step3', true);
     } else {

@@ -1,15 +1,26 @@
-//! What the approver page shows: every signed field as a labelled row, with the characters that
-//! can deceive a reader marked.
+//! What the approver page shows: every signed field as a labelled row, the same fields as JSON,
+//! and the request sentence, with the characters that can deceive a reader marked.
 //!
 //! Rows are derived by walking the *signed* fields value, not the profile's list, so nothing that
 //! is signed can be left off the page; the profile contributes labels and order. Each string is
-//! cut into segments whose concatenation is exactly the signed value; a segment holding a
-//! deceptive character carries a kind and a visible name (`U+200B ZERO WIDTH SPACE`), and the page
-//! draws a badge for it. Marking never changes the value: the page shows it and a badge.
+//! cut into segments whose concatenation is exactly the value; a segment holding a deceptive
+//! character carries a kind and a visible name (`U+200B ZERO WIDTH SPACE`), and the page draws a
+//! badge for it. Marking never changes the value: the page shows it and a badge.
+//!
+//! The JSON view is built from the same segments (never from `JSON.stringify` in the page), so a
+//! right-to-left override or a lookalike is marked there exactly as in the table, and the page
+//! isolates every marked character so a bidi control cannot reorder the text around it.
+//!
+//! When the tool's rule normalizes instead of refusing non-NFC text (`nfc = "normalize"`), the
+//! display is of the value *as the gateway submitted it*, and every code point NFC changed is
+//! marked: the approver sees what the gateway will execute, and that it differs from what is
+//! hashed.
 
 use countersign::Profile;
 use serde::Serialize;
 use serde_json::Value;
+use std::collections::BTreeMap;
+use unicode_normalization::UnicodeNormalization as _;
 
 /// The whole display model of one action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -17,8 +28,20 @@ pub struct Display {
     /// The profile's title ("Payment transfer").
     pub title: String,
     pub rows: Vec<Row>,
-    /// Whether any row carries a mark (the page then shows a banner).
+    /// The agent of the "Request from agent X for tool Y" sentence, marked like a value.
+    pub agent_id: Vec<Segment>,
+    /// The tool of that sentence, marked like a value.
+    pub tool_name: Vec<Segment>,
+    /// The fields as indented JSON: the concatenated texts are exactly
+    /// `serde_json::to_string_pretty` of the displayed value; strings and keys carry the same
+    /// marks as the rows.
+    pub json: Vec<Segment>,
+    /// Whether any row, the sentence or an NFC change carries a mark (the page then shows a
+    /// banner).
     pub marked: bool,
+    /// Whether the displayed strings are the submitted ones and some differ from their NFC form
+    /// (the signed form): the page then says so above the table.
+    pub nfc_changed: bool,
 }
 
 /// One signed leaf value.
@@ -31,6 +54,10 @@ pub struct Row {
     /// `string`, `number`, `boolean`, `null`, `object` (empty), `array` (empty).
     pub kind: &'static str,
     pub value: Vec<Segment>,
+    /// The value with its integer digits grouped by thousands (thin spaces), for a decimal with
+    /// four or more integer digits: a reading aid shown beside the exact value, never instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grouped: Option<String>,
     /// Row-level warnings (mixed scripts, surrounding spaces).
     pub warnings: Vec<String>,
 }
@@ -46,15 +73,36 @@ pub struct Segment {
 /// Why a character is marked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Mark {
-    /// `invisible`, `bidi`, `control`, `space`, `confusable`, `script`.
+    /// `invisible`, `bidi`, `control`, `space`, `confusable`, `script`, `nfc`.
     pub kind: &'static str,
     /// `U+202E RIGHT-TO-LEFT OVERRIDE`, or `U+0430 looks like "a"`.
     pub name: String,
 }
 
-/// Build the display of `fields` under `profile`.
-pub(crate) fn display(profile: &Profile, fields: &Value) -> Display {
+/// The code points NFC changes, per string: RFC 6901 pointer of the string (a value, or the
+/// member whose key it is) to those code points.
+pub(crate) type NfcMarks = BTreeMap<String, Vec<char>>;
+
+/// What one request shows besides its fields.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sentence<'a> {
+    pub agent_id: &'a str,
+    pub tool_name: &'a str,
+}
+
+/// Build the display of `fields` under `profile`. `nfc` names the code points NFC changes in
+/// `fields` (empty when `fields` is already the NFC form).
+pub(crate) fn display(
+    profile: &Profile,
+    fields: &Value,
+    request: Sentence<'_>,
+    nfc: &NfcMarks,
+) -> Display {
     let mut rows = Vec::new();
+    let mut w = Walker {
+        rows: &mut rows,
+        nfc,
+    };
     match fields {
         Value::Object(map) => {
             // Profile order first, then anything else the signed value holds.
@@ -70,24 +118,44 @@ pub(crate) fn display(profile: &Profile, fields: &Value) -> Display {
                 }
             }
             for name in names {
+                let pointer = format!("/{}", escape_pointer(name));
                 let label = profile
                     .field(name)
-                    .map(|s| s.label.clone())
-                    .unwrap_or_else(|| name.clone());
+                    .map(|s| segments(&s.label))
+                    .unwrap_or_else(|| w.key_segments(name, &pointer));
+                let decimal = profile
+                    .field(name)
+                    .is_some_and(|s| s.kind == countersign::FieldKind::Decimal);
                 if let Some(v) = map.get(name) {
-                    walk(&mut rows, &label, segments(&label), name.clone(), v);
+                    w.walk(label, name.clone(), &pointer, v, decimal);
                 }
             }
         }
-        other => walk(&mut rows, "", Vec::new(), String::new(), other),
+        other => w.walk(Vec::new(), String::new(), "", other, false),
     }
-    let marked = rows
-        .iter()
-        .any(|r| !r.warnings.is_empty() || has_mark(&r.value) || has_mark(&r.label));
+    let mut json = Vec::new();
+    let mut jw = JsonWriter {
+        out: &mut json,
+        nfc,
+    };
+    jw.value(fields, "", 0);
+    let agent_id = segments(request.agent_id);
+    let tool_name = segments(request.tool_name);
+    let nfc_changed = !nfc.is_empty();
+    let marked = nfc_changed
+        || has_mark(&agent_id)
+        || has_mark(&tool_name)
+        || rows
+            .iter()
+            .any(|r| !r.warnings.is_empty() || has_mark(&r.value) || has_mark(&r.label));
     Display {
         title: profile.title.clone(),
         rows,
+        agent_id,
+        tool_name,
+        json,
         marked,
+        nfc_changed,
     }
 }
 
@@ -95,52 +163,203 @@ fn has_mark(segs: &[Segment]) -> bool {
     segs.iter().any(|s| s.mark.is_some())
 }
 
-fn walk(rows: &mut Vec<Row>, base: &str, label: Vec<Segment>, path: String, v: &Value) {
-    let (kind, text) = match v {
-        Value::Object(map) if !map.is_empty() => {
-            for (k, child) in map {
-                let mut l = label.clone();
-                l.push(plain(" › "));
-                l.extend(segments(k));
-                walk(rows, base, l, format!("{path}.{k}"), child);
+/// RFC 6901: `~` is written `~0` and `/` is written `~1`.
+fn escape_pointer(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+struct Walker<'a> {
+    rows: &'a mut Vec<Row>,
+    nfc: &'a NfcMarks,
+}
+
+impl Walker<'_> {
+    fn nfc_at(&self, pointer: &str) -> &[char] {
+        self.nfc.get(pointer).map_or(&[], Vec::as_slice)
+    }
+
+    fn key_segments(&self, key: &str, pointer: &str) -> Vec<Segment> {
+        segments_nfc(key, self.nfc_at(pointer))
+    }
+
+    fn walk(&mut self, label: Vec<Segment>, path: String, pointer: &str, v: &Value, decimal: bool) {
+        let (kind, text) = match v {
+            Value::Object(map) if !map.is_empty() => {
+                for (k, child) in map {
+                    let child_pointer = format!("{pointer}/{}", escape_pointer(k));
+                    let mut l = label.clone();
+                    l.push(plain(" › "));
+                    l.extend(self.key_segments(k, &child_pointer));
+                    self.walk(l, format!("{path}.{k}"), &child_pointer, child, false);
+                }
+                return;
             }
-            return;
-        }
-        Value::Array(items) if !items.is_empty() => {
-            for (i, child) in items.iter().enumerate() {
-                let mut l = label.clone();
-                l.push(plain(&format!(" [{i}]")));
-                walk(rows, base, l, format!("{path}[{i}]"), child);
+            Value::Array(items) if !items.is_empty() => {
+                for (i, child) in items.iter().enumerate() {
+                    let mut l = label.clone();
+                    l.push(plain(&format!(" [{i}]")));
+                    let child_pointer = format!("{pointer}/{i}");
+                    self.walk(l, format!("{path}[{i}]"), &child_pointer, child, false);
+                }
+                return;
             }
-            return;
+            Value::Object(_) => ("object", "{}".to_owned()),
+            Value::Array(_) => ("array", "[]".to_owned()),
+            Value::String(s) => ("string", s.clone()),
+            Value::Number(n) => ("number", n.to_string()),
+            Value::Bool(b) => ("boolean", b.to_string()),
+            Value::Null => ("null", "null".to_owned()),
+        };
+        let mut warnings = Vec::new();
+        if kind == "string" {
+            if let Some(w) = mixed_scripts(&text) {
+                warnings.push(w);
+            }
+            if text.starts_with(char::is_whitespace) || text.ends_with(char::is_whitespace) {
+                warnings.push("leading or trailing whitespace".to_owned());
+            }
+            if text.is_empty() {
+                warnings.push("empty text".to_owned());
+            }
         }
-        Value::Object(_) => ("object", "{}".to_owned()),
-        Value::Array(_) => ("array", "[]".to_owned()),
-        Value::String(s) => ("string", s.clone()),
-        Value::Number(n) => ("number", n.to_string()),
-        Value::Bool(b) => ("boolean", b.to_string()),
-        Value::Null => ("null", "null".to_owned()),
+        let grouped = if kind == "number" || decimal || looks_like_amount(&path) {
+            group_digits(&text)
+        } else {
+            None
+        };
+        let value = segments_nfc(&text, self.nfc_at(pointer));
+        if !self.nfc_at(pointer).is_empty() && has_mark(&value) {
+            warnings.push("not in NFC: the signed form differs from this text".to_owned());
+        }
+        self.rows.push(Row {
+            label,
+            path,
+            kind,
+            value,
+            grouped,
+            warnings,
+        });
+    }
+}
+
+/// Whether the last key of `path` names an amount (`amount`, `total_amount`, `price`, ...):
+/// decimal strings under such keys get the grouped reading aid even outside a typed profile.
+fn looks_like_amount(path: &str) -> bool {
+    let last = path
+        .rsplit(['.', '['])
+        .next()
+        .unwrap_or(path)
+        .to_ascii_lowercase();
+    ["amount", "total", "price", "sum", "value", "quantity"]
+        .iter()
+        .any(|w| last.contains(w))
+}
+
+/// `40000.00` -> `40 000.00` (U+2009 THIN SPACE between groups of three integer digits), for a
+/// plain decimal (`-?[0-9]+(\.[0-9]+)?`) with at least four integer digits; `None` otherwise.
+pub(crate) fn group_digits(text: &str) -> Option<String> {
+    let (sign, rest) = match text.strip_prefix('-') {
+        Some(r) => ("-", r),
+        None => ("", text),
     };
-    let mut warnings = Vec::new();
-    if kind == "string" {
-        if let Some(w) = mixed_scripts(&text) {
-            warnings.push(w);
+    let (int, frac) = match rest.split_once('.') {
+        Some((i, f)) => (i, Some(f)),
+        None => (rest, None),
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(int) || int.len() < 4 || frac.is_some_and(|f| !digits(f)) {
+        return None;
+    }
+    let mut out = String::from(sign);
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            out.push('\u{2009}');
         }
-        if text.starts_with(char::is_whitespace) || text.ends_with(char::is_whitespace) {
-            warnings.push("leading or trailing whitespace".to_owned());
-        }
-        if text.is_empty() {
-            warnings.push("empty text".to_owned());
+        out.push(c);
+    }
+    if let Some(f) = frac {
+        out.push('.');
+        out.push_str(f);
+    }
+    Some(out)
+}
+
+/// Writes a value as `serde_json::to_string_pretty` does, as segments: punctuation and
+/// indentation plain, keys and strings cut and marked like the rows.
+struct JsonWriter<'a> {
+    out: &'a mut Vec<Segment>,
+    nfc: &'a NfcMarks,
+}
+
+impl JsonWriter<'_> {
+    fn push(&mut self, text: &str) {
+        match self.out.last_mut() {
+            Some(last) if last.mark.is_none() => last.text.push_str(text),
+            _ => self.out.push(plain(text)),
         }
     }
-    let _ = base;
-    rows.push(Row {
-        label,
-        path,
-        kind,
-        value: segments(&text),
-        warnings,
-    });
+
+    fn string(&mut self, s: &str, pointer: &str) {
+        self.push("\"");
+        let nfc = self.nfc.get(pointer).map_or(&[][..], Vec::as_slice);
+        for seg in segments_nfc(s, nfc) {
+            // Escaping is per character, so escaping each segment escapes the whole string.
+            let quoted = serde_json::to_string(&seg.text).unwrap_or_default();
+            let escaped = quoted
+                .strip_prefix('"')
+                .and_then(|q| q.strip_suffix('"'))
+                .unwrap_or_default();
+            match seg.mark {
+                None => self.push(escaped),
+                Some(mark) => self.out.push(Segment {
+                    text: escaped.to_owned(),
+                    mark: Some(mark),
+                }),
+            }
+        }
+        self.push("\"");
+    }
+
+    fn indent(&mut self, depth: usize) {
+        self.push("\n");
+        self.push(&"  ".repeat(depth));
+    }
+
+    fn value(&mut self, v: &Value, pointer: &str, depth: usize) {
+        match v {
+            Value::Object(map) if !map.is_empty() => {
+                self.push("{");
+                for (i, (k, child)) in map.iter().enumerate() {
+                    if i > 0 {
+                        self.push(",");
+                    }
+                    self.indent(depth + 1);
+                    let child_pointer = format!("{pointer}/{}", escape_pointer(k));
+                    self.string(k, &child_pointer);
+                    self.push(": ");
+                    self.value(child, &child_pointer, depth + 1);
+                }
+                self.indent(depth);
+                self.push("}");
+            }
+            Value::Array(items) if !items.is_empty() => {
+                self.push("[");
+                for (i, child) in items.iter().enumerate() {
+                    if i > 0 {
+                        self.push(",");
+                    }
+                    self.indent(depth + 1);
+                    self.value(child, &format!("{pointer}/{i}"), depth + 1);
+                }
+                self.indent(depth);
+                self.push("]");
+            }
+            Value::Object(_) => self.push("{}"),
+            Value::Array(_) => self.push("[]"),
+            Value::String(s) => self.string(s, pointer),
+            other => self.push(&other.to_string()),
+        }
+    }
 }
 
 fn plain(text: &str) -> Segment {
@@ -152,10 +371,15 @@ fn plain(text: &str) -> Segment {
 
 /// Cut `text` into unmarked runs and single marked characters; the texts concatenate to `text`.
 pub(crate) fn segments(text: &str) -> Vec<Segment> {
+    segments_nfc(text, &[])
+}
+
+/// [`segments`], with every code point of `nfc` (those NFC changes in this string) marked first.
+fn segments_nfc(text: &str, nfc: &[char]) -> Vec<Segment> {
     let dominant = dominant_script(text);
     let mut out: Vec<Segment> = Vec::new();
     for c in text.chars() {
-        let mark = classify(c).or_else(|| {
+        let mark = nfc_mark(c, nfc).or_else(|| classify(c)).or_else(|| {
             let s = script(c);
             (s != Script::Common && dominant.is_some_and(|d| d != s)).then(|| Mark {
                 kind: "script",
@@ -171,6 +395,44 @@ pub(crate) fn segments(text: &str) -> Vec<Segment> {
         }
     }
     out
+}
+
+/// The mark of a code point NFC changes: what it becomes, when it changes on its own
+/// (`U+212A KELVIN SIGN becomes "K" in NFC`), or that NFC combines it with its neighbours.
+fn nfc_mark(c: char, nfc: &[char]) -> Option<Mark> {
+    if !nfc.contains(&c) {
+        return None;
+    }
+    let alone: String = std::iter::once(c).nfc().collect();
+    let name = nfc_name(c).map(|n| format!(" {n}")).unwrap_or_default();
+    let what = if alone.chars().eq(std::iter::once(c)) {
+        "is combined with its neighbours by NFC".to_owned()
+    } else {
+        let codes: Vec<String> = alone.chars().map(code).collect();
+        format!("becomes \"{alone}\" ({}) in NFC", codes.join(" "))
+    };
+    Some(Mark {
+        kind: "nfc",
+        name: format!("{}{name} {what}", code(c)),
+    })
+}
+
+/// Names of the singletons NFC replaces that are commonly used to spoof (the issue's examples).
+fn nfc_name(c: char) -> Option<&'static str> {
+    Some(match c {
+        '\u{212A}' => "KELVIN SIGN",
+        '\u{2126}' => "OHM SIGN",
+        '\u{212B}' => "ANGSTROM SIGN",
+        '\u{037E}' => "GREEK QUESTION MARK",
+        '\u{0387}' => "GREEK ANO TELEIA",
+        '\u{0340}' => "COMBINING GRAVE TONE MARK",
+        '\u{0341}' => "COMBINING ACUTE TONE MARK",
+        '\u{1FEF}' => "GREEK VARIA",
+        '\u{2000}' => "EN QUAD",
+        '\u{2001}' => "EM QUAD",
+        '\u{F900}'..='\u{FAFF}' | '\u{2F800}'..='\u{2FA1F}' => "CJK COMPATIBILITY IDEOGRAPH",
+        _ => return None,
+    })
 }
 
 fn code(c: char) -> String {
@@ -424,6 +686,15 @@ mod tests {
         ProfileRegistry::builtin().get(id).unwrap().clone()
     }
 
+    const REQ: Sentence<'static> = Sentence {
+        agent_id: "agent-7",
+        tool_name: "payments.transfer",
+    };
+
+    fn show(profile_id: &str, fields: &Value) -> Display {
+        display(&profile(profile_id), fields, REQ, &NfcMarks::new())
+    }
+
     #[test]
     fn plain_ascii_is_one_unmarked_segment() {
         let s = segments("DE89 3704 0044 0532 0130 00");
@@ -470,7 +741,7 @@ mod tests {
             "agent_id": "agent-7",
             "params": {"to": "DE89", "amount": "40000.00", "tags": [], "nested": {"x": [1, true, null]}}
         });
-        let d = display(&profile("countersign.tool-call/1"), &fields);
+        let d = show("countersign.tool-call/1", &fields);
         let labels: Vec<String> = d.rows.iter().map(|r| joined(&r.label)).collect();
         assert_eq!(
             labels,
@@ -495,7 +766,7 @@ mod tests {
     #[test]
     fn deceptive_keys_and_values_set_the_banner() {
         let fields = json!({"agent_id": "a", "tool_name": "t", "params": {"t\u{200B}o": " x"}});
-        let d = display(&profile("countersign.tool-call/1"), &fields);
+        let d = show("countersign.tool-call/1", &fields);
         assert!(d.marked);
         let row = d
             .rows
@@ -509,10 +780,168 @@ mod tests {
     #[test]
     fn long_values_are_never_cut() {
         let long = "x".repeat(10_000);
-        let d = display(
-            &profile("countersign.tool-call/1"),
+        let d = show(
+            "countersign.tool-call/1",
             &json!({"agent_id": long, "tool_name": "t", "params": {}}),
         );
         assert_eq!(joined(&d.rows[0].value).len(), 10_000);
+    }
+
+    #[test]
+    fn the_json_view_is_the_pretty_json_with_the_rows_marks() {
+        // The right-to-left override that spoofs `invoice\u202Efdp.exe` as "invoiceexe.pdf" in a
+        // plain JSON.stringify view is a marked segment of its own here.
+        let fields = json!({
+            "agent_id": "agent-7",
+            "tool_name": "files.send",
+            "params": {"file": "invoice\u{202E}fdp.exe", "n": [1, -2.5, null, true, {}, []],
+                       "q\"\\": "tab\there\u{7}"}
+        });
+        let d = show("countersign.tool-call/1", &fields);
+        assert_eq!(
+            joined(&d.json),
+            serde_json::to_string_pretty(&fields).unwrap()
+        );
+        let marked: Vec<(&str, &str)> = d
+            .json
+            .iter()
+            .filter_map(|s| s.mark.as_ref().map(|m| (s.text.as_str(), m.kind)))
+            .collect();
+        // The control character is shown as its JSON escape, still marked.
+        assert_eq!(
+            marked,
+            vec![
+                ("\u{202E}", "bidi"),
+                ("\\t", "control"),
+                ("\\u0007", "control")
+            ]
+        );
+        // The text after the override is a plain segment of its own: the page isolates the
+        // marked character, so it cannot reverse what follows.
+        let after = d
+            .json
+            .iter()
+            .position(|s| s.mark.as_ref().is_some_and(|m| m.kind == "bidi"))
+            .and_then(|i| d.json.get(i + 1))
+            .unwrap();
+        assert!(after.text.starts_with("fdp.exe\""), "{after:?}");
+        assert!(after.mark.is_none());
+    }
+
+    #[test]
+    fn the_json_view_of_plain_fields_has_no_mark() {
+        let fields = json!({"agent_id": "a", "tool_name": "t", "params": {"to": "DE89"}});
+        let d = show("countersign.tool-call/1", &fields);
+        assert!(!has_mark(&d.json));
+        assert_eq!(d.json.len(), 1);
+    }
+
+    #[test]
+    fn the_request_sentence_marks_a_confusable_tool_name_and_raises_the_banner() {
+        let fields = json!({"agent_id": "a", "tool_name": "t", "params": {}});
+        let p = profile("countersign.tool-call/1");
+        let d = display(
+            &p,
+            &fields,
+            Sentence {
+                agent_id: "agent-7",
+                tool_name: "p\u{0430}yments.transfer",
+            },
+            &NfcMarks::new(),
+        );
+        assert_eq!(joined(&d.tool_name), "p\u{0430}yments.transfer");
+        assert_eq!(kinds(&d.tool_name), vec!["confusable"]);
+        assert!(d.marked);
+        // The genuine name is not marked.
+        let d = show("countersign.tool-call/1", &fields);
+        assert!(kinds(&d.tool_name).is_empty() && kinds(&d.agent_id).is_empty());
+        assert!(!d.marked);
+    }
+
+    #[test]
+    fn amounts_get_a_grouped_reading_aid_and_keep_their_exact_text() {
+        assert_eq!(
+            group_digits("40000.00").as_deref(),
+            Some("40\u{2009}000.00")
+        );
+        assert_eq!(
+            group_digits("-1234567").as_deref(),
+            Some("-1\u{2009}234\u{2009}567")
+        );
+        assert_eq!(group_digits("999.99"), None, "nothing to group");
+        for not_decimal in [
+            "DE89 3704",
+            "1e5",
+            "12.",
+            ".5",
+            "1,000",
+            "",
+            "-",
+            "１２３４",
+        ] {
+            assert_eq!(group_digits(not_decimal), None, "{not_decimal:?}");
+        }
+        let fields = json!({"amount": "40000.00", "currency": "EUR",
+            "source_account": "ops-main", "destination_account": "12345678", "reference": "R"});
+        let d = show("countersign.payment/1", &fields);
+        let amount = d.rows.iter().find(|r| r.path == "amount").unwrap();
+        assert_eq!(joined(&amount.value), "40000.00", "the exact text stays");
+        assert_eq!(amount.grouped.as_deref(), Some("40\u{2009}000.00"));
+        // An account number that happens to be digits is not an amount.
+        let account = d
+            .rows
+            .iter()
+            .find(|r| r.path == "destination_account")
+            .unwrap();
+        assert_eq!(account.grouped, None);
+        // In an untyped tool call: numbers, and decimal strings under an amount-like key.
+        let fields = json!({"agent_id": "a", "tool_name": "t",
+            "params": {"amount": "1500000", "count": 25000, "to": "12345"}});
+        let d = show("countersign.tool-call/1", &fields);
+        let grouped: Vec<(&str, Option<&str>)> = d
+            .rows
+            .iter()
+            .map(|r| (r.path.as_str(), r.grouped.as_deref()))
+            .collect();
+        assert!(grouped.contains(&("params.amount", Some("1\u{2009}500\u{2009}000"))));
+        assert!(grouped.contains(&("params.count", Some("25\u{2009}000"))));
+        assert!(grouped.contains(&("params.to", None)));
+    }
+
+    #[test]
+    fn code_points_nfc_changes_are_marked_in_rows_keys_and_json() {
+        let fields = json!({"agent_id": "a", "tool_name": "t",
+            "params": {"user": "\u{212A}evin", "\u{2126}hm": "x"}});
+        let mut nfc = NfcMarks::new();
+        nfc.insert("/params/user".into(), vec!['\u{212A}']);
+        nfc.insert("/params/\u{2126}hm".into(), vec!['\u{2126}']);
+        let d = display(&profile("countersign.tool-call/1"), &fields, REQ, &nfc);
+        assert!(d.marked && d.nfc_changed);
+        let user = d.rows.iter().find(|r| r.path == "params.user").unwrap();
+        assert_eq!(
+            joined(&user.value),
+            "\u{212A}evin",
+            "the submitted text is shown"
+        );
+        assert_eq!(kinds(&user.value), vec!["nfc"]);
+        let name = &user.value[0].mark.as_ref().unwrap().name;
+        assert_eq!(name, "U+212A KELVIN SIGN becomes \"K\" (U+004B) in NFC");
+        assert!(user.warnings.iter().any(|w| w.contains("not in NFC")));
+        let ohm = d
+            .rows
+            .iter()
+            .find(|r| r.path == "params.\u{2126}hm")
+            .unwrap();
+        assert!(kinds(&ohm.label).contains(&"nfc"));
+        let json_kinds: Vec<&str> = d
+            .json
+            .iter()
+            .filter_map(|s| s.mark.as_ref().map(|m| m.kind))
+            .collect();
+        assert_eq!(json_kinds, vec!["nfc", "nfc"]);
+        // A combining mark that composes with its neighbour is named as such.
+        let m = nfc_mark('\u{0301}', &['\u{0301}']).unwrap();
+        assert_eq!(m.name, "U+0301 is combined with its neighbours by NFC");
+        assert_eq!(nfc_mark('a', &['\u{0301}']), None);
     }
 }

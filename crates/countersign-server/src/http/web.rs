@@ -9,7 +9,7 @@
 //! Login attempts are rate limited per client address. Every response carries a CSP that allows
 //! scripts from this origin only (no inline script), forbids framing, and disables caching.
 
-use super::display::{Display, display};
+use super::display::{Display, NfcMarks, Sentence, display};
 use super::{Body, PathArg};
 use crate::error::ApiError;
 use crate::service::{AppState, AssertionBody, DecisionChallenge, ReviewView};
@@ -322,7 +322,15 @@ async fn review(
         .profiles()
         .get(&review.profile)
         .ok_or_else(|| ApiError::internal("stored approval names an unpinned profile"))?;
-    let display = display(profile, &review.fields);
+    let display = display(
+        profile,
+        &review.fields,
+        Sentence {
+            agent_id: &review.agent_id,
+            tool_name: &review.tool_name,
+        },
+        &NfcMarks::new(),
+    );
     let result = if review.status == ApprovalStatus::Pending {
         None
     } else {
