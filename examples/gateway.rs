@@ -2,7 +2,7 @@
 //!
 //! `cargo run -p countersign-client --example gateway -- http://127.0.0.1:8080 registry.json`
 use countersign::{CredentialRegistry, Policy};
-use countersign_client::{Gateway, GatewayConfig, ToolCall};
+use countersign_client::{Gateway, GatewayConfig, ReplayStore, ToolCall};
 use std::time::Duration;
 
 #[tokio::main]
@@ -17,10 +17,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let policy = Policy::new("localhost", ["http://localhost:8080"]);
     // No answer within 5 s is DENIED callback_timeout: the call never proceeds.
     let config = GatewayConfig::new(service.parse()?, Duration::from_secs(5));
-    let gateway = Gateway::new(config, policy, registry);
+    // Spent nonces survive a restart: evidence accepted once is refused for ever.
+    let replay = ReplayStore::sqlite("gateway-state")?;
+    let gateway = Gateway::new(config, policy, registry, replay);
 
-    let params = serde_json::json!({"to": "A", "amount": "40000.00", "currency": "EUR"});
-    let call = ToolCall::new("agent-7", "payments.transfer", &params);
+    // The arguments exactly as the tool will receive them: sent as this text, never re-encoded.
+    let params = r#"{"to":"A","amount":"40000.00","currency":"EUR"}"#;
+    let call = ToolCall::raw("agent-7", "payments.transfer", params);
     match gateway.authorize(&call).await {
         // The grant is single-use and bound to this exact call's fingerprint.
         Ok(grant) => println!(

@@ -11,12 +11,20 @@
 //!
 //! Every failure is a [`Refusal`] with a reason code; nothing here returns "maybe". The call may
 //! run only with a [`Grant`] in hand.
+//!
+//! The replay state (spent nonces, counters) is a [`ReplayStore`], durable by default: a gateway
+//! restarted over the same directory still refuses evidence it already accepted.
+
+mod replay;
+
+pub use replay::{REPLAY_FILE, ReplayStore, ReplayStoreError};
 
 use countersign::{
-    Action, ApprovalResult, ApprovalStatus, CredentialRegistry, Decision, MemoryReplayState,
-    Policy, ReasonCode, ReplayState, Verdict, b64, verify_evidence,
+    Action, ApprovalResult, ApprovalStatus, CredentialRegistry, Decision, Policy, ReasonCode,
+    Verdict, b64, verify_evidence,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use std::sync::{Mutex, RwLock};
 use std::time::Duration;
 use time::OffsetDateTime;
@@ -31,7 +39,9 @@ pub const TOOL_CALL_PROFILE: &str = "countersign.tool-call/1";
 pub struct ToolCall {
     pub agent_id: String,
     pub tool_name: String,
-    /// The JSON text of the arguments, exactly as the tool will receive them.
+    /// The JSON text of the arguments, exactly as the tool will receive them. It is sent to the
+    /// service as this text (not re-serialized), so the service admits and the approver sees the
+    /// bytes the tool will run.
     pub params_json: String,
     /// Canonicalization profile (default: the generic tool-call profile).
     pub profile: Option<String>,
@@ -49,6 +59,23 @@ impl ToolCall {
             agent_id: agent_id.into(),
             tool_name: tool_name.into(),
             params_json: params.to_string(),
+            profile: None,
+            severity: None,
+        }
+    }
+
+    /// A call whose arguments are the JSON text `params_json`, exactly as the tool will receive
+    /// it. Prefer this to [`ToolCall::new`] when the arguments arrive as text: re-parsing can
+    /// change them (`-0` becomes `-0.0`, large integers lose precision).
+    pub fn raw(
+        agent_id: impl Into<String>,
+        tool_name: impl Into<String>,
+        params_json: impl Into<String>,
+    ) -> Self {
+        Self {
+            agent_id: agent_id.into(),
+            tool_name: tool_name.into(),
+            params_json: params_json.into(),
             profile: None,
             severity: None,
         }
@@ -76,23 +103,29 @@ impl ToolCall {
         )
     }
 
-    fn request_body(&self) -> Result<serde_json::Value, Refusal> {
-        let params: serde_json::Value = serde_json::from_str(&self.params_json)
-            .map_err(|e| Refusal::new(ReasonCode::ActionInadmissible, format!("params: {e}")))?;
-        let mut body = serde_json::json!({
-            "agent_id": self.agent_id,
-            "tool_name": self.tool_name,
-            "params": params,
-        });
-        if let Some(object) = body.as_object_mut() {
-            if let Some(p) = &self.profile {
-                object.insert("profile".into(), p.clone().into());
-            }
-            if let Some(s) = &self.severity {
-                object.insert("severity".into(), s.clone().into());
-            }
+    /// The `POST /v1/approvals` body, with `params` as the exact text of `params_json`.
+    fn request_body(&self) -> Result<String, Refusal> {
+        #[derive(Serialize)]
+        struct Body<'a> {
+            agent_id: &'a str,
+            tool_name: &'a str,
+            params: &'a RawValue,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            profile: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            severity: Option<&'a str>,
         }
-        Ok(body)
+        // RawValue checks the text is one JSON value and keeps it byte for byte.
+        let params: &RawValue = serde_json::from_str(&self.params_json)
+            .map_err(|e| Refusal::new(ReasonCode::ActionInadmissible, format!("params: {e}")))?;
+        serde_json::to_string(&Body {
+            agent_id: &self.agent_id,
+            tool_name: &self.tool_name,
+            params,
+            profile: self.profile.as_deref(),
+            severity: self.severity.as_deref(),
+        })
+        .map_err(|e| Refusal::new(ReasonCode::ActionInadmissible, format!("request: {e}")))
     }
 }
 
@@ -176,7 +209,7 @@ pub struct Gateway {
     config: GatewayConfig,
     http: reqwest::Client,
     trust: RwLock<Trust>,
-    replay: Mutex<Box<dyn ReplayState + Send>>,
+    replay: Mutex<ReplayStore>,
     clock: ClockFn,
 }
 
@@ -200,13 +233,19 @@ fn short(e: &reqwest::Error) -> String {
 }
 
 impl Gateway {
-    /// A gateway trusting `registry` and enforcing `policy`, with an in-memory replay state.
-    pub fn new(config: GatewayConfig, policy: Policy, registry: CredentialRegistry) -> Self {
+    /// A gateway trusting `registry` and enforcing `policy`, keeping its replay state in
+    /// `replay` (normally [`ReplayStore::sqlite`]; [`ReplayStore::memory`] forgets on restart).
+    pub fn new(
+        config: GatewayConfig,
+        policy: Policy,
+        registry: CredentialRegistry,
+        replay: ReplayStore,
+    ) -> Self {
         Self {
             config,
             http: reqwest::Client::new(),
             trust: RwLock::new(Trust { policy, registry }),
-            replay: Mutex::new(Box::new(MemoryReplayState::new())),
+            replay: Mutex::new(replay),
             clock: std::sync::Arc::new(OffsetDateTime::now_utc),
         }
     }
@@ -217,12 +256,6 @@ impl Gateway {
         clock: impl Fn() -> OffsetDateTime + Send + Sync + 'static,
     ) -> Self {
         self.clock = std::sync::Arc::new(clock);
-        self
-    }
-
-    /// Use a shared replay state (spent nonces, counters) instead of the in-memory one.
-    pub fn with_replay_state(mut self, replay: Box<dyn ReplayState + Send>) -> Self {
-        self.replay = Mutex::new(replay);
         self
     }
 
@@ -250,7 +283,12 @@ impl Gateway {
     pub async fn request_approval(&self, call: &ToolCall) -> Result<Approval, Refusal> {
         let body = call.request_body()?;
         let url = self.endpoint("v1/approvals")?;
-        let request = self.http.post(url).json(&body).send();
+        let request = self
+            .http
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send();
         let first = self.answer(request, self.config.callback_timeout).await?;
         let id = first.approval_id.clone();
         let result = match first.status {
@@ -273,6 +311,17 @@ impl Gateway {
         self.verify(call, result, id.as_deref())
     }
 
+    /// Verify a settled result received some other way (a webhook push, a stored answer)
+    /// against this gateway's trust, for `call`, spending its nonce in the replay store.
+    pub fn verify_result(
+        &self,
+        call: &ToolCall,
+        result: ApprovalResult,
+    ) -> Result<Approval, Refusal> {
+        let id = result.approval_id.clone();
+        self.verify(call, result, id.as_deref())
+    }
+
     /// Verify a settled result against this gateway's trust, for `call`.
     fn verify(
         &self,
@@ -282,15 +331,23 @@ impl Gateway {
     ) -> Result<Approval, Refusal> {
         let trust = self.trust.read().unwrap_or_else(|p| p.into_inner());
         let mut replay = self.replay.lock().unwrap_or_else(|p| p.into_inner());
-        let verdict = verify_evidence(
-            &trust.policy,
-            &call.action(),
-            &result,
-            &trust.registry,
-            replay.as_mut(),
-            (self.clock)(),
-        );
+        let action = call.action();
+        let (verdict, spent) = replay.verify_and_spend(|state| {
+            verify_evidence(
+                &trust.policy,
+                &action,
+                &result,
+                &trust.registry,
+                state,
+                (self.clock)(),
+            )
+        });
         let id = id.unwrap_or_default();
+        if let (true, Err(detail)) = (verdict.is_allow(), spent) {
+            // Verified, but the spend did not stick: another verifier sharing the store spent
+            // the nonce first, or the store failed. Either way this evidence is not ours to use.
+            return Err(Refusal::new(ReasonCode::Replayed, detail).for_approval(id));
+        }
         if !verdict.is_allow() {
             let reason = verdict.reason_code.unwrap_or(ReasonCode::ApproverRefused);
             let mut refusal = Refusal::new(

@@ -4,7 +4,7 @@ use crate::support::{Approver, TestApp, config};
 use countersign::{
     AssuranceLevel, CredentialRegistry, Decision, Policy, ReasonCode, RegistryDocument,
 };
-use countersign_client::{Gateway, GatewayConfig, ToolCall};
+use countersign_client::{Gateway, GatewayConfig, ReplayStore, ToolCall};
 use countersign_testkit::{ORIGIN, RP_ID};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -40,14 +40,31 @@ async fn app_with_webhook(
 }
 
 fn gateway(app: &TestApp, registry: RegistryDocument, policy: Policy) -> Gateway {
+    gateway_with(app, registry, policy, ReplayStore::memory())
+}
+
+fn gateway_with(
+    app: &TestApp,
+    registry: RegistryDocument,
+    policy: Policy,
+    replay: ReplayStore,
+) -> Gateway {
     let config = GatewayConfig::new(app.base.parse().unwrap(), Duration::from_secs(10));
     let clock = app.clock.clone();
     Gateway::new(
         config,
         policy,
         CredentialRegistry::from_document(registry).unwrap(),
+        replay,
     )
     .with_clock(move || countersign_server::Clock::now(clock.as_ref()))
+}
+
+/// A fresh directory for a gateway's replay store.
+fn state_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("cs-gw-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
 }
 
 fn call(dest: &str) -> ToolCall {
@@ -197,6 +214,7 @@ async fn a_callback_that_never_answers_is_a_timeout_deny() {
         config,
         Policy::new(RP_ID, [ORIGIN]),
         CredentialRegistry::default(),
+        ReplayStore::memory(),
     );
     let refusal = gw.authorize(&call("A")).await.unwrap_err();
     assert_eq!(refusal.reason_code, ReasonCode::CallbackTimeout);
@@ -210,9 +228,71 @@ async fn a_callback_that_never_answers_is_a_timeout_deny() {
         GatewayConfig::new(url.parse().unwrap(), Duration::from_millis(300)),
         Policy::new(RP_ID, [ORIGIN]),
         CredentialRegistry::default(),
+        ReplayStore::memory(),
     );
     assert_eq!(
         gw.authorize(&call("A")).await.unwrap_err().reason_code,
         ReasonCode::CallbackTimeout
+    );
+}
+
+#[tokio::test]
+async fn a_restarted_gateway_refuses_evidence_it_already_accepted() {
+    let alice = Approver::alice();
+    let (app, mut rx) = app_with_webhook(&[&alice]).await;
+    let dir = state_dir("restart");
+    let registry = registry_of(&[&alice]);
+    let the_call = call("A");
+    let first = gateway_with(
+        &app,
+        registry.clone(),
+        Policy::new(RP_ID, [ORIGIN]),
+        ReplayStore::sqlite(&dir).unwrap(),
+    );
+    let (approval, ()) = tokio::join!(
+        first.request_approval(&the_call),
+        approve_next(&app, &alice, &mut rx, Decision::Approved)
+    );
+    let approval = approval.unwrap();
+    drop(first);
+
+    // The same process restarted over the same directory: the identical call, with the
+    // identical evidence, is a replay.
+    let restarted = gateway_with(
+        &app,
+        registry.clone(),
+        Policy::new(RP_ID, [ORIGIN]),
+        ReplayStore::sqlite(&dir).unwrap(),
+    );
+    let refusal = restarted
+        .verify_result(&the_call, approval.result.clone())
+        .unwrap_err();
+    assert_eq!(refusal.reason_code, ReasonCode::Replayed, "{refusal}");
+
+    // Why the default is durable: an in-memory state forgets, and accepts it again.
+    let forgetful = gateway(&app, registry, Policy::new(RP_ID, [ORIGIN]));
+    assert!(forgetful.verify_result(&the_call, approval.result).is_ok());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn params_are_sent_as_the_exact_text_the_gateway_runs() {
+    let alice = Approver::alice();
+    let (app, mut rx) = app_with_webhook(&[&alice]).await;
+    let gw = gateway(&app, registry_of(&[&alice]), Policy::new(RP_ID, [ORIGIN]));
+    // Re-parsed into a serde_json::Value, `-0` would be sent as `-0.0`: a float, which the
+    // tool-call profile refuses, although the gateway's own admission accepts `-0`.
+    let the_call = ToolCall::raw("agent-7", "payments.transfer", r#"{"n":-0, "to" : "A"}"#);
+    let (grant, ()) = tokio::join!(
+        gw.authorize(&the_call),
+        approve_next(&app, &alice, &mut rx, Decision::Approved)
+    );
+    let grant = grant.unwrap();
+    assert_eq!(grant.fingerprint, gw.fingerprint(&the_call).unwrap());
+    // Not JSON at all is refused before anything is sent.
+    let broken = ToolCall::raw("agent-7", "payments.transfer", "{");
+    assert_eq!(
+        gw.authorize(&broken).await.unwrap_err().reason_code,
+        ReasonCode::ActionInadmissible
     );
 }
