@@ -86,21 +86,26 @@ impl ToolCall {
         self.profile.as_deref().unwrap_or(TOOL_CALL_PROFILE)
     }
 
-    /// The action the evidence must bind: the same fields the service derives from the request.
+    /// The action the evidence must bind: the same fields the service derives from the request,
+    /// and the tool about to run. The verifier checks the tool against the signed `tool_name`
+    /// (tool-call profile), or against the policy's `profile_tools` (a typed profile, which does
+    /// not sign it): evidence for one tool never authorizes another.
     pub fn action(&self) -> Action {
-        if self.profile() != TOOL_CALL_PROFILE {
-            return Action::new(self.profile(), self.params_json.clone().into_bytes());
-        }
-        let agent = serde_json::Value::from(self.agent_id.as_str());
-        let tool = serde_json::Value::from(self.tool_name.as_str());
-        Action::new(
-            TOOL_CALL_PROFILE,
-            format!(
-                "{{\"agent_id\":{agent},\"tool_name\":{tool},\"params\":{}}}",
-                self.params_json
+        let action = if self.profile() != TOOL_CALL_PROFILE {
+            Action::new(self.profile(), self.params_json.clone().into_bytes())
+        } else {
+            let agent = serde_json::Value::from(self.agent_id.as_str());
+            let tool = serde_json::Value::from(self.tool_name.as_str());
+            Action::new(
+                TOOL_CALL_PROFILE,
+                format!(
+                    "{{\"agent_id\":{agent},\"tool_name\":{tool},\"params\":{}}}",
+                    self.params_json
+                )
+                .into_bytes(),
             )
-            .into_bytes(),
-        )
+        };
+        action.with_tool(self.tool_name.clone())
     }
 
     /// The `POST /v1/approvals` body, with `params` as the exact text of `params_json`.
@@ -159,6 +164,8 @@ impl Refusal {
 #[derive(Debug, Clone)]
 pub struct Approval {
     pub approval_id: String,
+    /// The tool the evidence was verified for; its grant is collected for that tool only.
+    pub tool_name: String,
     pub result: ApprovalResult,
     pub verdict: Verdict,
 }
@@ -363,6 +370,7 @@ impl Gateway {
         }
         Ok(Approval {
             approval_id: id.to_owned(),
+            tool_name: call.tool_name.clone(),
             result,
             verdict,
         })
@@ -454,6 +462,19 @@ impl Gateway {
         call: &ToolCall,
     ) -> Result<Grant, Refusal> {
         let id = approval.approval_id.as_str();
+        // A typed profile's fingerprint does not cover the tool: the same payment has the same
+        // fingerprint under any tool name. The approval was verified for one tool; only that
+        // tool may run on it.
+        if approval.tool_name != call.tool_name {
+            return Err(Refusal::new(
+                ReasonCode::BindingMismatch,
+                format!(
+                    "the approval was verified for tool {:?}, not {:?}",
+                    approval.tool_name, call.tool_name
+                ),
+            )
+            .for_approval(id));
+        }
         let fingerprint = self.fingerprint(call).map_err(|r| r.for_approval(id))?;
         let url = self.endpoint(&format!("v1/approvals/{id}/grant"))?;
         let send = self
@@ -592,9 +613,11 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&action.fields_json).unwrap();
         assert_eq!(v["agent_id"], "agent-7");
         assert_eq!(v["params"]["to"], "A");
+        assert_eq!(action.tool.as_deref(), Some("payments.transfer"));
         let mut typed = call.clone();
         typed.profile = Some("countersign.payment/1".into());
         assert_eq!(typed.action().fields_json, br#"{"to":"A"}"#);
+        assert_eq!(typed.action().tool.as_deref(), Some("payments.transfer"));
     }
 
     #[test]

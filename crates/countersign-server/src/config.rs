@@ -4,7 +4,7 @@
 //! tool the file does not mention needs approval, and any enrolled principal may decide it only
 //! because no group narrows the set.
 
-use countersign::{AssuranceLevel, Policy};
+use countersign::{AssuranceLevel, NfcMode, Policy, ProfileRegistry};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -120,6 +120,16 @@ pub struct ToolRule {
     /// This tool's approval window, overriding `timeouts.approval_seconds`.
     #[serde(default)]
     pub approval_seconds: Option<u64>,
+    /// The canonicalization profile this tool's requests use (default: the generic tool-call
+    /// profile). A typed profile that does not sign the tool name (`countersign.payment/1`) can
+    /// be used by the one tool that names it here and by no other: the rule that decides who may
+    /// approve must follow from signed data, not from the unsigned tool name of the request.
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// Strings that are not already in Unicode NFC: refused (`require`, the default) or
+    /// normalized for hashing (`normalize`, for a gateway that itself executes the NFC form).
+    #[serde(default)]
+    pub nfc: NfcMode,
 }
 
 /// SQLite `synchronous` setting.
@@ -188,6 +198,22 @@ pub enum ConfigError {
     DuplicateTool(String),
     #[error("timeouts.{0} must be at least 1 second")]
     ZeroTimeout(&'static str),
+    #[error("tool {tool:?} names profile {profile:?}, which this service does not pin")]
+    UnknownProfile { tool: String, profile: String },
+    #[error(
+        "profile {profile:?} does not sign the tool name, so one tool only may use it; \
+         it is named by tools {first:?} and {second:?}"
+    )]
+    ProfileBoundTwice {
+        profile: String,
+        first: String,
+        second: String,
+    },
+    #[error(
+        "default_tool names profile {0:?}: the default rule covers tools nobody listed, so it \
+         cannot be the one tool a profile belongs to; name the tool in [[tools]]"
+    )]
+    DefaultToolProfile(String),
 }
 
 impl Config {
@@ -249,7 +275,45 @@ impl Config {
                 return Err(ConfigError::DuplicateTool(rule.name.clone()));
             }
         }
+        if let Some(profile) = &self.default_tool.profile {
+            return Err(ConfigError::DefaultToolProfile(profile.clone()));
+        }
+        let pinned = ProfileRegistry::builtin();
+        let mut bound: BTreeMap<&str, &str> = BTreeMap::new();
+        for rule in &self.tools {
+            let Some(id) = rule.profile.as_deref() else {
+                continue;
+            };
+            let profile = pinned.get(id).ok_or_else(|| ConfigError::UnknownProfile {
+                tool: rule.name.clone(),
+                profile: id.to_owned(),
+            })?;
+            if signs_operation(profile) {
+                continue;
+            }
+            if let Some(first) = bound.insert(id, &rule.name) {
+                return Err(ConfigError::ProfileBoundTwice {
+                    profile: id.to_owned(),
+                    first: first.to_owned(),
+                    second: rule.name.clone(),
+                });
+            }
+        }
         Ok(())
+    }
+
+    /// Each typed profile that does not sign its operation, to the one tool allowed to use it:
+    /// the verifier policy's `profile_tools`.
+    pub fn profile_tools(&self) -> BTreeMap<String, String> {
+        let pinned = ProfileRegistry::builtin();
+        self.tools
+            .iter()
+            .filter_map(|rule| {
+                let id = rule.profile.as_deref()?;
+                let profile = pinned.get(id)?;
+                (!signs_operation(profile)).then(|| (id.to_owned(), rule.name.clone()))
+            })
+            .collect()
     }
 
     /// The rule for `tool_name`.
@@ -277,14 +341,28 @@ impl Config {
         Some(out)
     }
 
-    /// The verifier policy the service applies to a verdict on `rule`'s tool.
-    pub fn policy(&self, rule: &ToolRule) -> Policy {
+    /// The verifier policy the service applies to a verdict on `rule`'s tool, `eligible` being
+    /// the principals who may decide it (`None`: everyone enrolled), groups already expanded.
+    ///
+    /// Everything the service decides by configuration is in it, so the same checks hold offline:
+    /// who may approve (`approvers`), which tool may use a typed profile (`profile_tools`) and
+    /// whether non-NFC text is refused (`nfc`).
+    pub fn policy(&self, rule: &ToolRule, eligible: Option<Vec<String>>) -> Policy {
         let mut policy = Policy::new(self.rp_id.clone(), self.origins.iter().cloned());
         policy.min_assurance = rule.min_assurance;
         policy.require_user_verification = rule.require_user_verification.unwrap_or(true);
         policy.max_age_seconds = self.timeouts.assertion_max_age_seconds;
+        policy.nfc = rule.nfc;
+        policy.profile_tools = self.profile_tools();
+        policy.approvers = eligible;
         policy
     }
+}
+
+/// Whether a profile signs the operation itself (has a `tool_name` field): then evidence for one
+/// tool cannot be presented for another, and any number of tools may share the profile.
+pub fn signs_operation(profile: &countersign::Profile) -> bool {
+    profile.field("tool_name").is_some()
 }
 
 #[cfg(test)]
@@ -335,7 +413,7 @@ mod tests {
             Some(ApprovalRule::None)
         );
         assert_eq!(
-            c.zip(rule).and_then(|(c, r)| c.policy(r).min_assurance),
+            c.zip(rule).and_then(|(c, r)| c.policy(r, None).min_assurance),
             Some(AssuranceLevel::Aal3)
         );
     }
@@ -357,6 +435,58 @@ mod tests {
         assert!(matches!(
             Config::from_toml("[timeouts]\napproval_seconds = 0"),
             Err(ConfigError::ZeroTimeout("approval_seconds"))
+        ));
+    }
+
+    #[test]
+    fn a_typed_profile_binds_to_one_tool_and_must_be_pinned() {
+        let c = Config::from_toml(
+            r#"
+            [[tools]]
+            name = "payments.transfer"
+            profile = "countersign.payment/1"
+            nfc = "normalize"
+            [[tools]]
+            name = "generic.one"
+            profile = "countersign.tool-call/1"
+            [[tools]]
+            name = "generic.two"
+            profile = "countersign.tool-call/1"
+            "#,
+        )
+        .unwrap();
+        // The tool-call profile signs tool_name: shared by two tools, and not in profile_tools.
+        let tools = c.profile_tools();
+        assert_eq!(
+            tools.into_iter().collect::<Vec<_>>(),
+            vec![(
+                "countersign.payment/1".to_owned(),
+                "payments.transfer".to_owned()
+            )]
+        );
+        let policy = c.policy(c.rule("payments.transfer"), Some(vec!["alice".into()]));
+        assert_eq!(policy.nfc, NfcMode::Normalize);
+        assert_eq!(policy.approvers, Some(vec!["alice".to_owned()]));
+        assert_eq!(c.policy(c.rule("other"), None).nfc, NfcMode::Require);
+
+        assert!(matches!(
+            Config::from_toml(
+                "[[tools]]\nname = \"a\"\nprofile = \"countersign.payment/1\"\n\
+                 [[tools]]\nname = \"b\"\nprofile = \"countersign.payment/1\""
+            ),
+            Err(ConfigError::ProfileBoundTwice { .. })
+        ));
+        assert!(matches!(
+            Config::from_toml("[[tools]]\nname = \"a\"\nprofile = \"acme.unknown/1\""),
+            Err(ConfigError::UnknownProfile { .. })
+        ));
+        assert!(matches!(
+            Config::from_toml("[default_tool]\nprofile = \"countersign.payment/1\""),
+            Err(ConfigError::DefaultToolProfile(_))
+        ));
+        assert!(matches!(
+            Config::from_toml("[default_tool]\nnfc = \"sometimes\""),
+            Err(ConfigError::Parse { .. })
         ));
     }
 }

@@ -19,6 +19,8 @@ pub struct ApiError {
     pub message: String,
     pub reason_code: Option<ReasonCode>,
     pub result: Option<Box<ApprovalResult>>,
+    /// For `not_nfc`: every string of the request that is not in NFC.
+    pub not_nfc: Option<Vec<crate::service::NotNfc>>,
 }
 
 #[derive(Serialize)]
@@ -34,6 +36,8 @@ struct Body<'a> {
     reason_code: Option<ReasonCode>,
     #[serde(skip_serializing_if = "Option::is_none")]
     result: Option<&'a ApprovalResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    not_nfc: Option<&'a [crate::service::NotNfc]>,
 }
 
 impl ApiError {
@@ -44,6 +48,7 @@ impl ApiError {
             message: message.into(),
             reason_code: None,
             result: None,
+            not_nfc: None,
         }
     }
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
@@ -118,6 +123,7 @@ impl IntoResponse for ApiError {
                 message: &self.message,
                 reason_code: self.reason_code,
                 result: self.result.as_deref(),
+                not_nfc: self.not_nfc.as_deref(),
             },
         };
         (self.status, Json(body)).into_response()

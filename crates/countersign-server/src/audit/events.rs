@@ -16,7 +16,13 @@ pub struct RequestFacts<'a> {
     pub agent_id: &'a str,
     pub tool_name: &'a str,
     pub profile: &'a str,
+    /// The admitted form (every string NFC): what op_hash covers.
     pub fields: &'a Value,
+    /// Hex SHA-256 of the fields' JSON text exactly as submitted (for the tool-call profile, the
+    /// `{"agent_id","tool_name","params"}` object around the submitted params text).
+    pub submitted_sha256: &'a str,
+    /// That text itself, when NFC changed a string of it (`nfc = "normalize"`).
+    pub submitted_text: Option<&'a str>,
     pub severity: &'a str,
     pub expires_at: &'a str,
     pub fingerprint: &'a str,
@@ -75,7 +81,7 @@ impl AuditEvent {
     /// A request as the gateway submitted it: the full action, because the record must say what
     /// was asked. (Notifications never carry it; the audit log is not a notification.)
     pub fn request(f: &RequestFacts<'_>) -> Self {
-        Self::of(json!({
+        let mut line = Self::of(json!({
             "kind": "request",
             "approval_id": f.approval_id,
             "ts": f.ts,
@@ -83,10 +89,15 @@ impl AuditEvent {
             "tool_name": f.tool_name,
             "profile": f.profile,
             "fields": f.fields,
+            "submitted_sha256": f.submitted_sha256,
             "severity": f.severity,
             "expires_at": f.expires_at,
             "fingerprint": f.fingerprint,
-        }))
+        }));
+        if let Some(text) = f.submitted_text {
+            line.0.insert("submitted_text".into(), Value::from(text));
+        }
+        line
     }
 
     /// The callback's immediate answer: PENDING, or an at-once APPROVED/DENIED with its reason.

@@ -431,6 +431,8 @@ mod tests {
                 tool_name: "tool",
                 profile: "p",
                 fields: &fields,
+                submitted_sha256: "00",
+                submitted_text: None,
                 severity: "high",
                 expires_at: T,
                 fingerprint: "fp",

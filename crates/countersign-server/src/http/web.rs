@@ -9,7 +9,7 @@
 //! Login attempts are rate limited per client address. Every response carries a CSP that allows
 //! scripts from this origin only (no inline script), forbids framing, and disables caching.
 
-use super::display::{Display, NfcMarks, Sentence, display};
+use super::display::{Display, Sentence, display};
 use super::{Body, PathArg};
 use crate::error::ApiError;
 use crate::service::{AppState, AssertionBody, DecisionChallenge, ReviewView};
@@ -322,14 +322,16 @@ async fn review(
         .profiles()
         .get(&review.profile)
         .ok_or_else(|| ApiError::internal("stored approval names an unpinned profile"))?;
+    // Under `nfc = "normalize"`, a request whose strings NFC changed is shown as submitted
+    // (what the gateway will execute), each changed code point marked.
     let display = display(
         profile,
-        &review.fields,
+        review.submitted_fields.as_ref().unwrap_or(&review.fields),
         Sentence {
             agent_id: &review.agent_id,
             tool_name: &review.tool_name,
         },
-        &NfcMarks::new(),
+        &review.nfc_marks,
     );
     let result = if review.status == ApprovalStatus::Pending {
         None

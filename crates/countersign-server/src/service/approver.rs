@@ -58,6 +58,17 @@ pub struct ReviewView {
     pub fields: Value,
     pub severity: String,
     pub expires_at: String,
+    /// Under a tool rule with `nfc = "normalize"`: every submitted string NFC changed. Empty
+    /// otherwise (under `require` such a request is never admitted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_nfc: Vec<super::NotNfc>,
+    /// When `not_nfc` is not empty: the fields as the gateway submitted them, the strings the
+    /// gateway will execute. `fields` is what is signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitted_fields: Option<Value>,
+    /// The code points of `not_nfc`, per JSON pointer (what the approver page marks).
+    #[serde(skip)]
+    pub(crate) nfc_marks: std::collections::BTreeMap<String, Vec<char>>,
 }
 
 /// A decision challenge.
@@ -252,6 +263,7 @@ impl AppState {
         let record = self.load(id).await?;
         self.check_eligible(&record.tool_name, &session.principal)?;
         let fields = self.admitted_fields(&record.profile, &record.fields_json)?;
+        let (not_nfc, submitted_fields, nfc_marks) = self.nfc_view(&record)?;
         Ok(ReviewView {
             approval_id: record.id,
             status: record.status,
@@ -261,7 +273,50 @@ impl AppState {
             fields,
             severity: record.severity,
             expires_at: rfc3339(from_ms(record.expires_at)),
+            not_nfc,
+            submitted_fields,
+            nfc_marks,
         })
+    }
+
+    /// What NFC changed in a stored request's submitted fields, for a tool that normalizes.
+    #[allow(clippy::type_complexity)]
+    fn nfc_view(
+        &self,
+        record: &crate::store::ApprovalRecord,
+    ) -> Result<
+        (
+            Vec<super::NotNfc>,
+            Option<Value>,
+            std::collections::BTreeMap<String, Vec<char>>,
+        ),
+        ApiError,
+    > {
+        if self.config().rule(&record.tool_name).nfc != countersign::NfcMode::Normalize {
+            return Ok(Default::default());
+        }
+        let profile = self
+            .profiles()
+            .get(&record.profile)
+            .ok_or_else(|| ApiError::internal("stored approval names an unpinned profile"))?;
+        let changes = countersign::nfc_changes(profile, record.fields_json.as_bytes())
+            .map_err(ApiError::internal)?;
+        if changes.is_empty() {
+            return Ok(Default::default());
+        }
+        // Admission already refused duplicate keys and out-of-range numbers, so the plain parse
+        // reads the same value, with the strings as submitted.
+        let submitted: Value =
+            serde_json::from_str(&record.fields_json).map_err(ApiError::internal)?;
+        let marks = changes
+            .iter()
+            .map(|c| (c.path.clone(), c.code_points.clone()))
+            .collect();
+        Ok((
+            changes.iter().map(super::NotNfc::from).collect(),
+            Some(submitted),
+            marks,
+        ))
     }
 
     fn admitted_fields(&self, profile: &str, fields_json: &str) -> Result<Value, ApiError> {
@@ -440,10 +495,13 @@ impl AppState {
         result.approver_evidence = vec![entry.clone().into()];
 
         let mut replay = Snapshot { spent, count };
+        // The tool's policy names who may decide (groups expanded), which tool may use a typed
+        // profile and the NFC rule: the core re-checks all of them, as an offline verifier would.
         let policy = self.policy(&record.tool_name);
-        let action = Action::new(record.profile.clone(), record.fields_json.clone());
+        let action = Action::new(record.profile.clone(), record.fields_json.clone())
+            .with_tool(record.tool_name.clone());
         let verdict = verify_evidence(
-            policy,
+            &policy,
             &action,
             &result,
             &registry,

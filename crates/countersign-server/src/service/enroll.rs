@@ -47,6 +47,23 @@ pub(super) fn group_members(rows: Vec<(String, String)>) -> BTreeMap<String, BTr
     out
 }
 
+/// The principals `rule` admits: its groups as configured plus the members invites added;
+/// `None` means every enrolled principal.
+pub(super) fn eligible(
+    config: &crate::config::Config,
+    members: &BTreeMap<String, BTreeSet<String>>,
+    rule: &ToolRule,
+) -> Option<Vec<String>> {
+    let configured = config.eligible_principals(rule)?;
+    let mut out: BTreeSet<String> = configured.into_iter().map(str::to_owned).collect();
+    for group in &rule.approvers {
+        if let Some(extra) = members.get(group) {
+            out.extend(extra.iter().cloned());
+        }
+    }
+    Some(out.into_iter().collect())
+}
+
 fn invite_refused() -> ApiError {
     // One answer for unknown, used and expired: the page says the same thing for all three.
     ApiError::new(
@@ -74,15 +91,8 @@ impl AppState {
     /// The principals a rule admits (configured groups plus members added by invites); `None`
     /// means every enrolled principal.
     pub fn eligible_principals(&self, rule: &ToolRule) -> Option<Vec<String>> {
-        let configured = self.config().eligible_principals(rule)?;
         let members = self.inner.members.read().unwrap_or_else(|p| p.into_inner());
-        let mut out: BTreeSet<String> = configured.into_iter().map(str::to_owned).collect();
-        for group in &rule.approvers {
-            if let Some(extra) = members.get(group) {
-                out.extend(extra.iter().cloned());
-            }
-        }
-        Some(out.into_iter().collect())
+        eligible(self.config(), &members, rule)
     }
 
     fn enroller(&self) -> Result<&crate::enroll::Enroller, ApiError> {
@@ -206,11 +216,14 @@ impl AppState {
             .registry
             .write()
             .unwrap_or_else(|p| p.into_inner()) = std::sync::Arc::new(registry);
+        let members = group_members(memberships);
+        // The verifier policies carry the eligible principals: rebuilt with the new members.
+        self.rebuild_policies(&members);
         *self
             .inner
             .members
             .write()
-            .unwrap_or_else(|p| p.into_inner()) = group_members(memberships);
+            .unwrap_or_else(|p| p.into_inner()) = members;
         self.inner
             .registry_version
             .store(version, std::sync::atomic::Ordering::Release);

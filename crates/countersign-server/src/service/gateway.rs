@@ -9,9 +9,13 @@ use crate::error::ApiError;
 use crate::store::{
     ApprovalRecord, GrantOutcome, NewApproval, SettleKind, SettleOutcome, Settlement,
 };
-use countersign::{ApprovalResult, ApprovalStatus, Decision, ReasonCode, b64};
+use countersign::{
+    Action, ApprovalResult, ApprovalStatus, CanonError, Decision, NfcMode, NonNfc, Profile,
+    ReasonCode, b64,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use sha2::{Digest as _, Sha256};
 use std::time::Duration;
 
 /// The profile used when a request names none.
@@ -63,8 +67,74 @@ fn fields_json(profile: &str, req: &CreateRequest) -> Result<String, ApiError> {
     ))
 }
 
+/// One string of a request that is not in NFC, as the service reports it: the JSON pointer into
+/// the fields and the code points NFC changes, as `U+212A`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotNfc {
+    pub path: String,
+    pub code_points: Vec<String>,
+}
+
+impl From<&NonNfc> for NotNfc {
+    fn from(n: &NonNfc) -> Self {
+        Self {
+            path: n.path.clone(),
+            code_points: n
+                .code_points
+                .iter()
+                .map(|c| format!("U+{:04X}", u32::from(*c)))
+                .collect(),
+        }
+    }
+}
+
+/// Admit the submitted fields under `profile` and the tool's NFC rule.
+///
+/// A string NFC would change is refused under `require` with 422 `not_nfc`, naming every such
+/// string (not only the first the core stops at), so the gateway can fix them all at once.
+fn admit(
+    profile: &Profile,
+    fields_json: &str,
+    nfc: NfcMode,
+) -> Result<countersign::CanonicalFields, ApiError> {
+    countersign::admit_fields_with(profile, fields_json.as_bytes(), nfc).map_err(|e| {
+        let CanonError::NotNfc(first) = &e else {
+            return ApiError::unprocessable(e.reason_code(), e.to_string())
+                .code("action_inadmissible");
+        };
+        let all = countersign::nfc_changes(profile, fields_json.as_bytes())
+            .ok()
+            .filter(|all| !all.is_empty())
+            .unwrap_or_else(|| vec![first.clone()]);
+        let message = all
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        let mut err = ApiError::unprocessable(e.reason_code(), message).code("not_nfc");
+        err.not_nfc = Some(all.iter().map(NotNfc::from).collect());
+        err
+    })
+}
+
+/// Lowercase hex of SHA-256.
+fn sha256_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    Sha256::digest(bytes)
+        .iter()
+        .fold(String::with_capacity(64), |mut out, b| {
+            let _ = write!(out, "{b:02x}");
+            out
+        })
+}
+
 impl AppState {
     /// Create a request: PENDING, or an at-once answer when no human is needed or none can answer.
+    ///
+    /// Admission, in order: the profile is pinned; the fields pass the profile and the tool's NFC
+    /// rule; the operation is bound (a typed profile that does not sign the tool name is usable
+    /// only by the tool configured for it, the same check the core verifier makes offline with the
+    /// policy's `profile_tools`). Only then is any rule of the tool applied.
     pub async fn create(&self, req: CreateRequest) -> Result<ApprovalResult, ApiError> {
         if req.agent_id.is_empty() || req.tool_name.is_empty() {
             return Err(ApiError::bad_request(
@@ -79,7 +149,7 @@ impl AppState {
             .profile
             .clone()
             .unwrap_or_else(|| DEFAULT_PROFILE.into());
-        let profile = policy.profiles.get(&profile_id).ok_or_else(|| {
+        let profile = self.profiles().get(&profile_id).ok_or_else(|| {
             ApiError::unprocessable(
                 ReasonCode::ProfileUnknown,
                 format!("profile {profile_id:?} is not pinned by this service"),
@@ -87,9 +157,21 @@ impl AppState {
             .code("profile_unknown")
         })?;
         let fields_json = fields_json(&profile_id, &req)?;
-        let fields = countersign::admit_fields(profile, fields_json.as_bytes()).map_err(|e| {
+        let fields = admit(profile, &fields_json, rule.nfc)?;
+        let action = Action::new(profile_id.clone(), fields_json.as_bytes().to_vec())
+            .with_tool(req.tool_name.clone());
+        policy.check_operation(&action, profile).map_err(|e| {
             ApiError::unprocessable(e.reason_code(), e.to_string()).code("action_inadmissible")
         })?;
+        // What the gateway submitted, kept beside the admitted form in the audit line: its
+        // digest always, and its text when normalization changed a string (the admitted form
+        // alone would then hide what the gateway will execute). The text is bounded by the
+        // fields' size limit, so it always fits the line.
+        let submitted_sha256 = sha256_hex(fields_json.as_bytes());
+        let submitted_text = (rule.nfc == NfcMode::Normalize
+            && countersign::nfc_changes(profile, fields_json.as_bytes())
+                .is_ok_and(|c| !c.is_empty()))
+        .then(|| fields_json.clone());
         let approved = countersign::op_hash(profile, Decision::Approved, &fields);
         let denied = countersign::op_hash(profile, Decision::Denied, &fields);
 
@@ -139,6 +221,8 @@ impl AppState {
                 tool_name: &approval.tool_name,
                 profile: &profile_id,
                 fields: fields.as_value(),
+                submitted_sha256: &submitted_sha256,
+                submitted_text: submitted_text.as_deref(),
                 severity: &severity,
                 expires_at: &expires_at,
                 fingerprint: &fingerprint,

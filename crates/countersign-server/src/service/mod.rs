@@ -10,7 +10,7 @@ mod gateway;
 
 pub use approver::{AssertionBody, DecisionChallenge, LoginChallenge, LoginResponse, ReviewView};
 pub use enroll::{EnrollFinish, EnrollOptions, EnrollStart};
-pub use gateway::{CreateRequest, DEFAULT_PROFILE, GrantReceipt, GrantRequest};
+pub use gateway::{CreateRequest, DEFAULT_PROFILE, GrantReceipt, GrantRequest, NotNfc};
 
 use crate::audit::{AuditMirror, AuditSealer};
 use crate::clock::{Clock, from_ms, rfc3339};
@@ -51,26 +51,34 @@ struct Inner {
     members: RwLock<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>>,
     /// Approver page guards (rate limits).
     web: crate::http::WebGuard,
-    /// The verifier policy of every tool rule, built once from the configuration.
-    policies: Policies,
+    /// The verifier policy of every tool rule; rebuilt when group memberships change.
+    policies: RwLock<Arc<Policies>>,
+    /// The canonicalization profiles this service pins.
+    profiles: ProfileRegistry,
 }
 
-/// Verifier policies, built at startup: a [`Policy`] carries the parsed profile registry, which
-/// is too costly to rebuild on every request, and the configuration never changes while running.
+/// Verifier policies, built at startup and again when an invite changes a group: a [`Policy`]
+/// carries the parsed profile registry, which is too costly to rebuild on every request.
 #[derive(Debug)]
 struct Policies {
-    default: Policy,
-    tools: std::collections::HashMap<String, Policy>,
+    default: Arc<Policy>,
+    tools: std::collections::HashMap<String, Arc<Policy>>,
 }
 
 impl Policies {
-    fn new(config: &Config) -> Self {
+    fn new(
+        config: &Config,
+        members: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+    ) -> Self {
+        let build = |rule: &crate::config::ToolRule| {
+            Arc::new(config.policy(rule, enroll::eligible(config, members, rule)))
+        };
         Self {
-            default: config.policy(&config.default_tool),
+            default: build(&config.default_tool),
             tools: config
                 .tools
                 .iter()
-                .map(|rule| (rule.name.clone(), config.policy(config.rule(&rule.name))))
+                .map(|rule| (rule.name.clone(), build(rule)))
                 .collect(),
         }
     }
@@ -122,7 +130,7 @@ impl AppState {
             .webhook_url
             .clone()
             .map(|url| Notifier::new(url, parts.public_url.clone()));
-        let policies = Policies::new(&parts.config);
+        let policies = Policies::new(&parts.config, &members);
         Ok(Self {
             inner: Arc::new(Inner {
                 public_url: parts.public_url.trim_end_matches('/').to_owned(),
@@ -138,7 +146,8 @@ impl AppState {
                 enroller,
                 members: RwLock::new(members),
                 web: crate::http::WebGuard::default(),
-                policies,
+                policies: RwLock::new(Arc::new(policies)),
+                profiles: ProfileRegistry::builtin(),
             }),
         })
     }
@@ -154,14 +163,35 @@ impl AppState {
     }
 
     /// The verifier policy for a tool: its `[[tools]]` rule, or the default rule.
-    pub fn policy(&self, tool_name: &str) -> &Policy {
-        let policies = &self.inner.policies;
-        policies.tools.get(tool_name).unwrap_or(&policies.default)
+    pub fn policy(&self, tool_name: &str) -> Arc<Policy> {
+        let policies = self
+            .inner
+            .policies
+            .read()
+            .unwrap_or_else(|p| p.into_inner());
+        policies
+            .tools
+            .get(tool_name)
+            .unwrap_or(&policies.default)
+            .clone()
+    }
+
+    /// Rebuild the verifier policies for new group memberships.
+    fn rebuild_policies(
+        &self,
+        members: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+    ) {
+        let policies = Arc::new(Policies::new(&self.inner.config, members));
+        *self
+            .inner
+            .policies
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = policies;
     }
 
     /// The canonicalization profiles this service pins.
     pub fn profiles(&self) -> &ProfileRegistry {
-        &self.inner.policies.default.profiles
+        &self.inner.profiles
     }
 
     /// The store.

@@ -296,3 +296,35 @@ async fn params_are_sent_as_the_exact_text_the_gateway_runs() {
         ReasonCode::ActionInadmissible
     );
 }
+
+#[tokio::test]
+async fn a_typed_profile_approval_is_granted_only_to_the_tool_it_was_verified_for() {
+    let alice = Approver::alice();
+    let (app, mut rx) = app_with_webhook(&[&alice]).await;
+    // The gateway binds the payment profile to its tool, as the service does.
+    let mut policy = Policy::new(RP_ID, [ORIGIN]);
+    policy
+        .profile_tools
+        .insert("countersign.payment/1".into(), "payments.transfer".into());
+    let gw = gateway(&app, registry_of(&[&alice]), policy);
+    let params = countersign_testkit::payment_fields("A").to_string();
+    let mut pay = ToolCall::raw("agent-7", "payments.transfer", params.clone());
+    pay.profile = Some("countersign.payment/1".into());
+    let (approval, ()) = tokio::join!(
+        gw.request_approval(&pay),
+        approve_next(&app, &alice, &mut rx, Decision::Approved)
+    );
+    let approval = approval.unwrap();
+    // The same payment under another tool name: the fingerprint is the same, the tool is not.
+    let mut other = pay.clone();
+    other.tool_name = "payments.transfer.v2".into();
+    assert_eq!(gw.fingerprint(&other), gw.fingerprint(&pay));
+    let refusal = gw.collect_grant(&approval, &other).await.unwrap_err();
+    assert_eq!(refusal.reason_code, ReasonCode::BindingMismatch);
+    // And its evidence does not verify for that tool either.
+    let refusal = gw
+        .verify_result(&other, approval.result.clone())
+        .unwrap_err();
+    assert_eq!(refusal.reason_code, ReasonCode::ActionInadmissible);
+    assert!(gw.collect_grant(&approval, &pay).await.is_ok());
+}

@@ -1,6 +1,7 @@
 //! Integration tests of the approval service (one binary: compile time matters).
 #![allow(unreachable_pub)]
 
+mod admission;
 mod client;
 mod enroll;
 mod http_errors;

@@ -31,12 +31,16 @@ pub fn config() -> Config {
         name = "payments.transfer"
         approvers = ["finance"]
         severity = "high"
+        profile = "countersign.payment/1"
         [[tools]]
         name = "read_file"
         approval = "none"
         [[tools]]
         name = "restart_cluster"
         approvers = ["ops"]
+        [[tools]]
+        name = "directory.update"
+        nfc = "normalize"
         "#
     ))
     .unwrap()

@@ -359,3 +359,75 @@ async fn an_unenrolled_key_cannot_sign_in() {
     assert_eq!(r.status, 401);
     assert_eq!(r.body["error"]["reason_code"], "credential_unknown");
 }
+
+/// The segments of a display row's value, as (text, mark kind) pairs.
+fn marked(segments: &Value) -> Vec<(String, Option<String>)> {
+    segments
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["text"].as_str().unwrap().to_owned(),
+                s["mark"]["kind"].as_str().map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn under_normalize_the_page_shows_the_submitted_text_and_marks_what_nfc_changed() {
+    let alice = Approver::alice();
+    let app = TestApp::default_with(&[&alice]).await;
+    // Refused where the rule requires NFC (the default) ...
+    let r = app
+        .create("payments.transfer", json!({"user": "\u{212A}evin"}))
+        .await;
+    assert_eq!(r.body["error"]["code"], "not_nfc", "{:?}", r.body);
+    // ... admitted where it normalizes, and then marked on the page.
+    let r = app
+        .create("directory.update", json!({"user": "\u{212A}evin"}))
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let id = r.body["approval_id"].as_str().unwrap();
+    let s = sign_in(&app, &alice).await;
+    let view = page_get(&app, &format!("/v1/web/approvals/{id}"), &s).await;
+    assert_eq!(view.status, 200, "{:?}", view.body);
+    let display = &view.body["display"];
+    assert_eq!(display["marked"], true);
+    assert_eq!(display["nfc_changed"], true);
+    let row = display["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["path"] == "params.user")
+        .unwrap();
+    assert_eq!(
+        marked(&row["value"]),
+        vec![
+            ("\u{212A}".to_owned(), Some("nfc".to_owned())),
+            ("evin".to_owned(), None)
+        ]
+    );
+    assert_eq!(
+        row["value"][0]["mark"]["name"],
+        "U+212A KELVIN SIGN becomes \"K\" (U+004B) in NFC"
+    );
+    // The JSON view marks it too.
+    let json_marks: Vec<_> = marked(&display["json"])
+        .into_iter()
+        .filter(|(_, kind)| kind.is_some())
+        .collect();
+    assert_eq!(
+        json_marks,
+        vec![("\u{212A}".to_owned(), Some("nfc".to_owned()))]
+    );
+    // An NFC request under the same rule is shown without any mark.
+    let r = app
+        .create("directory.update", json!({"user": "Kevin"}))
+        .await;
+    let id = r.body["approval_id"].as_str().unwrap();
+    let view = page_get(&app, &format!("/v1/web/approvals/{id}"), &s).await;
+    assert_eq!(view.body["display"]["marked"], false);
+    assert!(view.body.get("not_nfc").is_none(), "{:?}", view.body);
+}
