@@ -413,7 +413,8 @@ mod tests {
             Some(ApprovalRule::None)
         );
         assert_eq!(
-            c.zip(rule).and_then(|(c, r)| c.policy(r, None).min_assurance),
+            c.zip(rule)
+                .and_then(|(c, r)| c.policy(r, None).min_assurance),
             Some(AssuranceLevel::Aal3)
         );
     }

@@ -36,6 +36,6 @@ pub use notify::Notification;
 pub use serve::{ServeOptions, files, open_state, serve};
 pub use service::{
     AppState, AssertionBody, CreateRequest, DEFAULT_PROFILE, DecisionChallenge, EnrollFinish,
-    EnrollOptions, EnrollStart, GrantReceipt, GrantRequest, LoginChallenge, LoginResponse,
+    EnrollOptions, EnrollStart, GrantReceipt, GrantRequest, LoginChallenge, LoginResponse, NotNfc,
     ReviewView, StateParts,
 };

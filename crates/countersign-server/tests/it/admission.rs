@@ -86,7 +86,10 @@ async fn a_string_not_in_nfc_is_refused_naming_every_path_and_code_point() {
     let r = app
         .create("payments.transfer", json!({"\u{212A}": "x"}))
         .await;
-    assert_eq!(r.body["error"]["not_nfc"][0]["code_points"], json!(["U+212A"]));
+    assert_eq!(
+        r.body["error"]["not_nfc"][0]["code_points"],
+        json!(["U+212A"])
+    );
     // Nothing was recorded for a refused request; the NFC spelling is admitted.
     assert!(app.audit_lines("request").is_empty());
     let ok = app
@@ -94,7 +97,8 @@ async fn a_string_not_in_nfc_is_refused_naming_every_path_and_code_point() {
         .await;
     assert_eq!(ok.status, 200, "{:?}", ok.body);
     let line = &app.audit_lines("request")[0];
-    let submitted = r#"{"agent_id":"agent-7","tool_name":"payments.transfer","params":{"user":"Kevin"}}"#;
+    let submitted =
+        r#"{"agent_id":"agent-7","tool_name":"payments.transfer","params":{"user":"Kevin"}}"#;
     assert_eq!(line["submitted_sha256"], hex(&Sha256::digest(submitted)));
     assert!(line.get("submitted_text").is_none(), "{line}");
 }
@@ -117,7 +121,7 @@ async fn under_normalize_the_request_is_admitted_and_keeps_what_was_submitted() 
                      \"params\":{\"user\":\"\u{212A}evin\"}}";
     assert_eq!(line["submitted_text"], submitted);
     assert_eq!(line["submitted_sha256"], hex(&Sha256::digest(submitted)));
-    assert!(app.audit().ok, "{:?}", app.audit());
+    assert!(app.audit().is_valid(), "{:?}", app.audit());
 
     // The approver API names what NFC changed and shows the submitted strings.
     let token = alice.login(&app).await;
@@ -133,7 +137,10 @@ async fn under_normalize_the_request_is_admitted_and_keeps_what_was_submitted() 
         view.body["not_nfc"],
         json!([{"path": "/params/user", "code_points": ["U+212A"]}])
     );
-    assert_eq!(view.body["submitted_fields"]["params"]["user"], "\u{212A}evin");
+    assert_eq!(
+        view.body["submitted_fields"]["params"]["user"],
+        "\u{212A}evin"
+    );
     assert_eq!(view.body["fields"]["params"]["user"], "Kevin");
 
     // The service verifies the verdict under the tool's normalize rule.
@@ -168,8 +175,17 @@ async fn a_payment_under_another_tool_name_is_refused_before_any_rule_applies() 
     assert_eq!(r.status, 200, "{:?}", r.body);
     assert_eq!(r.body["status"], "PENDING");
     let id = r.body["approval_id"].as_str().unwrap();
-    let bob = Approver::bob().decide(&app, id, Decision::Approved).await;
-    assert_eq!(bob.status, 403, "{:?}", bob.body);
+    let bob = Approver::bob();
+    let token = bob.login(&app).await;
+    let c = app
+        .post_auth(
+            &format!("/v1/approver/approvals/{id}/challenge"),
+            &token,
+            &json!({"decision": "APPROVED"}),
+        )
+        .await;
+    assert_eq!(c.status, 403, "{:?}", c.body);
+    assert_eq!(c.body["error"]["code"], "not_eligible");
     // The generic tool-call profile signs the tool name, so any tool may use it.
     let r = app.create("read_file", json!({"path": "/etc/motd"})).await;
     assert_eq!(r.body["status"], "APPROVED", "{:?}", r.body);
@@ -180,14 +196,18 @@ async fn the_services_policy_refuses_offline_what_the_service_refuses() {
     let alice = Approver::alice();
     let bob = Approver::bob();
     let app = TestApp::start(config(), &[&alice, &bob]).await;
-    let registry = countersign::CredentialRegistry::from_document(
-        countersign_testkit::registry([alice.record(), bob.record()]),
-    )
+    let registry = countersign::CredentialRegistry::from_document(countersign_testkit::registry([
+        alice.record(),
+        bob.record(),
+    ]))
     .unwrap();
     let policy = app.state.policy("payments.transfer");
     assert_eq!(policy.approvers, Some(vec!["alice".to_owned()]));
     assert_eq!(
-        policy.profile_tools.get("countersign.payment/1").map(String::as_str),
+        policy
+            .profile_tools
+            .get("countersign.payment/1")
+            .map(String::as_str),
         Some("payments.transfer")
     );
     let payment = countersign_testkit::payment_action("A");
@@ -195,8 +215,7 @@ async fn the_services_policy_refuses_offline_what_the_service_refuses() {
         let mut signing = Signing::new(Decision::Approved, label);
         signing.assertion_at = START.to_owned();
         let entry = countersign_testkit::evidence(&signer.key, action, &signing);
-        let result: ApprovalResult =
-            countersign_testkit::result(ApprovalStatus::Approved, [entry]);
+        let result: ApprovalResult = countersign_testkit::result(ApprovalStatus::Approved, [entry]);
         verify_evidence(
             &policy,
             action,
