@@ -573,15 +573,17 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     assert_eq!(registry["credentials"][0]["principal"], "alice@example.com");
     let (_, http_registry) = http(&service, "GET", "/v1/credentials", None);
     assert_eq!(http_registry, registry);
-    let verify = |name: &str, id: &str, params: &Value| -> (i32, Value) {
+    // The CASE a gateway about to run `tool` would verify, under `policy` (the service's
+    // eligible approvers for the payment tool by default).
+    let verify_as = |name: &str, id: &str, params: &Value, tool: &str, policy: Value| {
         let (_, result) = http(&service, "GET", &format!("/v1/approvals/{id}"), None);
         let now = result["approver_evidence"][0]["assertion_at"].clone();
         let case = json!({
-            "action": {"profile": "countersign.tool-call/1", "fields": {
+            "action": {"profile": "countersign.tool-call/1", "tool": tool, "fields": {
                 "agent_id": "agent-7", "tool_name": "payments.transfer", "params": params}},
             "result": result,
             "registry": registry,
-            "policy": {"rp_id": "localhost", "origins": [origin]},
+            "policy": policy,
             "now": now,
         });
         let path = work.join(format!("{id}.case.json"));
@@ -591,7 +593,18 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
         let out = run(&["verify", path.to_str().unwrap()]);
         (
             out.status.code().unwrap(),
-            serde_json::from_slice(&out.stdout).unwrap(),
+            serde_json::from_slice::<Value>(&out.stdout).unwrap(),
+        )
+    };
+    let service_policy = json!({"rp_id": "localhost", "origins": [origin],
+        "approvers": ["alice@example.com"]});
+    let verify = |name: &str, id: &str, params: &Value| {
+        verify_as(
+            name,
+            id,
+            params,
+            "payments.transfer",
+            service_policy.clone(),
         )
     };
     let (code, verdict) = verify("approved", &id_a, &params_a);
@@ -609,6 +622,32 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     assert_eq!(
         (code, verdict["reason_code"].as_str()),
         (1, Some("binding_mismatch"))
+    );
+    // Nor for another tool: the tool-call profile signs the tool name.
+    let (code, verdict) = verify_as(
+        "approved-other-tool",
+        &id_a,
+        &params_a,
+        "payments.transfer.v2",
+        service_policy.clone(),
+    );
+    assert_eq!(
+        (code, verdict["reason_code"].as_str()),
+        (1, Some("binding_mismatch")),
+        "{verdict}"
+    );
+    // A verifier whose policy names other approvers refuses alice's evidence offline.
+    let (code, verdict) = verify_as(
+        "approved-ineligible",
+        &id_a,
+        &params_a,
+        "payments.transfer",
+        json!({"rp_id": "localhost", "origins": [origin], "approvers": ["bob@example.com"]}),
+    );
+    assert_eq!(
+        (code, verdict["reason_code"].as_str()),
+        (1, Some("approver_ineligible")),
+        "{verdict}"
     );
 
     // --- a second authenticator, not enrolled, holding its own credential for this site ---
