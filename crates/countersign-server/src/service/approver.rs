@@ -71,6 +71,15 @@ pub struct ReviewView {
     pub(crate) nfc_marks: std::collections::BTreeMap<String, Vec<char>>,
 }
 
+/// The [`ReviewView`] members about NFC; all empty unless the tool normalizes and NFC changed
+/// something.
+#[derive(Debug, Default)]
+struct NfcView {
+    not_nfc: Vec<super::NotNfc>,
+    submitted_fields: Option<Value>,
+    marks: std::collections::BTreeMap<String, Vec<char>>,
+}
+
 /// A decision challenge.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DecisionChallenge {
@@ -263,7 +272,11 @@ impl AppState {
         let record = self.load(id).await?;
         self.check_eligible(&record.tool_name, &session.principal)?;
         let fields = self.admitted_fields(&record.profile, &record.fields_json)?;
-        let (not_nfc, submitted_fields, nfc_marks) = self.nfc_view(&record)?;
+        let NfcView {
+            not_nfc,
+            submitted_fields,
+            marks: nfc_marks,
+        } = self.nfc_view(&record)?;
         Ok(ReviewView {
             approval_id: record.id,
             status: record.status,
@@ -280,18 +293,7 @@ impl AppState {
     }
 
     /// What NFC changed in a stored request's submitted fields, for a tool that normalizes.
-    #[allow(clippy::type_complexity)]
-    fn nfc_view(
-        &self,
-        record: &crate::store::ApprovalRecord,
-    ) -> Result<
-        (
-            Vec<super::NotNfc>,
-            Option<Value>,
-            std::collections::BTreeMap<String, Vec<char>>,
-        ),
-        ApiError,
-    > {
+    fn nfc_view(&self, record: &crate::store::ApprovalRecord) -> Result<NfcView, ApiError> {
         if self.config().rule(&record.tool_name).nfc != countersign::NfcMode::Normalize {
             return Ok(Default::default());
         }
@@ -308,15 +310,14 @@ impl AppState {
         // reads the same value, with the strings as submitted.
         let submitted: Value =
             serde_json::from_str(&record.fields_json).map_err(ApiError::internal)?;
-        let marks = changes
-            .iter()
-            .map(|c| (c.path.clone(), c.code_points.clone()))
-            .collect();
-        Ok((
-            changes.iter().map(super::NotNfc::from).collect(),
-            Some(submitted),
-            marks,
-        ))
+        Ok(NfcView {
+            not_nfc: changes.iter().map(super::NotNfc::from).collect(),
+            submitted_fields: Some(submitted),
+            marks: changes
+                .into_iter()
+                .map(|c| (c.path, c.code_points))
+                .collect(),
+        })
     }
 
     fn admitted_fields(&self, profile: &str, fields_json: &str) -> Result<Value, ApiError> {

@@ -158,11 +158,17 @@ impl AppState {
         })?;
         let fields_json = fields_json(&profile_id, &req)?;
         let fields = admit(profile, &fields_json, rule.nfc)?;
-        let action = Action::new(profile_id.clone(), fields_json.as_bytes().to_vec())
-            .with_tool(req.tool_name.clone());
-        policy.check_operation(&action, profile).map_err(|e| {
-            ApiError::unprocessable(e.reason_code(), e.to_string()).code("action_inadmissible")
-        })?;
+        // A profile that signs its operation has its `tool_name` built from this request's
+        // tool_name just above, so the binding holds by construction (and the core re-checks it
+        // at every verdict); checking it here would only admit the fields a second time.
+        if !crate::config::signs_operation(profile) {
+            let action = Action::new(profile_id.clone(), fields_json.as_bytes().to_vec())
+                .with_tool(req.tool_name.clone());
+            policy.check_operation(&action, profile).map_err(|e| {
+                ApiError::unprocessable(e.reason_code(), e.to_string())
+                    .code("action_inadmissible")
+            })?;
+        }
         // What the gateway submitted, kept beside the admitted form in the audit line: its
         // digest always, and its text when normalization changed a string (the admitted form
         // alone would then hide what the gateway will execute). The text is bounded by the
