@@ -165,8 +165,7 @@ impl AppState {
             let action = Action::new(profile_id.clone(), fields_json.as_bytes().to_vec())
                 .with_tool(req.tool_name.clone());
             policy.check_operation(&action, profile).map_err(|e| {
-                ApiError::unprocessable(e.reason_code(), e.to_string())
-                    .code("action_inadmissible")
+                ApiError::unprocessable(e.reason_code(), e.to_string()).code("action_inadmissible")
             })?;
         }
         // What the gateway submitted, kept beside the admitted form in the audit line: its
