@@ -21,8 +21,9 @@
 //! any thread, like the SQLite store's mutex.
 
 use super::{
-    ApprovalRecord, GatewayRecord, GrantOutcome, Import, IssuedChallenge, NewApproval, RedeemOutcome,
-    RevokeOutcome, Session, SettleKind, SettleOutcome, Settlement, Store, StoreError, plan_import,
+    ApprovalRecord, GatewayRecord, GrantOutcome, Import, IssuedChallenge, NewApproval,
+    RedeemOutcome, RevokeOutcome, Session, SettleKind, SettleOutcome, Settlement, Store,
+    StoreError, plan_import,
 };
 use crate::audit::{AuditEvent, AuditSealer, GENESIS_HASH};
 use crate::clock::{from_ms, rfc3339};

@@ -6,8 +6,9 @@
 //! `durability = "full"` also survives power loss at the cost of an fsync per commit.
 
 use super::{
-    ApprovalRecord, GatewayRecord, GrantOutcome, Import, IssuedChallenge, NewApproval, RedeemOutcome,
-    RevokeOutcome, Session, SettleKind, SettleOutcome, Settlement, Store, StoreError, plan_import,
+    ApprovalRecord, GatewayRecord, GrantOutcome, Import, IssuedChallenge, NewApproval,
+    RedeemOutcome, RevokeOutcome, Session, SettleKind, SettleOutcome, Settlement, Store,
+    StoreError, plan_import,
 };
 use crate::audit::{AuditEvent, AuditSealer, GENESIS_HASH};
 use crate::clock::{from_ms, rfc3339};
@@ -85,7 +86,11 @@ CREATE TABLE IF NOT EXISTS gateways (
 /// each is added when `PRAGMA table_info` does not list it. Append; never edit an entry.
 const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     // The gateway that created an approval (NULL for rows from before gateways authenticated).
-    ("approvals", "gateway", "ALTER TABLE approvals ADD COLUMN gateway TEXT"),
+    (
+        "approvals",
+        "gateway",
+        "ALTER TABLE approvals ADD COLUMN gateway TEXT",
+    ),
 ];
 
 const SELECT_APPROVAL: &str = "SELECT id, created_at, expires_at, agent_id, tool_name, profile, \

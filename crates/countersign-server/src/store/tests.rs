@@ -570,16 +570,26 @@ fn gateways_are_unique_revocable_once_and_raise_the_version() {
         let names: Vec<String> = s.gateways().unwrap().into_iter().map(|g| g.name).collect();
         assert_eq!(names, ["alpha", "billing"]);
 
-        assert_eq!(s.revoke_gateway("billing", 20).unwrap(), RevokeOutcome::Revoked);
+        assert_eq!(
+            s.revoke_gateway("billing", 20).unwrap(),
+            RevokeOutcome::Revoked
+        );
         let v2 = s.credentials_version().unwrap();
         assert!(v2 > v1, "revoking a gateway raises the version");
         assert_eq!(
             s.revoke_gateway("billing", 21).unwrap(),
             RevokeOutcome::AlreadyRevoked
         );
-        assert_eq!(s.revoke_gateway("nobody", 21).unwrap(), RevokeOutcome::NotFound);
+        assert_eq!(
+            s.revoke_gateway("nobody", 21).unwrap(),
+            RevokeOutcome::NotFound
+        );
         assert_eq!(s.credentials_version().unwrap(), v2);
-        let billing = s.gateways().unwrap().into_iter().find(|g| g.name == "billing");
+        let billing = s
+            .gateways()
+            .unwrap()
+            .into_iter()
+            .find(|g| g.name == "billing");
         assert_eq!(
             billing,
             Some(GatewayRecord {
@@ -602,9 +612,7 @@ fn an_approval_remembers_its_gateway() {
         let settled = s
             .settle(&verdict("a", 10, ApprovalStatus::Approved, 1, 1))
             .unwrap();
-        assert!(
-            matches!(settled, SettleOutcome::Settled(r) if r.gateway.as_deref() == Some("gw"))
-        );
+        assert!(matches!(settled, SettleOutcome::Settled(r) if r.gateway.as_deref() == Some("gw")));
     }
 }
 
