@@ -560,6 +560,11 @@ impl Store for SqliteStore {
             let Some(current) = get_approval(tx, &s.approval_id)? else {
                 return Ok(SettleOutcome::NotFound);
             };
+            if let SettleKind::Withdrawn { gateway } = &s.kind
+                && current.gateway.as_deref() != Some(gateway.as_str())
+            {
+                return Ok(SettleOutcome::NotFound);
+            }
             if current.status != ApprovalStatus::Pending {
                 return Ok(SettleOutcome::AlreadySettled(current));
             }
@@ -682,6 +687,7 @@ impl Store for SqliteStore {
     fn collect_grant(
         &self,
         id: &str,
+        gateway: &str,
         fingerprint: &[u8; 32],
         now: i64,
         event: &AuditEvent,
@@ -690,6 +696,9 @@ impl Store for SqliteStore {
             let Some(current) = get_approval(tx, id)? else {
                 return Ok(GrantOutcome::NotFound);
             };
+            if current.gateway.as_deref() != Some(gateway) {
+                return Ok(GrantOutcome::NotFound);
+            }
             if current.status != ApprovalStatus::Approved {
                 return Ok(GrantOutcome::NotApproved(Box::new(current)));
             }
