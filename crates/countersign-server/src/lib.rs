@@ -21,6 +21,7 @@ pub mod clock;
 pub mod config;
 pub mod enroll;
 mod error;
+pub mod gateways;
 mod http;
 mod notify;
 mod random;
@@ -36,6 +37,6 @@ pub use notify::Notification;
 pub use serve::{ServeOptions, files, open_state, serve};
 pub use service::{
     AppState, AssertionBody, CreateRequest, DEFAULT_PROFILE, DecisionChallenge, EnrollFinish,
-    EnrollOptions, EnrollStart, GrantReceipt, GrantRequest, LoginChallenge, LoginResponse, NotNfc,
-    ReviewView, StateParts,
+    EnrollOptions, EnrollStart, GrantReceipt, GrantRequest, LoginChallenge, LoginResponse,
+    MAX_AGENT_TOOL_BYTES, NotNfc, ReviewView, StateParts,
 };

@@ -4,6 +4,7 @@
 mod admission;
 mod client;
 mod enroll;
+mod gateways;
 mod http_errors;
 mod lifecycle;
 mod revoke;
