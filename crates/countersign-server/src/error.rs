@@ -19,6 +19,8 @@ pub struct ApiError {
     pub message: String,
     pub reason_code: Option<ReasonCode>,
     pub result: Option<Box<ApprovalResult>>,
+    /// Seconds for a `Retry-After` header (429 answers).
+    pub retry_after: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -44,6 +46,7 @@ impl ApiError {
             message: message.into(),
             reason_code: None,
             result: None,
+            retry_after: None,
         }
     }
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
@@ -86,6 +89,12 @@ impl ApiError {
         self.reason_code = Some(reason);
         self
     }
+    /// 429 with `Retry-After: seconds`.
+    pub fn too_many(code: &'static str, message: impl Into<String>, seconds: u64) -> Self {
+        let mut e = Self::new(StatusCode::TOO_MANY_REQUESTS, code, message);
+        e.retry_after = Some(seconds.max(1));
+        e
+    }
     pub fn with_result(mut self, result: ApprovalResult) -> Self {
         self.result = Some(Box::new(result));
         self
@@ -120,6 +129,13 @@ impl IntoResponse for ApiError {
                 result: self.result.as_deref(),
             },
         };
-        (self.status, Json(body)).into_response()
+        let mut resp = (self.status, Json(body)).into_response();
+        if let Some(seconds) = self.retry_after {
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(seconds),
+            );
+        }
+        resp
     }
 }

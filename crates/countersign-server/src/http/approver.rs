@@ -38,12 +38,18 @@ impl FromRequestParts<AppState> for Approver {
     }
 }
 
-async fn login_challenge(State(state): State<AppState>) -> Result<Json<LoginChallenge>, ApiError> {
+/// Sign-in endpoints are rate limited per client address, with the page's budget
+/// ([`super::web::SignInAttempt`]): a bearer client gets no more guesses than a browser.
+async fn login_challenge(
+    State(state): State<AppState>,
+    _: super::web::SignInAttempt,
+) -> Result<Json<LoginChallenge>, ApiError> {
     state.login_challenge().await.map(Json)
 }
 
 async fn login(
     State(state): State<AppState>,
+    _: super::web::SignInAttempt,
     Body(body): Body<AssertionBody>,
 ) -> Result<Json<LoginResponse>, ApiError> {
     state.login(body).await.map(Json)

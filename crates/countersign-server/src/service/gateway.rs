@@ -45,6 +45,10 @@ pub struct GrantReceipt {
     pub approval_id: String,
     pub fingerprint: String,
     pub collected_at: String,
+    /// A signed checkpoint of the audit log (C2SP signed note) whose size covers this grant's
+    /// line and so the Decision before it: kept by the gateway, it proves later that both are
+    /// in the log (`countersign audit verify --checkpoint`).
+    pub checkpoint: String,
 }
 
 /// The JSON text of the action's fields under `profile`.
@@ -194,13 +198,24 @@ impl AppState {
     }
 
     /// The current result; with `wait`, hold the request until it is settled or `wait` passes.
+    ///
+    /// A waiting poll registers on its approval's own wake-up channel (at most
+    /// `limits.long_poll_waiters` at once, else 429 `too_many_waiters`): only that approval's
+    /// settlement wakes it.
     pub async fn redrive(&self, id: &str, wait: Option<u64>) -> Result<ApprovalResult, ApiError> {
         let max = self.config().timeouts.long_poll_max_seconds;
         let wait = Duration::from_secs(wait.unwrap_or(0).min(max));
+        if wait.is_zero() {
+            let record = self.load(id).await?;
+            return Ok(self.result_of(&record));
+        }
         let deadline = tokio::time::Instant::now() + wait;
-        // Subscribe before reading so a settlement between the read and the wait is not missed.
-        let mut settled = self.settled_receiver();
+        let guard = self.wait_on(id)?;
         loop {
+            // Armed before reading, so a settlement between the read and the wait is not missed.
+            let notified = guard.notify().notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
             let record = self.load(id).await?;
             let now = tokio::time::Instant::now();
             if record.status != ApprovalStatus::Pending || now >= deadline {
@@ -210,7 +225,7 @@ impl AppState {
             let to_expiry = u64::try_from(record.expires_at - self.now_ms()).unwrap_or(0);
             let wake = deadline.min(now + Duration::from_millis(to_expiry.saturating_add(1)));
             tokio::select! {
-                _ = settled.changed() => {}
+                () = &mut notified => {}
                 () = tokio::time::sleep_until(wake) => {}
             }
         }
@@ -243,7 +258,7 @@ impl AppState {
     ) -> Result<ApprovalResult, ApiError> {
         match outcome {
             SettleOutcome::Settled(record) => {
-                self.wake_long_polls();
+                self.wake_long_polls(&record.id);
                 Ok(self.result_of(&record))
             }
             SettleOutcome::AlreadySettled(record) => Err(ApiError::conflict(
@@ -256,7 +271,7 @@ impl AppState {
             )
             .with_result(self.result_of(&record))),
             SettleOutcome::Expired(record) => {
-                self.wake_long_polls();
+                self.wake_long_polls(&record.id);
                 Err(ApiError::conflict(
                     "expired",
                     format!("{} expired before this arrived", record.id),
@@ -300,6 +315,8 @@ impl AppState {
                 approval_id: id.to_owned(),
                 fingerprint: req.fingerprint,
                 collected_at: rfc3339(from_ms(collected_at)),
+                // Read after the grant committed: its size is at least the grant line's seq.
+                checkpoint: self.checkpoint().await?,
             }),
             GrantOutcome::NotFound => Err(ApiError::not_found("approval")),
             GrantOutcome::NotApproved(record) => {
