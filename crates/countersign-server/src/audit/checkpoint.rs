@@ -188,6 +188,67 @@ impl Checkpoint {
     }
 }
 
+/// How a log compares with a checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogComparison {
+    /// Line `size` of the log hashes to the checkpoint's hash (or `size` is 0): the log contains
+    /// the checkpointed log as its prefix.
+    Covers,
+    /// The log has fewer lines than the checkpoint: lines were cut.
+    Shorter { size: u64, lines: u64 },
+    /// Line `size` hashes to another value: the log is not the one the checkpoint signed.
+    Diverges {
+        size: u64,
+        expected: [u8; 32],
+        found: [u8; 32],
+    },
+}
+
+impl Checkpoint {
+    /// Compare a log file (JSON lines, each ending in a newline) with this checkpoint.
+    ///
+    /// Only line `size` is hashed: through `prev_hash`, its hash commits to every line before
+    /// it, which [`super::verify_log`] checks separately.
+    pub fn compare(&self, log: &[u8]) -> LogComparison {
+        let mut lines = log.split(|b| *b == b'\n');
+        if log.last() == Some(&b'\n') || log.is_empty() {
+            // The piece after the final newline is not a line.
+            lines.next_back();
+        }
+        let size = self.size;
+        let Some(index) = size.checked_sub(1) else {
+            return if self.hash == super::GENESIS_HASH {
+                LogComparison::Covers
+            } else {
+                LogComparison::Diverges {
+                    size,
+                    expected: self.hash,
+                    found: super::GENESIS_HASH,
+                }
+            };
+        };
+        let count = lines.clone().count() as u64;
+        let line = usize::try_from(index)
+            .ok()
+            .and_then(|i| lines.nth(i));
+        match line {
+            None => LogComparison::Shorter { size, lines: count },
+            Some(line) => {
+                let found: [u8; 32] = Sha256::digest(line).into();
+                if found == self.hash {
+                    LogComparison::Covers
+                } else {
+                    LogComparison::Diverges {
+                        size,
+                        expected: self.hash,
+                        found,
+                    }
+                }
+            }
+        }
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -406,6 +467,36 @@ mod tests {
                 "case {i}: {case:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_log_is_compared_with_line_size() {
+        let log = b"one\ntwo\nthree\n";
+        let at = |size: u64, line: &[u8]| Checkpoint {
+            origin: "o.example/log".into(),
+            size,
+            hash: Sha256::digest(line).into(),
+            time: "2026-11-20T10:00:00Z".into(),
+        };
+        assert_eq!(at(2, b"two").compare(log), LogComparison::Covers);
+        assert_eq!(at(3, b"three").compare(log), LogComparison::Covers);
+        assert_eq!(
+            at(4, b"four").compare(log),
+            LogComparison::Shorter { size: 4, lines: 3 }
+        );
+        assert!(matches!(
+            at(2, b"TWO").compare(log),
+            LogComparison::Diverges { size: 2, .. }
+        ));
+        let empty = Checkpoint {
+            hash: super::super::GENESIS_HASH,
+            ..at(0, b"")
+        };
+        assert_eq!(empty.compare(b""), LogComparison::Covers);
+        assert_eq!(
+            at(1, b"one").compare(b""),
+            LogComparison::Shorter { size: 1, lines: 0 }
+        );
     }
 
     #[test]

@@ -14,8 +14,8 @@ mod mirror;
 mod verify;
 
 pub use checkpoint::{
-    CHECKPOINT_VERSION, Checkpoint, CheckpointError, ORIGIN_PATH, default_origin, key_id,
-    valid_origin,
+    CHECKPOINT_VERSION, Checkpoint, CheckpointError, LogComparison, ORIGIN_PATH, default_origin,
+    key_id, valid_origin,
 };
 pub use events::{AuditEvent, EnrollmentFacts, EnrollmentSource, RequestFacts};
 pub use mirror::AuditMirror;

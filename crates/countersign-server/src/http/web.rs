@@ -306,8 +306,13 @@ async fn login(
     Ok(resp)
 }
 
+/// Sign out: the session is deleted on the server (the cookie alone would survive in a copy),
+/// then the browser is told to drop the cookie.
 async fn logout(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
     check_origin(&state, &headers)?;
+    if let Some(token) = session_token(&headers) {
+        state.logout(token).await?;
+    }
     let mut resp = StatusCode::NO_CONTENT.into_response();
     resp.headers_mut().insert(
         header::SET_COOKIE,

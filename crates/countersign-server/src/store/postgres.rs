@@ -928,6 +928,17 @@ impl Store for PostgresStore {
         })
     }
 
+    fn delete_session(&self, token_hash: &[u8; 32]) -> Result<bool, StoreError> {
+        let token_hash = *token_hash;
+        self.one(move |tx| {
+            let n = tx.execute(
+                "DELETE FROM sessions WHERE token_hash = $1",
+                &[&&token_hash[..]],
+            )?;
+            Ok(n > 0)
+        })
+    }
+
     fn put_credentials(&self, records: &[CredentialRecord], now: i64) -> Result<usize, StoreError> {
         let mut records = records.to_vec();
         // One lock order for every importer: replicas starting together cannot deadlock.

@@ -244,6 +244,11 @@ fn challenges_sessions_and_credentials_round_trip() {
         };
         assert!(s.create_session(&[3; 32], &zero, 0).unwrap());
         assert!(s.create_session(&[4; 32], &zero, 0).unwrap());
+        // Logout deletes the session: the token opens nothing, the other session stays.
+        assert!(s.delete_session(&[3; 32]).unwrap());
+        assert_eq!(s.session(&[3; 32], 0).unwrap(), None);
+        assert!(!s.delete_session(&[3; 32]).unwrap(), "already gone");
+        assert!(s.session(&[4; 32], 0).unwrap().is_some());
 
         // The sweep removes what expired.
         s.expire_overdue(100, 10).unwrap();

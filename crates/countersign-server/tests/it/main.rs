@@ -3,6 +3,7 @@
 
 mod client;
 mod enroll;
+mod hardening;
 mod http_errors;
 mod lifecycle;
 mod revoke;

@@ -359,3 +359,32 @@ async fn an_unenrolled_key_cannot_sign_in() {
     assert_eq!(r.status, 401);
     assert_eq!(r.body["error"]["reason_code"], "credential_unknown");
 }
+
+#[tokio::test]
+async fn logout_ends_the_session_on_the_server_not_only_in_the_browser() {
+    let alice = Approver::alice();
+    let app = TestApp::default_with(&[&alice]).await;
+    let id = pending(&app).await;
+    let s = sign_in(&app, &alice).await;
+    let path = format!("/v1/web/approvals/{id}");
+    assert_eq!(page_get(&app, &path, &s).await.status, 200);
+    let resp = app
+        .http
+        .post(app.url("/v1/web/logout"))
+        .header("origin", ORIGIN)
+        .header("cookie", &s.cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 204);
+    assert!(
+        resp.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
+    // A copy of the old cookie (the browser was told to drop it) no longer reads anything.
+    let r = page_get(&app, &path, &s).await;
+    assert_eq!(r.status, 401, "{:?}", r.body);
+    assert_no_material(&r.body.to_string());
+}
