@@ -232,9 +232,11 @@ enum CredentialCommand {
 enum EnrollCommand {
     /// Print a one-time, expiring link that enrolls a security key for PRINCIPAL.
     ///
-    /// The invite is written into the data directory's database, so it works whether the
-    /// service is running or stopped. Give the link to the approver over a channel you trust:
-    /// whoever opens it first enrolls a key that can approve as PRINCIPAL. See docs/OPERATIONS.md.
+    /// The invite is written into the service's database (--database, else the config's
+    /// `database`, else the SQLite database in DATA_DIR), so it works whether the service is
+    /// running or stopped, and every replica sharing a PostgreSQL database finds it. Give the
+    /// link to the approver over a channel you trust: whoever opens it first enrolls a key that
+    /// can approve as PRINCIPAL. See docs/OPERATIONS.md.
     Invite {
         /// The approver's name as it appears in verdicts and [groups] (e.g. alice@example.com).
         #[arg(long)]
@@ -254,6 +256,10 @@ enum EnrollCommand {
         /// Base URL of the approver page (default: public_url, else the first origin).
         #[arg(long)]
         public_url: Option<String>,
+        /// The service's database URL (default: the config's `database`, else the SQLite
+        /// database in DATA_DIR). Replicas on PostgreSQL need the invite there.
+        #[arg(long, value_name = "URL")]
+        database: Option<String>,
     },
 }
 
@@ -334,6 +340,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     config,
                     expires_in,
                     public_url,
+                    database,
                 },
         } => {
             let config = match config {
@@ -348,6 +355,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     group,
                     expires_in_seconds: expires_in,
                     public_url,
+                    database,
                 },
             )?;
             println!("{}", created.url);
