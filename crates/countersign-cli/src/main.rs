@@ -430,10 +430,7 @@ fn audit_verify(
         match countersign_server::audit::Checkpoint::verify(&text, &key, None) {
             Ok(c) => verified.push(c),
             Err(e) => {
-                eprintln!(
-                    "countersign: checkpoint {} is unusable: {e}",
-                    cp.display()
-                );
+                eprintln!("countersign: checkpoint {} is unusable: {e}", cp.display());
                 return Ok(EXIT_UNUSABLE);
             }
         }

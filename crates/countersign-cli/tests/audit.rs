@@ -68,7 +68,11 @@ impl Files {
     /// `countersign audit verify LOG --key KEY --checkpoint CP...`.
     fn verify(&self, log: &Path, checkpoints: &[&Path]) -> std::process::Output {
         let mut command = Command::new(BIN);
-        command.args(["audit", "verify"]).arg(log).arg("--key").arg(&self.key);
+        command
+            .args(["audit", "verify"])
+            .arg(log)
+            .arg("--key")
+            .arg(&self.key);
         for cp in checkpoints {
             command.arg("--checkpoint").arg(cp);
         }
@@ -96,7 +100,11 @@ fn a_log_consistent_with_its_checkpoints_verifies() {
     let latest = f.write("latest.cp", &checkpoint(&sealer, &lines));
     let out = f.verify(&log, &[&older, &latest]);
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
-    assert!(stdout(&out).contains("checkpoint_covered"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("checkpoint_covered"),
+        "{}",
+        stdout(&out)
+    );
     // An empty log's checkpoint (size 0) is covered by any log.
     let empty = f.write("empty.cp", &checkpoint(&sealer, &[]));
     assert_eq!(code(&f.verify(&log, &[&empty])), 0);
@@ -116,8 +124,14 @@ fn a_truncated_log_is_refused_against_a_later_checkpoint() {
     assert_eq!(code(&out), 1, "{}", stdout(&out));
     let report = stdout(&out);
     assert!(report.contains("checkpoint_truncated"), "{report}");
-    assert!(report.contains("covers 6 lines but the log has 4"), "{report}");
-    assert!(report.contains("line 6: VIOLATION checkpoint_truncated"), "{report}");
+    assert!(
+        report.contains("covers 6 lines but the log has 4"),
+        "{report}"
+    );
+    assert!(
+        report.contains("line 6: VIOLATION checkpoint_truncated"),
+        "{report}"
+    );
 }
 
 #[test]
@@ -130,7 +144,11 @@ fn a_log_that_diverges_from_a_checkpoint_is_refused() {
     // writer that forked the chain): every line verifies, but line 6 is not the signed one.
     let other = sealed(&sealer, 6, "x");
     let forked = f.write("forked.jsonl", &text(&other));
-    assert_eq!(code(&f.verify(&forked, &[])), 0, "the file alone cannot tell");
+    assert_eq!(
+        code(&f.verify(&forked, &[])),
+        0,
+        "the file alone cannot tell"
+    );
     let out = f.verify(&forked, &[&cp]);
     assert_eq!(code(&out), 1, "{}", stdout(&out));
     assert!(
@@ -143,7 +161,11 @@ fn a_log_that_diverges_from_a_checkpoint_is_refused() {
     let edited = f.write("edited.jsonl", &edited);
     let out = f.verify(&edited, &[&cp]);
     assert_eq!(code(&out), 1);
-    assert!(stdout(&out).contains("checkpoint_diverges"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("checkpoint_diverges"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[test]
@@ -157,7 +179,11 @@ fn a_checkpoint_not_signed_by_the_key_or_malformed_is_unusable() {
     let forged = f.write("forged.cp", &checkpoint(&forger, &lines[..4]));
     let out = f.verify(&log, &[&forged]);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(stderr(&out).contains("not signed by the given key"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not signed by the given key"),
+        "{}",
+        stderr(&out)
+    );
     // The right key's signature over an edited text (size 2 instead of 6).
     let edited = checkpoint(&sealer, &lines).replacen("\n6\n", "\n2\n", 1);
     let edited = f.write("edited.cp", &edited);

@@ -571,7 +571,10 @@ fn enroll_invite_writes_the_invite_to_postgres() {
     let hash = countersign_server::enroll::invite_token_hash(token);
     let now = countersign_server::clock::to_ms(time::OffsetDateTime::now_utc());
     let store = PostgresStore::connect(&schema.url(), sealer, 1).unwrap();
-    let invite = store.invite(&hash, now).unwrap().expect("the invite is in PostgreSQL");
+    let invite = store
+        .invite(&hash, now)
+        .unwrap()
+        .expect("the invite is in PostgreSQL");
     assert_eq!(invite.principal, "carol@example.com");
     assert!(
         !data.join(countersign_server::files::DATABASE).exists(),

@@ -407,14 +407,18 @@ mod tests {
 
     #[test]
     fn audit_origin_and_limits() {
-        let c = Config::from_toml("audit_origin = \"example.org/log\"\n[limits]\nlong_poll_waiters = 7");
+        let c = Config::from_toml(
+            "audit_origin = \"example.org/log\"\n[limits]\nlong_poll_waiters = 7",
+        );
         assert_eq!(
             c.as_ref().ok().and_then(|c| c.audit_origin.as_deref()),
             Some("example.org/log")
         );
         assert_eq!(c.ok().map(|c| c.limits.long_poll_waiters), Some(7));
         assert_eq!(
-            Config::from_toml("").ok().map(|c| c.limits.long_poll_waiters),
+            Config::from_toml("")
+                .ok()
+                .map(|c| c.limits.long_poll_waiters),
             Some(1024)
         );
         for bad in ["a b", "a+b", "", "countersign.audit/1"] {

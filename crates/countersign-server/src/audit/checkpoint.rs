@@ -64,7 +64,9 @@ pub enum CheckpointError {
     #[error("the signature of {key_name} does not verify")]
     BadSignature { key_name: String },
     /// No signature line of the expected key.
-    #[error("not signed by the given key (no signature line for key name {key_name} and key id {key_id})")]
+    #[error(
+        "not signed by the given key (no signature line for key name {key_name} and key id {key_id})"
+    )]
     NotSigned { key_name: String, key_id: String },
     /// The origin is not the one the caller expects.
     #[error("checkpoint origin is {found:?}, expected {expected:?}")]
@@ -228,9 +230,7 @@ impl Checkpoint {
             };
         };
         let count = lines.clone().count() as u64;
-        let line = usize::try_from(index)
-            .ok()
-            .and_then(|i| lines.nth(i));
+        let line = usize::try_from(index).ok().and_then(|i| lines.nth(i));
         match line {
             None => LogComparison::Shorter { size, lines: count },
             Some(line) => {
@@ -285,9 +285,11 @@ fn split_note(note: &str) -> Result<(&str, Vec<&str>), CheckpointError> {
 
 /// `— <name> <base64(key id || signature)>`.
 fn parse_signature_line(line: &str) -> Result<(&str, Vec<u8>), CheckpointError> {
-    let rest = line
-        .strip_prefix(SIG_PREFIX)
-        .ok_or_else(|| malformed(format!("signature line {line:?} does not start with \"— \"")))?;
+    let rest = line.strip_prefix(SIG_PREFIX).ok_or_else(|| {
+        malformed(format!(
+            "signature line {line:?} does not start with \"— \""
+        ))
+    })?;
     let (name, b64) = rest
         .split_once(' ')
         .ok_or_else(|| malformed(format!("signature line {line:?} has no signature")))?;
@@ -305,7 +307,11 @@ fn parse_signature_line(line: &str) -> Result<(&str, Vec<u8>), CheckpointError> 
 
 /// The checkpoint text: origin, size, hash, version line, time line, nothing else.
 fn parse_text(text: &str) -> Result<Checkpoint, CheckpointError> {
-    let lines: Vec<&str> = text.strip_suffix('\n').unwrap_or(text).split('\n').collect();
+    let lines: Vec<&str> = text
+        .strip_suffix('\n')
+        .unwrap_or(text)
+        .split('\n')
+        .collect();
     let [origin, size, hash, version, time] = lines.as_slice() else {
         return Err(malformed(format!(
             "a checkpoint has 5 lines (origin, size, hash, {CHECKPOINT_VERSION}, time), not {}",
@@ -321,7 +327,11 @@ fn parse_text(text: &str) -> Result<Checkpoint, CheckpointError> {
     let size: u64 = size_ok
         .then(|| size.parse().ok())
         .flatten()
-        .ok_or_else(|| malformed(format!("size {size:?} is not a decimal without leading zeros")))?;
+        .ok_or_else(|| {
+            malformed(format!(
+                "size {size:?} is not a decimal without leading zeros"
+            ))
+        })?;
     let hash: [u8; 32] = STANDARD
         .decode(hash)
         .ok()
@@ -447,16 +457,16 @@ mod tests {
         let vk = key.verifying_key();
         let note = checkpoint.sign(&key).unwrap();
         let cases = [
-            note.trim_end().to_owned(),                       // no final newline
-            note.replacen("\n\n", "\n", 1),                   // no blank line
-            note.replacen("\n3\n", "\n03\n", 1),              // leading zero
-            note.replacen("\n3\n", "\n-3\n", 1),              // sign
+            note.trim_end().to_owned(),          // no final newline
+            note.replacen("\n\n", "\n", 1),      // no blank line
+            note.replacen("\n3\n", "\n03\n", 1), // leading zero
+            note.replacen("\n3\n", "\n-3\n", 1), // sign
             note.replacen(CHECKPOINT_VERSION, "countersign.audit-checkpoint/2", 1),
-            note.replacen("time 2026", "time x2026", 1),      // not RFC 3339
-            note.replacen("\u{2014} ", "- ", 1),              // not an em dash
-            note.replacen("\ntime", "\r\ntime", 1),           // control character
-            note.replacen("=\n", "\n", 1),                    // unpadded base64
-            note.replacen("\n\n", "\nextra\n\n", 1),          // an unknown extension line
+            note.replacen("time 2026", "time x2026", 1), // not RFC 3339
+            note.replacen("\u{2014} ", "- ", 1),         // not an em dash
+            note.replacen("\ntime", "\r\ntime", 1),      // control character
+            note.replacen("=\n", "\n", 1),               // unpadded base64
+            note.replacen("\n\n", "\nextra\n\n", 1),     // an unknown extension line
         ];
         for (i, case) in cases.iter().enumerate() {
             assert!(

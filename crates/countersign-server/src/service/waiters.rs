@@ -176,9 +176,7 @@ mod tests {
         assert!(w.register("y").is_some());
     }
 
-    fn poll_once<F: std::future::Future>(
-        f: std::pin::Pin<&mut F>,
-    ) -> std::task::Poll<F::Output> {
+    fn poll_once<F: std::future::Future>(f: std::pin::Pin<&mut F>) -> std::task::Poll<F::Output> {
         let waker = std::task::Waker::noop();
         let mut cx = std::task::Context::from_waker(waker);
         f.poll(&mut cx)

@@ -38,10 +38,7 @@ async fn the_checkpoint_endpoint_serves_a_signed_note_of_the_whole_log() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    assert_eq!(
-        resp.headers()["content-type"],
-        "text/plain; charset=utf-8"
-    );
+    assert_eq!(resp.headers()["content-type"], "text/plain; charset=utf-8");
     let note = resp.text().await.unwrap();
     let origin = default_origin(&app.base);
     assert!(origin.starts_with("127.0.0.1:") && origin.ends_with("/countersign/audit"));
@@ -89,7 +86,10 @@ async fn the_grant_carries_a_checkpoint_covering_the_grant_and_the_decision() {
     let decided = alice.decide(&app, &id, Decision::Approved).await;
     assert_eq!(decided.status, 200, "{:?}", decided.body);
     let action = countersign_testkit::tool_call_action("agent-7", "payments.transfer", params);
-    let fp = b64::encode(&countersign_testkit::op_hash_of(&action, Decision::Approved));
+    let fp = b64::encode(&countersign_testkit::op_hash_of(
+        &action,
+        Decision::Approved,
+    ));
     let grant = app
         .post(
             &format!("/v1/approvals/{id}/grant"),
@@ -102,7 +102,10 @@ async fn the_grant_carries_a_checkpoint_covering_the_grant_and_the_decision() {
     let log = app.audit_text();
     let seq_of = |kind: &str| app.audit_lines(kind)[0]["seq"].as_u64().unwrap();
     assert!(cp.size >= seq_of("grant") && seq_of("grant") > seq_of("decision"));
-    let line = log.lines().nth(usize::try_from(cp.size).unwrap() - 1).unwrap();
+    let line = log
+        .lines()
+        .nth(usize::try_from(cp.size).unwrap() - 1)
+        .unwrap();
     assert_eq!(cp.hash, line_hash(line));
     assert_eq!(
         cp.compare(log.as_bytes()),
@@ -131,19 +134,27 @@ async fn a_settlement_wakes_only_the_waiters_of_its_own_approval() {
     let state = app.state.clone();
     until(|| state.long_poll_stats().waiting == 1, "B's poll waits").await;
 
-    let r = app.post(&format!("/v1/approvals/{a}/withdraw"), &json!({})).await;
+    let r = app
+        .post(&format!("/v1/approvals/{a}/withdraw"), &json!({}))
+        .await;
     assert_eq!(r.status, 200, "{:?}", r.body);
     // A's settlement delivered no wake-up: nobody waits on A. B's poll still waits.
     let stats = app.state.long_poll_stats();
     assert_eq!((stats.woken, stats.waiting), (0, 1), "{stats:?}");
 
-    let r = app.post(&format!("/v1/approvals/{b}/withdraw"), &json!({})).await;
+    let r = app
+        .post(&format!("/v1/approvals/{b}/withdraw"), &json!({}))
+        .await;
     assert_eq!(r.status, 200);
     assert_eq!(app.state.long_poll_stats().woken, 1);
     let body: serde_json::Value = serde_json::from_str(&waiter.await.unwrap().unwrap()).unwrap();
     assert_eq!(body["status"], "DENIED");
     assert_eq!(body["reason_code"], "cancelled");
-    until(|| state.long_poll_stats().waiting == 0, "the guard is dropped").await;
+    until(
+        || state.long_poll_stats().waiting == 0,
+        "the guard is dropped",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -154,7 +165,10 @@ async fn concurrent_long_polls_are_capped_with_retry_after() {
     let id = app.create_pending(payment()).await;
     let mut polls = Vec::new();
     for _ in 0..2 {
-        let (http, url) = (app.http.clone(), app.url(&format!("/v1/approvals/{id}?wait=30")));
+        let (http, url) = (
+            app.http.clone(),
+            app.url(&format!("/v1/approvals/{id}?wait=30")),
+        );
         polls.push(tokio::spawn(async move {
             http.get(url).send().await.unwrap().status().as_u16()
         }));
@@ -253,7 +267,10 @@ async fn bearer_logout_ends_the_session_on_the_server() {
         .await
         .unwrap();
     assert_eq!(again.status(), 204);
-    assert_eq!(app.post("/v1/approver/logout", &json!({})).await.status, 401);
+    assert_eq!(
+        app.post("/v1/approver/logout", &json!({})).await.status,
+        401
+    );
 }
 
 /// A clock that jumps forward on one chosen read: it stands for time passing while the verdict
