@@ -47,8 +47,11 @@ pub struct GrantReceipt {
     pub collected_at: String,
     /// A signed checkpoint of the audit log (C2SP signed note) whose size covers this grant's
     /// line and so the Decision before it: kept by the gateway, it proves later that both are
-    /// in the log (`countersign audit verify --checkpoint`).
-    pub checkpoint: String,
+    /// in the log (`countersign audit verify --checkpoint`). Absent only when the log head could
+    /// not be read after the grant committed (logged): the grant is the gateway's either way,
+    /// and any later checkpoint (`GET /v1/audit/checkpoint`) covers it too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
 }
 
 /// The JSON text of the action's fields under `profile`.
@@ -315,8 +318,9 @@ impl AppState {
                 approval_id: id.to_owned(),
                 fingerprint: req.fingerprint,
                 collected_at: rfc3339(from_ms(collected_at)),
-                // Read after the grant committed: its size is at least the grant line's seq.
-                checkpoint: self.checkpoint().await?,
+                // Read after the grant committed: its size is at least the grant line's seq. The
+                // grant is spent: a failure here must not turn its receipt into an error.
+                checkpoint: self.checkpoint().await.ok(),
             }),
             GrantOutcome::NotFound => Err(ApiError::not_found("approval")),
             GrantOutcome::NotApproved(record) => {
