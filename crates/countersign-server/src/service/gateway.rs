@@ -310,17 +310,27 @@ impl AppState {
         let ts = rfc3339(from_ms(now));
         let event = AuditEvent::grant(id, &ts, &req.fingerprint);
         let key = id.to_owned();
-        let outcome = self
-            .committing(move |s| s.collect_grant(&key, &fingerprint, now, &event))
+        let (outcome, head) = self
+            .committing(move |s| {
+                let outcome = s.collect_grant(&key, &fingerprint, now, &event)?;
+                // The log head after the grant committed (in the same blocking task): its size is
+                // at least the grant line's seq. The grant is spent by now, so a failure to read
+                // the head must not turn its receipt into an error: logged, and no checkpoint.
+                let head = matches!(outcome, GrantOutcome::Granted { .. })
+                    .then(|| s.audit_head())
+                    .and_then(|r| {
+                        r.inspect_err(|e| tracing::error!(error = %e, "audit head unreadable"))
+                            .ok()
+                    });
+                Ok((outcome, head))
+            })
             .await?;
         match outcome {
             GrantOutcome::Granted { collected_at } => Ok(GrantReceipt {
                 approval_id: id.to_owned(),
                 fingerprint: req.fingerprint,
                 collected_at: rfc3339(from_ms(collected_at)),
-                // Read after the grant committed: its size is at least the grant line's seq. The
-                // grant is spent: a failure here must not turn its receipt into an error.
-                checkpoint: self.checkpoint().await.ok(),
+                checkpoint: head.and_then(|h| self.sign_checkpoint(h).ok()),
             }),
             GrantOutcome::NotFound => Err(ApiError::not_found("approval")),
             GrantOutcome::NotApproved(record) => {

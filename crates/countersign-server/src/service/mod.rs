@@ -336,7 +336,15 @@ impl AppState {
     /// A signed checkpoint of the audit log as it is now (a C2SP signed note; see
     /// [`crate::audit::Checkpoint`]). It covers every line committed before this call.
     pub async fn checkpoint(&self) -> Result<String, ApiError> {
-        let (size, hash) = self.blocking(|s| s.audit_head()).await?;
+        let head = self.blocking(|s| s.audit_head()).await?;
+        self.sign_checkpoint(head)
+    }
+
+    /// Sign a checkpoint of the log whose line `size` hashes to `hash`.
+    pub(crate) fn sign_checkpoint(
+        &self,
+        (size, hash): (u64, [u8; 32]),
+    ) -> Result<String, ApiError> {
         let checkpoint = crate::audit::Checkpoint {
             origin: self.inner.audit_origin.clone(),
             size,
