@@ -138,11 +138,19 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum AuditCommand {
-    /// Check an audit log's hash chain, signatures and cross-line rules.
+    /// Check an audit log's hash chain, signatures and cross-line rules, and that it contains
+    /// every signed checkpoint given.
+    ///
+    /// A checkpoint (GET /v1/audit/checkpoint, or the `checkpoint` of a grant response) is the
+    /// service's signed statement of the log's size and chain head at a moment; a log shorter
+    /// than a checkpoint, or whose line SIZE hashes to another value, is not the log the
+    /// service kept, which the file alone cannot show.
     ///
     /// Exit codes: 0 valid (informational findings are printed), 1 a violation (an edited,
     /// removed, inserted or reordered line, a bad signature, two verdicts for one approval, a
-    /// grant collected twice or without approval), 2 unusable input (unreadable file or key).
+    /// grant collected twice or without approval, a log shorter than or diverging from a
+    /// checkpoint), 2 unusable input (unreadable file or key; a checkpoint that is malformed or
+    /// not signed by KEY).
     Verify {
         /// The audit log (JSON lines), or - for stdin.
         file: PathBuf,
@@ -150,6 +158,9 @@ enum AuditCommand {
         /// (DATA_DIR/service-key.pub).
         #[arg(long)]
         key: String,
+        /// A signed checkpoint file (the note text) the log must contain; repeatable.
+        #[arg(long, value_name = "CP")]
+        checkpoint: Vec<PathBuf>,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -290,9 +301,11 @@ enum GatewayCommand {
 enum EnrollCommand {
     /// Print a one-time, expiring link that enrolls a security key for PRINCIPAL.
     ///
-    /// The invite is written into the data directory's database, so it works whether the
-    /// service is running or stopped. Give the link to the approver over a channel you trust:
-    /// whoever opens it first enrolls a key that can approve as PRINCIPAL. See docs/OPERATIONS.md.
+    /// The invite is written into the service's database (--database, else the config's
+    /// `database`, else the SQLite database in DATA_DIR), so it works whether the service is
+    /// running or stopped, and every replica sharing a PostgreSQL database finds it. Give the
+    /// link to the approver over a channel you trust: whoever opens it first enrolls a key that
+    /// can approve as PRINCIPAL. See docs/OPERATIONS.md.
     Invite {
         /// The approver's name as it appears in verdicts and [groups] (e.g. alice@example.com).
         #[arg(long)]
@@ -312,6 +325,10 @@ enum EnrollCommand {
         /// Base URL of the approver page (default: public_url, else the first origin).
         #[arg(long)]
         public_url: Option<String>,
+        /// The service's database URL (default: the config's `database`, else the SQLite
+        /// database in DATA_DIR). Replicas on PostgreSQL need the invite there.
+        #[arg(long, value_name = "URL")]
+        database: Option<String>,
     },
 }
 
@@ -355,8 +372,14 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             database,
         } => serve(listen, data_dir, config, database),
         Command::Audit {
-            command: AuditCommand::Verify { file, key, json },
-        } => audit_verify(&file, &key, json),
+            command:
+                AuditCommand::Verify {
+                    file,
+                    key,
+                    checkpoint,
+                    json,
+                },
+        } => audit_verify(&file, &key, &checkpoint, json),
         Command::Registry {
             command: RegistryCommand::Export { data_dir, database },
         } => registry_export(&data_dir, database.as_deref()),
@@ -410,6 +433,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     config,
                     expires_in,
                     public_url,
+                    database,
                 },
         } => {
             let config = match config {
@@ -424,6 +448,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     group,
                     expires_in_seconds: expires_in,
                     public_url,
+                    database,
                 },
             )?;
             println!("{}", created.url);
@@ -457,7 +482,12 @@ fn serve(
     Ok(EXIT_ALLOW)
 }
 
-fn audit_verify(path: &PathBuf, key: &str, json: bool) -> anyhow::Result<u8> {
+fn audit_verify(
+    path: &PathBuf,
+    key: &str,
+    checkpoints: &[PathBuf],
+    json: bool,
+) -> anyhow::Result<u8> {
     let key_text = match std::fs::read_to_string(key) {
         Ok(text) => text,
         Err(_) => key.to_owned(),
@@ -479,7 +509,29 @@ fn audit_verify(path: &PathBuf, key: &str, json: bool) -> anyhow::Result<u8> {
             return Ok(EXIT_UNUSABLE);
         }
     };
-    let report = countersign_server::audit::verify_log(&bytes, &key);
+    // Every checkpoint must verify before the log is judged: a forged or unreadable checkpoint
+    // is unusable input, not evidence against the log.
+    let mut verified = Vec::with_capacity(checkpoints.len());
+    for cp in checkpoints {
+        let text = match std::fs::read_to_string(cp) {
+            Ok(text) => text,
+            Err(e) => {
+                eprintln!("countersign: reading checkpoint {}: {e}", cp.display());
+                return Ok(EXIT_UNUSABLE);
+            }
+        };
+        match countersign_server::audit::Checkpoint::verify(&text, &key, None) {
+            Ok(c) => verified.push(c),
+            Err(e) => {
+                eprintln!("countersign: checkpoint {} is unusable: {e}", cp.display());
+                return Ok(EXIT_UNUSABLE);
+            }
+        }
+    }
+    let mut report = countersign_server::audit::verify_log(&bytes, &key);
+    for c in &verified {
+        report.check_checkpoint(&bytes, c);
+    }
     let mut out = std::io::stdout().lock();
     if json {
         writeln!(out, "{}", serde_json::to_string(&report)?)?;

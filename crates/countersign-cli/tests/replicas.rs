@@ -539,3 +539,50 @@ async fn sigkill_random_replicas_mid_stream_loses_and_doubles_nothing() {
         chain.len()
     );
 }
+
+/// `enroll invite --database postgres://…` writes the invite where the replicas look: in
+/// PostgreSQL, not in the data directory's SQLite file.
+#[test]
+fn enroll_invite_writes_the_invite_to_postgres() {
+    let Some(schema) = ScratchSchema::for_test("enroll_invite_postgres").unwrap() else {
+        return;
+    };
+    let dir = support::scratch_dir("invite-postgres");
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let sealer = AuditSealer::load_or_create(&data.join("service-key")).unwrap();
+    let out = support::run_with_data_dir(
+        &[
+            "enroll",
+            "invite",
+            "--principal",
+            "carol@example.com",
+            "--public-url",
+            "https://approve.example.org",
+            "--database",
+            &schema.url(),
+        ],
+        &data,
+    );
+    assert_eq!(support::code(&out), 0, "{}", support::stderr(&out));
+    let link = support::stdout(&out);
+    assert_eq!(link.lines().count(), 1, "{link}");
+    let token = link
+        .trim()
+        .strip_prefix("https://approve.example.org/enroll#")
+        .unwrap_or_else(|| panic!("{link}"));
+    let hash = countersign_server::enroll::invite_token_hash(token);
+    let now = countersign_server::clock::to_ms(time::OffsetDateTime::now_utc());
+    let store = PostgresStore::connect(&schema.url(), sealer, 1).unwrap();
+    let invite = store
+        .invite(&hash, now)
+        .unwrap()
+        .expect("the invite is in PostgreSQL");
+    assert_eq!(invite.principal, "carol@example.com");
+    assert!(
+        !data.join(countersign_server::files::DATABASE).exists(),
+        "nothing was written to the local SQLite file"
+    );
+    drop(store);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -179,6 +179,11 @@ pub struct Grant {
     pub approval_id: String,
     pub fingerprint: String,
     pub collected_at: String,
+    /// The service's signed checkpoint of its audit log covering this grant and its Decision (a
+    /// C2SP signed note). Keep it with the call's record: `countersign audit verify --checkpoint`
+    /// proves later that the log still holds them. Absent from services that predate it.
+    #[serde(default)]
+    pub checkpoint: Option<String>,
 }
 
 /// A gateway's bearer token, as `countersign gateway add NAME` printed it. The service answers

@@ -54,6 +54,34 @@ pub struct Config {
     /// because the registry lists every approver, which is an org chart and a phishing list).
     #[serde(default)]
     pub publish_registry: bool,
+    /// The origin line (and note key name) of the signed audit checkpoints. Default: the host
+    /// of `public_url` followed by `/countersign/audit`.
+    #[serde(default)]
+    pub audit_origin: Option<String>,
+    /// Bounds on what clients may hold open.
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+/// Bounds on what clients may hold open.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Long polls (`?wait=`) waiting at once; beyond it 429 `too_many_waiters`.
+    #[serde(default = "default_long_poll_waiters")]
+    pub long_poll_waiters: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            long_poll_waiters: default_long_poll_waiters(),
+        }
+    }
+}
+
+fn default_long_poll_waiters() -> usize {
+    1024
 }
 
 /// Timeouts, in seconds.
@@ -216,6 +244,8 @@ impl Default for Config {
             enrollment: crate::enroll::EnrollmentConfig::default(),
             database: None,
             publish_registry: false,
+            audit_origin: None,
+            limits: Limits::default(),
         }
     }
 }
@@ -252,6 +282,13 @@ pub enum ConfigError {
          cannot be the one tool a profile belongs to; name the tool in [[tools]]"
     )]
     DefaultToolProfile(String),
+    #[error(
+        "audit_origin {0:?} cannot name a signed note's key: it must be non-empty, without \
+         spaces or '+', and not \"countersign.audit/1\""
+    )]
+    BadAuditOrigin(String),
+    #[error("limits.long_poll_waiters must be at least 1")]
+    ZeroWaiters,
 }
 
 impl Config {
@@ -293,6 +330,14 @@ impl Config {
             if value == 0 {
                 return Err(ConfigError::ZeroTimeout(name));
             }
+        }
+        if let Some(origin) = &self.audit_origin
+            && !crate::audit::valid_origin(origin)
+        {
+            return Err(ConfigError::BadAuditOrigin(origin.clone()));
+        }
+        if self.limits.long_poll_waiters == 0 {
+            return Err(ConfigError::ZeroWaiters);
         }
         if self.tools.iter().any(|r| r.approval_seconds == Some(0)) {
             return Err(ConfigError::ZeroTimeout("tools.approval_seconds"));
@@ -562,6 +607,34 @@ mod tests {
         assert!(matches!(
             Config::from_toml("[default_tool]\nnfc = \"sometimes\""),
             Err(ConfigError::Parse { .. })
+        ));
+    }
+
+    #[test]
+    fn audit_origin_and_limits() {
+        let c = Config::from_toml(
+            "audit_origin = \"example.org/log\"\n[limits]\nlong_poll_waiters = 7",
+        );
+        assert_eq!(
+            c.as_ref().ok().and_then(|c| c.audit_origin.as_deref()),
+            Some("example.org/log")
+        );
+        assert_eq!(c.ok().map(|c| c.limits.long_poll_waiters), Some(7));
+        assert_eq!(
+            Config::from_toml("")
+                .ok()
+                .map(|c| c.limits.long_poll_waiters),
+            Some(1024)
+        );
+        for bad in ["a b", "a+b", "", "countersign.audit/1"] {
+            assert!(matches!(
+                Config::from_toml(&format!("audit_origin = {bad:?}")),
+                Err(ConfigError::BadAuditOrigin(_))
+            ));
+        }
+        assert!(matches!(
+            Config::from_toml("[limits]\nlong_poll_waiters = 0"),
+            Err(ConfigError::ZeroWaiters)
         ));
     }
 }

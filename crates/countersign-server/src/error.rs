@@ -21,6 +21,8 @@ pub struct ApiError {
     pub result: Option<Box<ApprovalResult>>,
     /// For `not_nfc`: every string of the request that is not in NFC.
     pub not_nfc: Option<Vec<crate::service::NotNfc>>,
+    /// Seconds for a `Retry-After` header (429 answers).
+    pub retry_after: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -49,6 +51,7 @@ impl ApiError {
             reason_code: None,
             result: None,
             not_nfc: None,
+            retry_after: None,
         }
     }
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
@@ -91,6 +94,12 @@ impl ApiError {
         self.reason_code = Some(reason);
         self
     }
+    /// 429 with `Retry-After: seconds`.
+    pub fn too_many(code: &'static str, message: impl Into<String>, seconds: u64) -> Self {
+        let mut e = Self::new(StatusCode::TOO_MANY_REQUESTS, code, message);
+        e.retry_after = Some(seconds.max(1));
+        e
+    }
     pub fn with_result(mut self, result: ApprovalResult) -> Self {
         self.result = Some(Box::new(result));
         self
@@ -126,6 +135,13 @@ impl IntoResponse for ApiError {
                 not_nfc: self.not_nfc.as_deref(),
             },
         };
-        (self.status, Json(body)).into_response()
+        let mut resp = (self.status, Json(body)).into_response();
+        if let Some(seconds) = self.retry_after {
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(seconds),
+            );
+        }
+        resp
     }
 }

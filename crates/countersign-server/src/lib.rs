@@ -38,5 +38,5 @@ pub use serve::{ServeOptions, files, open_state, serve};
 pub use service::{
     AppState, AssertionBody, CreateRequest, DEFAULT_PROFILE, DecisionChallenge, EnrollFinish,
     EnrollOptions, EnrollStart, GrantReceipt, GrantRequest, LoginChallenge, LoginResponse,
-    MAX_AGENT_TOOL_BYTES, NotNfc, ReviewView, StateParts,
+    MAX_AGENT_TOOL_BYTES, NotNfc, ReviewView, StateParts, WaiterStats,
 };

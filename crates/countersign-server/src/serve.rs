@@ -113,6 +113,10 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         say!("countersign: database {}", crate::store::redacted(url));
     }
     say!("countersign: audit key {}", state.service_key());
+    say!(
+        "countersign: signed audit checkpoints at {public_url}/v1/audit/checkpoint (origin {})",
+        state.audit_origin()
+    );
     if expired > 0 {
         say!("countersign: settled {expired} approval(s) that expired while stopped");
     }

@@ -8,10 +8,15 @@
 //! to agree with the writer on a serialization: any edited byte breaks the signature and, through
 //! `prev_hash`, the next line.
 
+mod checkpoint;
 pub(crate) mod events;
 mod mirror;
 mod verify;
 
+pub use checkpoint::{
+    CHECKPOINT_VERSION, Checkpoint, CheckpointError, LogComparison, ORIGIN_PATH, default_origin,
+    key_id, valid_origin,
+};
 pub use events::{AuditEvent, EnrollmentFacts, EnrollmentSource, RequestFacts};
 pub use mirror::AuditMirror;
 pub use verify::{AuditIssue, AuditReport, IssueClass, verify_log};
@@ -82,6 +87,11 @@ impl AuditSealer {
     /// The verifying key as base64url (what `audit verify --key` takes).
     pub fn public_key_b64(&self) -> String {
         b64::encode(self.public_key().as_bytes())
+    }
+
+    /// Sign a checkpoint of the log as a signed note (see [`Checkpoint`]).
+    pub fn sign_checkpoint(&self, checkpoint: &Checkpoint) -> Result<String, CheckpointError> {
+        checkpoint.sign(&self.key)
     }
 
     /// Seal `event` as line `seq` after a line whose hash is `prev_hash`.

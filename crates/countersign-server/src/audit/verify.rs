@@ -52,6 +52,51 @@ pub struct AuditReport {
 }
 
 impl AuditReport {
+    /// Compare the log with a checkpoint already verified under the service key, and record the
+    /// finding: informational when the log covers it, a violation when it is shorter (lines
+    /// were cut from its end, which the chain alone cannot reveal) or diverges.
+    pub fn check_checkpoint(&mut self, log: &[u8], checkpoint: &super::Checkpoint) {
+        let size = checkpoint.size;
+        let at = usize::try_from(size).unwrap_or(usize::MAX);
+        let (class, code, detail) = match checkpoint.compare(log) {
+            super::LogComparison::Covers => (
+                IssueClass::Informational,
+                "checkpoint_covered",
+                format!(
+                    "the checkpoint of {} lines signed at {} is a prefix of this log",
+                    size, checkpoint.time
+                ),
+            ),
+            super::LogComparison::Shorter { lines, .. } => (
+                IssueClass::Violation,
+                "checkpoint_truncated",
+                format!(
+                    "a checkpoint signed at {} covers {size} lines but the log has {lines}: \
+                     lines were cut from its end",
+                    checkpoint.time
+                ),
+            ),
+            super::LogComparison::Diverges {
+                expected, found, ..
+            } => (
+                IssueClass::Violation,
+                "checkpoint_diverges",
+                format!(
+                    "a checkpoint signed at {} says line {size} hashes to {} but it hashes to {}",
+                    checkpoint.time,
+                    b64::encode(&expected),
+                    b64::encode(&found)
+                ),
+            ),
+        };
+        self.issues.push(AuditIssue {
+            line: at,
+            class,
+            code,
+            detail,
+        });
+    }
+
     /// No violation (informational issues allowed).
     pub fn is_valid(&self) -> bool {
         !self.issues.iter().any(|i| i.class == IssueClass::Violation)

@@ -150,9 +150,14 @@ pub struct InviteOptions {
     pub expires_in_seconds: Option<u64>,
     /// Base of the link; default `public_url`, else the first configured origin.
     pub public_url: Option<String>,
+    /// The service's database (`--database`); default the configuration's `database`, else the
+    /// SQLite database in `data_dir`.
+    pub database: Option<String>,
 }
 
-/// Write an invite straight into a data directory's database.
+/// Write an invite straight into the service's database: `database` (the flag), else the
+/// configuration's `database`, else the SQLite database in the data directory, the same choice
+/// `countersign serve` makes, so replicas on PostgreSQL find the invite.
 ///
 /// Works whether the service is running or not: the running service reads invites from the
 /// database at each request (SQLite in WAL mode lets this second process write while it runs).
@@ -181,18 +186,18 @@ pub fn invite_in_data_dir(opts: &InviteOptions) -> anyhow::Result<CreatedInvite>
         .or_else(|| opts.config.origins.first().cloned())
         .context("no --public-url, no public_url and no origins configured")?;
     let sealer = crate::audit::AuditSealer::load_or_create(&key)?;
-    let store = crate::store::SqliteStore::open(
-        &opts.data_dir.join(files::DATABASE),
-        sealer,
-        opts.config.durability,
-    )?;
+    let url = match opts.database.as_deref().or(opts.config.database.as_deref()) {
+        Some(url) => crate::store::DatabaseUrl::parse(url)?,
+        None => crate::store::DatabaseUrl::default_in(&opts.data_dir),
+    };
+    let store = url.open(sealer, opts.config.durability)?;
     let seconds = opts
         .expires_in_seconds
         .unwrap_or(opts.config.enrollment.invite_seconds);
     let ttl_ms = i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
     let now = crate::clock::to_ms(crate::clock::Clock::now(&crate::clock::SystemClock));
     Ok(create_invite(
-        &store,
+        store.as_ref(),
         &base,
         &opts.principal,
         opts.group.as_deref(),

@@ -17,6 +17,7 @@ pub(super) fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/approver/login/challenge", post(login_challenge))
         .route("/v1/approver/login", post(login))
+        .route("/v1/approver/logout", post(logout))
         .route("/v1/approver/approvals/{id}", get(review))
         .route("/v1/approver/approvals/{id}/challenge", post(challenge))
         .route("/v1/approver/approvals/{id}/decision", post(decide))
@@ -25,28 +26,58 @@ pub(super) fn router() -> Router<AppState> {
 /// An authenticated approver (`Authorization: Bearer <token>`).
 struct Approver(Session);
 
+fn bearer(parts: &Parts) -> Result<&str, ApiError> {
+    parts
+        .headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .ok_or_else(|| ApiError::unauthorized("missing bearer token"))
+}
+
 impl FromRequestParts<AppState> for Approver {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let token = parts
-            .headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or_else(|| ApiError::unauthorized("missing bearer token"))?;
-        state.authenticate(token.trim()).await.map(Self)
+        state.authenticate(bearer(parts)?).await.map(Self)
     }
 }
 
-async fn login_challenge(State(state): State<AppState>) -> Result<Json<LoginChallenge>, ApiError> {
+/// A bearer token, live or not (logout accepts either).
+struct Token(String);
+
+impl FromRequestParts<AppState> for Token {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, ApiError> {
+        bearer(parts).map(|t| Self(t.to_owned()))
+    }
+}
+
+/// Sign-in endpoints are rate limited per client address, with the page's budget
+/// ([`super::web::SignInAttempt`]): a bearer client gets no more guesses than a browser.
+async fn login_challenge(
+    State(state): State<AppState>,
+    _: super::web::SignInAttempt,
+) -> Result<Json<LoginChallenge>, ApiError> {
     state.login_challenge().await.map(Json)
 }
 
 async fn login(
     State(state): State<AppState>,
+    _: super::web::SignInAttempt,
     Body(body): Body<AssertionBody>,
 ) -> Result<Json<LoginResponse>, ApiError> {
     state.login(body).await.map(Json)
+}
+
+/// End the session on the server: the token opens nothing afterwards. 204 whether or not the
+/// token was live.
+async fn logout(
+    State(state): State<AppState>,
+    Token(token): Token,
+) -> Result<axum::http::StatusCode, ApiError> {
+    state.logout(&token).await?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
 }
 
 async fn review(

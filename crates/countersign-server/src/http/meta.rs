@@ -21,6 +21,7 @@ pub(super) fn router() -> Router<AppState> {
         .route("/v1/registry", get(registry))
         .route("/v1/service-key", get(service_key))
         .route("/v1/audit/head", get(audit_head))
+        .route("/v1/audit/checkpoint", get(audit_checkpoint))
 }
 
 async fn openapi() -> impl IntoResponse {
@@ -48,5 +49,17 @@ async fn audit_head(State(state): State<AppState>) -> Result<Json<Value>, ApiErr
     let (seq, hash) = state.blocking(|s| s.audit_head()).await?;
     Ok(Json(
         json!({"seq": seq, "head": countersign::b64::encode(&hash)}),
+    ))
+}
+
+/// The latest signed checkpoint of the audit log: a C2SP signed note, as text.
+async fn audit_checkpoint(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+    let note = state.checkpoint().await?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        note,
     ))
 }

@@ -58,8 +58,9 @@ pub(crate) struct WebGuard {
 }
 
 impl WebGuard {
-    /// Count one attempt by `client` at `now`; false when the client is over its budget.
-    pub(crate) fn allow(&self, client: Option<IpAddr>, now: i64) -> bool {
+    /// Count one attempt by `client` at `now`: `Err(seconds until its window ends)` when the
+    /// client is over its budget.
+    pub(crate) fn allow(&self, client: Option<IpAddr>, now: i64) -> Result<(), u64> {
         let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
         if windows.len() >= MAX_TRACKED_CLIENTS {
             windows.retain(|_, (start, _)| now.saturating_sub(*start) < WINDOW_MS);
@@ -69,7 +70,11 @@ impl WebGuard {
             *entry = (now, 0);
         }
         entry.1 = entry.1.saturating_add(1);
-        entry.1 <= LOGIN_ATTEMPTS_PER_WINDOW
+        if entry.1 <= LOGIN_ATTEMPTS_PER_WINDOW {
+            return Ok(());
+        }
+        let left_ms = entry.0.saturating_add(WINDOW_MS).saturating_sub(now);
+        Err(u64::try_from(left_ms.saturating_add(999) / 1000).unwrap_or(1))
     }
 }
 
@@ -157,20 +162,35 @@ pub(super) fn client_ip(parts: &Parts) -> Option<IpAddr> {
         .map(|c| c.0.ip())
 }
 
-/// A login attempt: origin checked and counted against the client's budget.
+/// One sign-in attempt (a login challenge or a login assertion, from the page or the bearer
+/// API): counted against the client's budget, one budget for both surfaces.
+pub(crate) struct SignInAttempt;
+
+impl FromRequestParts<AppState> for SignInAttempt {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        state
+            .web_guard()
+            .allow(client_ip(parts), state.now_ms())
+            .map_err(|seconds| {
+                ApiError::too_many(
+                    "rate_limited",
+                    "too many sign-in attempts; wait a minute and try again",
+                    seconds,
+                )
+            })?;
+        Ok(Self)
+    }
+}
+
+/// A login attempt from the page: origin checked, then counted like every sign-in attempt.
 pub(super) struct Attempt;
 
 impl FromRequestParts<AppState> for Attempt {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         check_origin(state, &parts.headers)?;
-        if !state.web_guard().allow(client_ip(parts), state.now_ms()) {
-            return Err(ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
-                "too many sign-in attempts; wait a minute and try again",
-            ));
-        }
+        SignInAttempt::from_request_parts(parts, state).await?;
         Ok(Self)
     }
 }
@@ -286,8 +306,13 @@ async fn login(
     Ok(resp)
 }
 
+/// Sign out: the session is deleted on the server (the cookie alone would survive in a copy),
+/// then the browser is told to drop the cookie.
 async fn logout(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
     check_origin(&state, &headers)?;
+    if let Some(token) = session_token(&headers) {
+        state.logout(token).await?;
+    }
     let mut resp = StatusCode::NO_CONTENT.into_response();
     resp.headers_mut().insert(
         header::SET_COOKIE,
@@ -385,11 +410,11 @@ mod tests {
         let a = Some(IpAddr::from([127, 0, 0, 1]));
         let b = Some(IpAddr::from([127, 0, 0, 2]));
         for _ in 0..LOGIN_ATTEMPTS_PER_WINDOW {
-            assert!(g.allow(a, 0));
+            assert!(g.allow(a, 0).is_ok());
         }
-        assert!(!g.allow(a, 1), "over budget");
-        assert!(g.allow(b, 1), "another client has its own budget");
-        assert!(g.allow(a, WINDOW_MS), "a new window");
+        assert_eq!(g.allow(a, 1), Err(60), "over budget, 59.999 s left");
+        assert!(g.allow(b, 1).is_ok(), "another client has its own budget");
+        assert!(g.allow(a, WINDOW_MS).is_ok(), "a new window");
     }
 
     #[test]

@@ -256,6 +256,15 @@ impl AppState {
         Ok(session)
     }
 
+    /// End the session behind a bearer token or cookie (logout): deleted in the store, so the
+    /// token is refused from then on by every replica. Unknown tokens are not an error (a
+    /// repeated logout is harmless and tells nothing).
+    pub async fn logout(&self, token: &str) -> Result<(), ApiError> {
+        let hash = token_hash(token);
+        self.blocking(move |s| s.delete_session(&hash)).await?;
+        Ok(())
+    }
+
     fn check_eligible(&self, tool_name: &str, principal: &str) -> Result<(), ApiError> {
         let eligible = self.eligible_principals(self.config().rule(tool_name));
         if eligible.is_some_and(|set| !set.iter().any(|p| p == principal)) {
@@ -526,6 +535,12 @@ impl AppState {
         let status: ApprovalStatus = issued.decision.into();
         let grant_ttl = i64::try_from(self.config().timeouts.grant_seconds.saturating_mul(1000))
             .unwrap_or(i64::MAX);
+        // The compare-and-set runs at commit time, not at the time read before verification:
+        // a verdict that finished verifying after the window closed is late (docs/spec/service.md
+        // §2, "expiry is exact and wins ties"). The store never reads a clock, so the time is
+        // re-read here, just before the transaction, and the decision line and grant window
+        // start from it too.
+        let now = self.now_ms();
         let settlement = Settlement {
             approval_id: record.id.clone(),
             now,

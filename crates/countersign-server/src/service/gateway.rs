@@ -102,6 +102,13 @@ pub struct GrantReceipt {
     pub approval_id: String,
     pub fingerprint: String,
     pub collected_at: String,
+    /// A signed checkpoint of the audit log (C2SP signed note) whose size covers this grant's
+    /// line and so the Decision before it: kept by the gateway, it proves later that both are
+    /// in the log (`countersign audit verify --checkpoint`). Absent only when the log head could
+    /// not be read after the grant committed (logged): the grant is the gateway's either way,
+    /// and any later checkpoint (`GET /v1/audit/checkpoint`) covers it too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
 }
 
 /// The JSON text of the action's fields under `profile`.
@@ -350,6 +357,10 @@ impl AppState {
 
     /// The current result for `gateway`; with `wait`, hold the request until it is settled or
     /// `wait` passes.
+    ///
+    /// A waiting poll registers on its approval's own wake-up channel (at most
+    /// `limits.long_poll_waiters` at once, else 429 `too_many_waiters`): only that approval's
+    /// settlement wakes it.
     pub async fn redrive(
         &self,
         id: &str,
@@ -358,10 +369,17 @@ impl AppState {
     ) -> Result<ApprovalResult, ApiError> {
         let max = self.config().timeouts.long_poll_max_seconds;
         let wait = Duration::from_secs(wait.unwrap_or(0).min(max));
+        if wait.is_zero() {
+            let record = self.load_owned(id, gateway).await?;
+            return Ok(self.result_of(&record));
+        }
         let deadline = tokio::time::Instant::now() + wait;
-        // Subscribe before reading so a settlement between the read and the wait is not missed.
-        let mut settled = self.settled_receiver();
+        let guard = self.wait_on(id)?;
         loop {
+            // Armed before reading, so a settlement between the read and the wait is not missed.
+            let notified = guard.notify().notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
             let record = self.load_owned(id, gateway).await?;
             let now = tokio::time::Instant::now();
             if record.status != ApprovalStatus::Pending || now >= deadline {
@@ -371,7 +389,7 @@ impl AppState {
             let to_expiry = u64::try_from(record.expires_at - self.now_ms()).unwrap_or(0);
             let wake = deadline.min(now + Duration::from_millis(to_expiry.saturating_add(1)));
             tokio::select! {
-                _ = settled.changed() => {}
+                () = &mut notified => {}
                 () = tokio::time::sleep_until(wake) => {}
             }
         }
@@ -408,7 +426,7 @@ impl AppState {
     ) -> Result<ApprovalResult, ApiError> {
         match outcome {
             SettleOutcome::Settled(record) => {
-                self.wake_long_polls();
+                self.wake_long_polls(&record.id);
                 Ok(self.result_of(&record))
             }
             SettleOutcome::AlreadySettled(record) => Err(ApiError::conflict(
@@ -421,7 +439,7 @@ impl AppState {
             )
             .with_result(self.result_of(&record))),
             SettleOutcome::Expired(record) => {
-                self.wake_long_polls();
+                self.wake_long_polls(&record.id);
                 Err(ApiError::conflict(
                     "expired",
                     format!("{} expired before this arrived", record.id),
@@ -459,14 +477,27 @@ impl AppState {
         let ts = rfc3339(from_ms(now));
         let event = AuditEvent::grant(id, &ts, &req.fingerprint).by_gateway(gateway);
         let (key, owner) = (id.to_owned(), gateway.to_owned());
-        let outcome = self
-            .committing(move |s| s.collect_grant(&key, &owner, &fingerprint, now, &event))
+        let (outcome, head) = self
+            .committing(move |s| {
+                let outcome = s.collect_grant(&key, &owner, &fingerprint, now, &event)?;
+                // The log head after the grant committed (in the same blocking task): its size is
+                // at least the grant line's seq. The grant is spent by now, so a failure to read
+                // the head must not turn its receipt into an error: logged, and no checkpoint.
+                let head = matches!(outcome, GrantOutcome::Granted { .. })
+                    .then(|| s.audit_head())
+                    .and_then(|r| {
+                        r.inspect_err(|e| tracing::error!(error = %e, "audit head unreadable"))
+                            .ok()
+                    });
+                Ok((outcome, head))
+            })
             .await?;
         match outcome {
             GrantOutcome::Granted { collected_at } => Ok(GrantReceipt {
                 approval_id: id.to_owned(),
                 fingerprint: req.fingerprint,
                 collected_at: rfc3339(from_ms(collected_at)),
+                checkpoint: head.and_then(|h| self.sign_checkpoint(h).ok()),
             }),
             GrantOutcome::NotFound => Err(ApiError::not_found("approval")),
             GrantOutcome::NotApproved(record) => {

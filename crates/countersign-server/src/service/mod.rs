@@ -8,12 +8,14 @@ mod approver;
 mod enroll;
 mod gateway;
 mod gateway_auth;
+mod waiters;
 
 pub use approver::{AssertionBody, DecisionChallenge, LoginChallenge, LoginResponse, ReviewView};
 pub use enroll::{EnrollFinish, EnrollOptions, EnrollStart};
 pub use gateway::{
     CreateRequest, DEFAULT_PROFILE, GrantReceipt, GrantRequest, MAX_AGENT_TOOL_BYTES, NotNfc,
 };
+pub use waiters::WaiterStats;
 
 use crate::audit::{AuditMirror, AuditSealer};
 use crate::clock::{Clock, from_ms, rfc3339};
@@ -26,7 +28,6 @@ use countersign::{
     ProfileRegistry, RegistryDocument,
 };
 use std::sync::{Arc, Mutex, RwLock};
-use tokio::sync::watch;
 
 /// Shared handles of the running service.
 #[derive(Clone, Debug)]
@@ -44,8 +45,12 @@ struct Inner {
     /// The store's credentials version the registry was loaded at.
     registry_version: std::sync::atomic::AtomicU64,
     service_key: String,
-    /// Bumped after every settlement; long-polls wait on it.
-    settled: watch::Sender<u64>,
+    /// The audit key, which also signs checkpoints of the log.
+    sealer: AuditSealer,
+    /// The checkpoints' origin line (`audit_origin`, or derived from the public URL).
+    audit_origin: String,
+    /// Long polls, per approval; a settlement wakes its own approval's waiters.
+    waiters: Arc<waiters::Waiters>,
     mirror: Option<Mutex<AuditMirror>>,
     notifier: Option<Notifier>,
     /// The registration ceremony; `None` when the configuration cannot enroll (logged).
@@ -137,16 +142,30 @@ impl AppState {
             .map(|url| Notifier::new(url, parts.public_url.clone()));
         let policies = Policies::new(&parts.config, &members);
         let gateways = gateway_auth::Gateways::from_records(parts.store.gateways()?);
+        let public_url = parts.public_url.trim_end_matches('/').to_owned();
+        let audit_origin = parts
+            .config
+            .audit_origin
+            .clone()
+            .unwrap_or_else(|| crate::audit::default_origin(&public_url));
+        anyhow::ensure!(
+            crate::audit::valid_origin(&audit_origin),
+            "the audit checkpoint origin {audit_origin:?} (from public_url) cannot name a signed \
+             note's key; set audit_origin in the configuration"
+        );
+        let waiters = Arc::new(waiters::Waiters::new(parts.config.limits.long_poll_waiters));
         Ok(Self {
             inner: Arc::new(Inner {
-                public_url: parts.public_url.trim_end_matches('/').to_owned(),
+                public_url,
+                audit_origin,
+                waiters,
                 config: parts.config,
                 store: parts.store,
                 clock: parts.clock,
                 registry: RwLock::new(Arc::new(registry)),
                 registry_version: std::sync::atomic::AtomicU64::new(version),
                 service_key: parts.sealer.public_key_b64(),
-                settled: watch::channel(0).0,
+                sealer: parts.sealer,
                 mirror: parts.mirror.map(Mutex::new),
                 notifier,
                 enroller,
@@ -322,9 +341,58 @@ impl AppState {
         }
     }
 
-    /// After a settlement committed: wake the long-polls.
-    pub(crate) fn wake_long_polls(&self) {
-        self.inner.settled.send_modify(|v| *v = v.wrapping_add(1));
+    /// After the settlement of `id` committed: wake the long polls waiting on it (only those).
+    pub(crate) fn wake_long_polls(&self, id: &str) {
+        self.inner.waiters.wake(id);
+    }
+
+    /// Register a long poll on `id` (429 `too_many_waiters` over `limits.long_poll_waiters`).
+    pub(crate) fn wait_on(&self, id: &str) -> Result<waiters::WaitGuard, ApiError> {
+        self.inner.waiters.register(id).ok_or_else(|| {
+            ApiError::too_many(
+                "too_many_waiters",
+                format!(
+                    "{} long polls are already waiting; poll again later or without ?wait=",
+                    self.config().limits.long_poll_waiters
+                ),
+                1,
+            )
+        })
+    }
+
+    /// The long-poll counters: how many wait now, how many wake-ups were delivered, how many
+    /// polls were refused by the cap.
+    pub fn long_poll_stats(&self) -> WaiterStats {
+        self.inner.waiters.stats()
+    }
+
+    /// The origin line of this service's audit checkpoints.
+    pub fn audit_origin(&self) -> &str {
+        &self.inner.audit_origin
+    }
+
+    /// A signed checkpoint of the audit log as it is now (a C2SP signed note; see
+    /// [`crate::audit::Checkpoint`]). It covers every line committed before this call.
+    pub async fn checkpoint(&self) -> Result<String, ApiError> {
+        let head = self.blocking(|s| s.audit_head()).await?;
+        self.sign_checkpoint(head)
+    }
+
+    /// Sign a checkpoint of the log whose line `size` hashes to `hash`.
+    pub(crate) fn sign_checkpoint(
+        &self,
+        (size, hash): (u64, [u8; 32]),
+    ) -> Result<String, ApiError> {
+        let checkpoint = crate::audit::Checkpoint {
+            origin: self.inner.audit_origin.clone(),
+            size,
+            hash,
+            time: rfc3339(self.inner.clock.now()),
+        };
+        self.inner
+            .sealer
+            .sign_checkpoint(&checkpoint)
+            .map_err(ApiError::internal)
     }
 
     /// Settle every overdue approval (the sweeper and startup call this).
@@ -337,7 +405,9 @@ impl AppState {
             if ids.is_empty() {
                 break;
             }
-            self.wake_long_polls();
+            for id in &ids {
+                self.wake_long_polls(id);
+            }
         }
         Ok(total)
     }
@@ -389,10 +459,6 @@ impl AppState {
 
     pub(crate) fn redrive_url(&self, id: &str) -> String {
         format!("{}/v1/approvals/{id}", self.inner.public_url)
-    }
-
-    pub(crate) fn settled_receiver(&self) -> watch::Receiver<u64> {
-        self.inner.settled.subscribe()
     }
 
     pub(crate) fn notifier(&self) -> Option<&Notifier> {

@@ -393,6 +393,9 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<bool, StoreError>;
     /// The live session for a token hash.
     fn session(&self, token_hash: &[u8; 32], now: i64) -> Result<Option<Session>, StoreError>;
+    /// End a session (logout): its row is deleted, so the token opens nothing from then on, on
+    /// every replica. Returns whether a session was deleted.
+    fn delete_session(&self, token_hash: &[u8; 32]) -> Result<bool, StoreError>;
 
     /// Import enrolled credentials (a registry file, `AppState::enroll`), in one transaction.
     /// A new credential is inserted with an `enrollment` line (`source: "registry"`); a changed

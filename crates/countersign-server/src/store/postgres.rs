@@ -583,7 +583,21 @@ fn lock_approval(tx: &mut Tx<'_, '_>, id: &str) -> Result<Option<ApprovalRecord>
         .transpose()
 }
 
+/// Lock the credential's counter row and read it, creating it first if this is the credential's
+/// first use.
+///
+/// `SELECT … FOR UPDATE` on a row that does not exist locks nothing: two first uses would both
+/// read "no counter" and both pass. So the row is inserted first (`ON CONFLICT DO NOTHING`):
+/// a concurrent first use's insert waits for this transaction's commit, then inserts nothing,
+/// and its `SELECT … FOR UPDATE` reads the committed counter. The placeholder is 0, which the
+/// counter rule treats exactly as "no counter" (an authenticator may send 0 after 0, and any
+/// count passes 0), so a refusal that commits it changes nothing observable.
 fn stored_counter(tx: &mut Tx<'_, '_>, credential_id: &[u8]) -> Result<Option<u32>, StoreError> {
+    tx.execute(
+        "INSERT INTO counters (credential_id, sign_count) VALUES ($1, 0) \
+         ON CONFLICT (credential_id) DO NOTHING",
+        &[&credential_id],
+    )?;
     tx.query_opt(
         "SELECT sign_count FROM counters WHERE credential_id = $1 FOR UPDATE",
         &[&credential_id],
@@ -681,7 +695,8 @@ impl Store for PostgresStore {
                 evidence_json: evidence,
             } = &s.kind
             {
-                // Refusals are decided before the first write, so committing them is harmless.
+                // Refusals are decided before the first write (but the counter placeholder, which
+                // is the same as no counter), so committing them is harmless.
                 let spent = tx
                     .query_opt(
                         "SELECT 1 FROM spent_nonces WHERE nonce = $1",
@@ -938,6 +953,17 @@ impl Store for PostgresStore {
                     credential_id: r.get(1),
                     expires_at: r.get(2),
                 }))
+        })
+    }
+
+    fn delete_session(&self, token_hash: &[u8; 32]) -> Result<bool, StoreError> {
+        let token_hash = *token_hash;
+        self.one(move |tx| {
+            let n = tx.execute(
+                "DELETE FROM sessions WHERE token_hash = $1",
+                &[&&token_hash[..]],
+            )?;
+            Ok(n > 0)
         })
     }
 

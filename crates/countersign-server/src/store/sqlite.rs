@@ -876,6 +876,18 @@ impl Store for SqliteStore {
         .map_err(db)
     }
 
+    fn delete_session(&self, token_hash: &[u8; 32]) -> Result<bool, StoreError> {
+        self.with_tx(|tx| {
+            let n = exec(
+                tx,
+                "DELETE FROM sessions WHERE token_hash = ?1",
+                [&token_hash[..]],
+            )
+            .map_err(db)?;
+            Ok(n > 0)
+        })
+    }
+
     fn put_credentials(&self, records: &[CredentialRecord], now: i64) -> Result<usize, StoreError> {
         self.with_tx(|tx| {
             let mut events = Vec::new();

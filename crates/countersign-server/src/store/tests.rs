@@ -245,6 +245,11 @@ fn challenges_sessions_and_credentials_round_trip() {
         };
         assert!(s.create_session(&[3; 32], &zero, 0).unwrap());
         assert!(s.create_session(&[4; 32], &zero, 0).unwrap());
+        // Logout deletes the session: the token opens nothing, the other session stays.
+        assert!(s.delete_session(&[3; 32]).unwrap());
+        assert_eq!(s.session(&[3; 32], 0).unwrap(), None);
+        assert!(!s.delete_session(&[3; 32]).unwrap(), "already gone");
+        assert!(s.session(&[4; 32], 0).unwrap().is_some());
 
         // The sweep removes what expired.
         s.expire_overdue(100, 10).unwrap();
@@ -896,4 +901,89 @@ fn the_postgres_probe_finds_closed_ports_and_bad_urls() {
         let url = std::env::var(TEST_DATABASE_ENV).unwrap_or(TEST_DATABASE_DEFAULT.into());
         assert!(postgres::port_open(&url));
     }
+}
+
+/// Two first uses of one credential's counter, on two replicas at once: only one passes.
+///
+/// Made deterministic with an outside transaction that holds the audit head: each settlement
+/// then stops at its append, after its counter check, so neither commits before the other has
+/// checked. Without serialization of the first use, both read "no counter" and both settle.
+#[test]
+fn postgres_first_use_of_a_counter_is_serialized() {
+    let Some(schema) = postgres("postgres_first_counter_use") else {
+        return;
+    };
+    let app = format!("cs_{}", schema.name());
+    let url = format!("{}&application_name={app}", schema.url());
+    let a: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url, sealer(), 1).unwrap());
+    let b: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url, sealer(), 1).unwrap());
+    a.create(&new("first-a", 1_000), &[]).unwrap();
+    a.create(&new("first-b", 1_000), &[]).unwrap();
+
+    // The blocker and the observer run on a thread of their own: the synchronous client must
+    // not share a thread with the stores' workers.
+    let (hold_tx, hold_rx) = std::sync::mpsc::channel::<()>();
+    let (held_tx, held_rx) = std::sync::mpsc::channel::<()>();
+    let blocker_url = schema.url();
+    let blocker = std::thread::spawn(move || {
+        let mut client = ::postgres::Client::connect(&blocker_url, ::postgres::NoTls).unwrap();
+        let mut tx = client.transaction().unwrap();
+        tx.query("SELECT seq FROM audit_head FOR UPDATE", &[])
+            .unwrap();
+        held_tx.send(()).unwrap();
+        hold_rx.recv().unwrap();
+        tx.rollback().unwrap();
+    });
+    held_rx.recv().unwrap();
+
+    let settle = |store: Arc<dyn Store>, id: &'static str, nonce: u8| {
+        std::thread::spawn(move || {
+            // Both the first use of b"cred", with the same count.
+            store
+                .settle(&verdict(id, 10, ApprovalStatus::Approved, nonce, 5))
+                .unwrap()
+        })
+    };
+    let first = settle(Arc::clone(&a), "first-a", 201);
+    let second = settle(Arc::clone(&b), "first-b", 202);
+
+    // Wait until both settlements are blocked on a lock (one on the audit head, the other on the
+    // audit head or on the first's counter row), observed in pg_stat_activity, not by timing.
+    let observer_url = schema.url();
+    let app_name = app.clone();
+    std::thread::spawn(move || {
+        let mut client = ::postgres::Client::connect(&observer_url, ::postgres::NoTls).unwrap();
+        for _ in 0..60_000 {
+            let waiting: i64 = client
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity \
+                     WHERE application_name = $1 AND wait_event_type = 'Lock'",
+                    &[&app_name],
+                )
+                .unwrap()
+                .get(0);
+            if waiting >= 2 {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        panic!("the two settlements never both waited on a lock");
+    })
+    .join()
+    .unwrap();
+    hold_tx.send(()).unwrap();
+    blocker.join().unwrap();
+
+    let outcomes = [first.join().unwrap(), second.join().unwrap()];
+    let settled = outcomes
+        .iter()
+        .filter(|o| matches!(o, SettleOutcome::Settled(_)))
+        .count();
+    let regressed = outcomes
+        .iter()
+        .filter(|o| matches!(o, SettleOutcome::CounterRegression { stored: 5, got: 5 }))
+        .count();
+    assert_eq!((settled, regressed), (1, 1), "{outcomes:?}");
+    assert_eq!(a.replay_snapshot(&[0; 32], b"cred").unwrap().1, Some(5));
+    assert_one_chain(a.as_ref());
 }

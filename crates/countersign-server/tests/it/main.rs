@@ -5,6 +5,7 @@ mod admission;
 mod client;
 mod enroll;
 mod gateways;
+mod hardening;
 mod http_errors;
 mod lifecycle;
 mod revoke;

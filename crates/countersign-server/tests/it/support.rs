@@ -78,18 +78,29 @@ pub struct Reply {
 
 impl TestApp {
     pub async fn start(config: Config, enrolled: &[&Approver]) -> Self {
-        let sealer = AuditSealer::from_seed([42; 32]);
-        let store = SqliteStore::in_memory(sealer.clone()).unwrap();
         let clock = Arc::new(ManualClock::new(
             OffsetDateTime::parse(START, &Rfc3339).unwrap(),
         ));
+        Self::start_with_clock(config, enrolled, clock.clone(), clock).await
+    }
+
+    /// Start with `service_clock` as the service's clock; `clock` is what `advance` moves (the
+    /// same clock, or the one `service_clock` reads through).
+    pub async fn start_with_clock(
+        config: Config,
+        enrolled: &[&Approver],
+        clock: Arc<ManualClock>,
+        service_clock: Arc<dyn countersign_server::Clock>,
+    ) -> Self {
+        let sealer = AuditSealer::from_seed([42; 32]);
+        let store = SqliteStore::in_memory(sealer.clone()).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let state = AppState::new(StateParts {
             config,
             public_url: base.clone(),
             store: Arc::new(store),
-            clock: clock.clone(),
+            clock: service_clock,
             sealer: sealer.clone(),
             mirror: None,
         })

@@ -431,3 +431,32 @@ async fn under_normalize_the_page_shows_the_submitted_text_and_marks_what_nfc_ch
     assert_eq!(view.body["display"]["marked"], false);
     assert!(view.body.get("not_nfc").is_none(), "{:?}", view.body);
 }
+
+#[tokio::test]
+async fn logout_ends_the_session_on_the_server_not_only_in_the_browser() {
+    let alice = Approver::alice();
+    let app = TestApp::default_with(&[&alice]).await;
+    let id = pending(&app).await;
+    let s = sign_in(&app, &alice).await;
+    let path = format!("/v1/web/approvals/{id}");
+    assert_eq!(page_get(&app, &path, &s).await.status, 200);
+    let resp = app
+        .http
+        .post(app.url("/v1/web/logout"))
+        .header("origin", ORIGIN)
+        .header("cookie", &s.cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 204);
+    assert!(
+        resp.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
+    // A copy of the old cookie (the browser was told to drop it) no longer reads anything.
+    let r = page_get(&app, &path, &s).await;
+    assert_eq!(r.status, 401, "{:?}", r.body);
+    assert_no_material(&r.body.to_string());
+}
