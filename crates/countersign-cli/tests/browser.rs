@@ -531,12 +531,13 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     // --- a request built to deceive: a right-to-left override in a file name, a Cyrillic "а"
     // in the tool name. Both are marked in the JSON view and the sentence, and the override
     // reorders nothing: the text after it and its badge are laid out left to right. ---
-    let (status, r) = http(
+    let (status, r) = http_as(
         &service,
         "POST",
         "/v1/approvals",
         Some(&json!({"agent_id": "agent-7", "tool_name": SPOOFED_TOOL,
             "params": {"attachment": SPOOFED_FILE}})),
+        Some(&gateway),
     );
     assert_eq!((status, &r["status"]), (200, &json!("PENDING")), "{r}");
     let id_d = r["approval_id"].as_str().unwrap().to_owned();
