@@ -822,7 +822,7 @@ pub(crate) fn client_data(out: &mut Out) {
                 r#"{{"type":"webauthn.get","challenge":"{ch}","origin":"{o}","crossOrigin":null}}"#
             ),
             deny("evidence_malformed"),
-            &["client-data-malformed", "cross-origin"][..],
+            &["client-data-malformed"][..],
         ),
         (
             "top-origin-null",
@@ -830,7 +830,7 @@ pub(crate) fn client_data(out: &mut Out) {
                 r#"{{"type":"webauthn.get","challenge":"{ch}","origin":"{o}","crossOrigin":false,"topOrigin":null}}"#
             ),
             deny("evidence_malformed"),
-            &["client-data-malformed", "top-origin"][..],
+            &["client-data-malformed"][..],
         ),
         (
             "ignored-member-escaped-non-ascii",
