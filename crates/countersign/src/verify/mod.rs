@@ -16,12 +16,15 @@ use crate::result::{
     ApprovalResult, ApprovalStatus, EvidenceEntry, EvidenceSlot, WEBAUTHN_ASSERTION_FORMAT,
 };
 use crate::webauthn::{
-    self, Assertion, AssertionError, AssertionExpectations, ClientData, CoseError, DerPolicy,
-    SignatureBackend,
+    self, Assertion, AssertionExpectations, ClientData, DerPolicy, SignatureBackend,
 };
 use serde::Serialize;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
+
+mod error;
+
+pub use error::{EvidenceError, VerifyError};
 
 const NONCE_LEN: usize = 32;
 const CHALLENGE_LEN: usize = NONCE_LEN + 32;
@@ -114,165 +117,6 @@ impl Verdict {
     /// Whether the gateway may proceed.
     pub fn is_allow(&self) -> bool {
         self.effective == Effect::Allow
-    }
-}
-
-/// Why evidence, or the policy applied to it, refused an action.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum VerifyError {
-    #[error("the action is not admissible under its profile: {0}")]
-    Action(CanonError),
-    #[error("policy requires evidence and the {status} result carries none")]
-    EvidenceMissing { status: &'static str },
-    #[error("evidence[{index}]: {error}")]
-    Evidence { index: usize, error: EvidenceError },
-    #[error("the result says {status} but its verified evidence signs {signed}")]
-    StatusContradictsEvidence {
-        status: &'static str,
-        signed: &'static str,
-    },
-    #[error("{principal} approved at {got}, below the policy minimum {required}")]
-    InsufficientAssurance {
-        principal: String,
-        required: &'static str,
-        got: &'static str,
-    },
-    #[error("{got} distinct principal(s) approved, the policy requires {required}")]
-    QuorumNotMet { required: u32, got: u32 },
-    #[error("the action runs tool {tool:?} but its signed tool_name is {signed:?}")]
-    OperationMismatch { tool: String, signed: String },
-    #[error("{}", operation_not_bound(profile, tool, bound.as_deref()))]
-    OperationNotBound {
-        profile: String,
-        tool: String,
-        bound: Option<String>,
-    },
-    #[error(
-        "the action names no tool, and profile {profile:?} is bound to tool {bound:?} by the policy"
-    )]
-    OperationUnnamed { profile: String, bound: String },
-}
-
-fn operation_not_bound(profile: &str, tool: &str, bound: Option<&str>) -> String {
-    match bound {
-        Some(bound) => format!(
-            "tool {tool:?} may not use profile {profile:?}: the policy binds it to tool {bound:?}"
-        ),
-        None => format!(
-            "tool {tool:?} may not use profile {profile:?}: the profile does not sign its operation \
-             and the policy's profile_tools binds it to no tool"
-        ),
-    }
-}
-
-impl VerifyError {
-    /// The wire reason code.
-    pub fn reason_code(&self) -> ReasonCode {
-        match self {
-            Self::Action(e) => e.reason_code(),
-            Self::EvidenceMissing { .. } => ReasonCode::EvidenceMissing,
-            Self::Evidence { error, .. } => error.reason_code(),
-            Self::StatusContradictsEvidence { .. } => ReasonCode::BindingMismatch,
-            Self::InsufficientAssurance { .. } => ReasonCode::InsufficientAssurance,
-            Self::QuorumNotMet { .. } => ReasonCode::QuorumNotMet,
-            Self::OperationMismatch { .. } => ReasonCode::BindingMismatch,
-            Self::OperationNotBound { .. } | Self::OperationUnnamed { .. } => {
-                ReasonCode::ActionInadmissible
-            }
-        }
-    }
-}
-
-/// Why one evidence entry failed, in check order.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum EvidenceError {
-    #[error("cannot decode the entry: {0}")]
-    Malformed(String),
-    #[error("format {0:?} is not implemented (expected {WEBAUTHN_ASSERTION_FORMAT})")]
-    UnsupportedFormat(String),
-    #[error("canonicalization profile {0:?} is not in the verifier's registry")]
-    ProfileUnknown(String),
-    #[error("evidence is for profile {evidence:?}, the action uses {action:?}")]
-    ProfileMismatch { evidence: String, action: String },
-    #[error("credential {0} is not enrolled")]
-    CredentialUnknown(String),
-    #[error("credential {credential_id} of {principal} is revoked")]
-    CredentialRevoked {
-        credential_id: String,
-        principal: String,
-    },
-    #[error(
-        "credential {credential_id} belongs to {principal}, who is not among the policy's approvers"
-    )]
-    Ineligible {
-        principal: String,
-        credential_id: String,
-    },
-    #[error("credential {credential_id}: {source}")]
-    UnusableKey {
-        credential_id: String,
-        source: CoseError,
-    },
-    #[error("nonce is {got} bytes, expected {NONCE_LEN}")]
-    NonceLength { got: usize },
-    #[error("challenge is {got} bytes, expected nonce(32) || op_hash(32)")]
-    ChallengeLength { got: usize },
-    #[error("the nonce beside the signature differs from the signed challenge's nonce")]
-    NonceMismatch,
-    #[error("the op_hash beside the signature differs from the signed challenge's op_hash")]
-    OpHashFieldMismatch,
-    #[error("entry claims {claimed} but the signature covers {signed}")]
-    DecisionMismatch {
-        claimed: &'static str,
-        signed: &'static str,
-    },
-    #[error(
-        "signed op_hash {signed} matches neither decision on this action (APPROVED would be {approved})"
-    )]
-    ActionMismatch { signed: String, approved: String },
-    #[error("{0}")]
-    Assertion(AssertionError),
-    #[error("assertion_at {0:?} is not an RFC 3339 timestamp")]
-    AssertionAtInvalid(String),
-    #[error("assertion is {age_seconds}s old, the policy allows {max_age_seconds}s")]
-    Stale {
-        age_seconds: i64,
-        max_age_seconds: u64,
-    },
-    #[error("assertion is dated {ahead_seconds}s in the future, beyond the {skew_seconds}s skew")]
-    FutureDated {
-        ahead_seconds: i64,
-        skew_seconds: u64,
-    },
-    #[error("nonce {0} was already spent")]
-    Replayed(String),
-}
-
-impl EvidenceError {
-    /// The wire reason code.
-    pub fn reason_code(&self) -> ReasonCode {
-        match self {
-            Self::Malformed(_) | Self::NonceLength { .. } | Self::AssertionAtInvalid(_) => {
-                ReasonCode::EvidenceMalformed
-            }
-            Self::UnsupportedFormat(_) => ReasonCode::UnsupportedFormat,
-            Self::ProfileUnknown(_) => ReasonCode::ProfileUnknown,
-            Self::ProfileMismatch { .. }
-            | Self::ChallengeLength { .. }
-            | Self::NonceMismatch
-            | Self::OpHashFieldMismatch
-            | Self::DecisionMismatch { .. }
-            | Self::ActionMismatch { .. } => ReasonCode::BindingMismatch,
-            Self::CredentialUnknown(_) => ReasonCode::CredentialUnknown,
-            Self::CredentialRevoked { .. } => ReasonCode::CredentialRevoked,
-            Self::Ineligible { .. } => ReasonCode::ApproverIneligible,
-            Self::UnusableKey { .. } => ReasonCode::UnsupportedAlgorithm,
-            Self::Assertion(e) => e.reason_code(),
-            Self::Stale { .. } | Self::FutureDated { .. } => ReasonCode::Stale,
-            Self::Replayed(_) => ReasonCode::Replayed,
-        }
     }
 }
 
@@ -533,6 +377,10 @@ impl<'a> Context<'a> {
         if entry.format != WEBAUTHN_ASSERTION_FORMAT {
             return Err(EvidenceError::UnsupportedFormat(entry.format.clone()));
         }
+        // Decoding the entry includes its timestamp: an undecodable one is malformed whatever
+        // else is wrong, before any lookup or signature work.
+        let assertion_at = OffsetDateTime::parse(&entry.assertion_at, &Rfc3339)
+            .map_err(|_| EvidenceError::AssertionAtInvalid(entry.assertion_at.clone()))?;
         self.check_profile(entry, bound.profile)?;
         let credential = self.enrolled_credential(entry)?;
         let key = credential.key().map_err(|e| EvidenceError::UnusableKey {
@@ -584,7 +432,7 @@ impl<'a> Context<'a> {
                 );
             }
         }
-        self.check_freshness(&entry.assertion_at)?;
+        self.check_freshness(assertion_at)?;
         let assurance = IdentityAssurance::derive(
             verified.flags,
             credential,
@@ -662,21 +510,20 @@ impl<'a> Context<'a> {
             .map_or(recorded, |seen| seen.max(recorded))
     }
 
-    fn check_freshness(&mut self, assertion_at: &str) -> Result<(), EvidenceError> {
-        let at = OffsetDateTime::parse(assertion_at, &Rfc3339)
-            .map_err(|_| EvidenceError::AssertionAtInvalid(assertion_at.to_owned()))?;
-        let age_seconds = (self.now - at).whole_seconds();
+    /// Exact durations, never truncated: 300.5 s old is older than a 300 s maximum age.
+    fn check_freshness(&mut self, at: OffsetDateTime) -> Result<(), EvidenceError> {
+        let age = self.now - at;
         let max_age = self.policy.max_age_seconds;
         let skew = self.policy.clock_skew_seconds;
-        if age_seconds < 0 && age_seconds.unsigned_abs() > skew {
+        if age.is_negative() && age.unsigned_abs() > std::time::Duration::from_secs(skew) {
             return self.enforce_or_report(EvidenceError::FutureDated {
-                ahead_seconds: -age_seconds,
+                ahead: age.unsigned_abs(),
                 skew_seconds: skew,
             });
         }
-        if age_seconds > 0 && age_seconds.unsigned_abs() > max_age {
+        if age.is_positive() && age.unsigned_abs() > std::time::Duration::from_secs(max_age) {
             return self.enforce_or_report(EvidenceError::Stale {
-                age_seconds,
+                age: age.unsigned_abs(),
                 max_age_seconds: max_age,
             });
         }
