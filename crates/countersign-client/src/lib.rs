@@ -523,7 +523,7 @@ impl Gateway {
         let url = self.endpoint(&format!("v1/approvals/{id}/grant"))?;
         let send = self
             .authed(self.http.post(url))
-            .json(&serde_json::json!({ "fingerprint": fingerprint }))
+            .json(&serde_json::json!({ "fingerprint": fingerprint, "tool_name": call.tool_name }))
             .send();
         let response = match tokio::time::timeout(self.config.callback_timeout, send).await {
             Err(_) => {

@@ -94,6 +94,11 @@ fn owned_by(record: &ApprovalRecord, gateway: &str) -> Result<(), ApiError> {
 pub struct GrantRequest {
     /// base64url of the call fingerprint: the APPROVED op_hash of the exact call about to run.
     pub fingerprint: String,
+    /// The tool about to run. When given, it must be the approval's tool: a typed profile's
+    /// fingerprint does not cover the tool, so this is what stops its grant from being spent on
+    /// another tool with the same arguments. The reference client always sends it.
+    #[serde(default)]
+    pub tool_name: Option<String>,
 }
 
 /// A collected grant.
@@ -476,10 +481,11 @@ impl AppState {
         let now = self.now_ms();
         let ts = rfc3339(from_ms(now));
         let event = AuditEvent::grant(id, &ts, &req.fingerprint).by_gateway(gateway);
-        let (key, owner) = (id.to_owned(), gateway.to_owned());
+        let (key, owner, tool) = (id.to_owned(), gateway.to_owned(), req.tool_name.clone());
         let (outcome, head) = self
             .committing(move |s| {
-                let outcome = s.collect_grant(&key, &owner, &fingerprint, now, &event)?;
+                let outcome =
+                    s.collect_grant(&key, &owner, &fingerprint, tool.as_deref(), now, &event)?;
                 // The log head after the grant committed (in the same blocking task): its size is
                 // at least the grant line's seq. The grant is spent by now, so a failure to read
                 // the head must not turn its receipt into an error: logged, and no checkpoint.
@@ -526,7 +532,7 @@ impl AppState {
             .reason(ReasonCode::Replayed)),
             GrantOutcome::FingerprintMismatch => Err(ApiError::conflict(
                 "fingerprint_mismatch",
-                "the call fingerprint differs from the approved action",
+                "the call fingerprint (or the named tool) differs from the approved action",
             )
             .reason(ReasonCode::BindingMismatch)),
             GrantOutcome::Expired => Err(ApiError::conflict(

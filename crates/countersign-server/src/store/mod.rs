@@ -357,12 +357,16 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// Collect the single-use grant of an APPROVED approval for `fingerprint`. Only the gateway
     /// that created the approval may: for any other the outcome is [`GrantOutcome::NotFound`],
-    /// as for an unknown id, decided before anything else is looked at.
+    /// as for an unknown id, decided before anything else is looked at. When the gateway names
+    /// the tool it is about to run (`tool_name`), a tool other than the approval's is a
+    /// [`GrantOutcome::FingerprintMismatch`]: a typed profile's fingerprint does not cover the
+    /// tool, so the same arguments under another tool would otherwise match.
     fn collect_grant(
         &self,
         id: &str,
         gateway: &str,
         fingerprint: &[u8; 32],
+        tool_name: Option<&str>,
         now: i64,
         event: &AuditEvent,
     ) -> Result<GrantOutcome, StoreError>;

@@ -785,13 +785,15 @@ impl Store for PostgresStore {
         id: &str,
         gateway: &str,
         fingerprint: &[u8; 32],
+        tool_name: Option<&str>,
         now: i64,
         event: &AuditEvent,
     ) -> Result<GrantOutcome, StoreError> {
-        let (id, gateway, fingerprint, event) = (
+        let (id, gateway, fingerprint, tool_name, event) = (
             id.to_owned(),
             gateway.to_owned(),
             *fingerprint,
+            tool_name.map(str::to_owned),
             event.clone(),
         );
         self.tx(move |tx, sealer| {
@@ -808,6 +810,9 @@ impl Store for PostgresStore {
                 return Ok(GrantOutcome::AlreadyCollected { collected_at });
             }
             if current.op_hash_approved != fingerprint {
+                return Ok(GrantOutcome::FingerprintMismatch);
+            }
+            if tool_name.as_deref().is_some_and(|t| t != current.tool_name) {
                 return Ok(GrantOutcome::FingerprintMismatch);
             }
             if current.grant_expires_at.is_none_or(|t| t <= now) {

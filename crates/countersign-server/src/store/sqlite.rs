@@ -689,6 +689,7 @@ impl Store for SqliteStore {
         id: &str,
         gateway: &str,
         fingerprint: &[u8; 32],
+        tool_name: Option<&str>,
         now: i64,
         event: &AuditEvent,
     ) -> Result<GrantOutcome, StoreError> {
@@ -706,6 +707,9 @@ impl Store for SqliteStore {
                 return Ok(GrantOutcome::AlreadyCollected { collected_at });
             }
             if &current.op_hash_approved != fingerprint {
+                return Ok(GrantOutcome::FingerprintMismatch);
+            }
+            if tool_name.as_deref().is_some_and(|t| t != current.tool_name) {
                 return Ok(GrantOutcome::FingerprintMismatch);
             }
             if current.grant_expires_at.is_none_or(|t| t <= now) {

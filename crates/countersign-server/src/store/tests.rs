@@ -159,29 +159,38 @@ fn grants_are_single_use_bound_and_expiring() {
         s.create(&new("a", 100), &[]).unwrap();
         let ev = AuditEvent::test("a");
         assert!(matches!(
-            s.collect_grant("a", "gw", &[1; 32], 5, &ev).unwrap(),
+            s.collect_grant("a", "gw", &[1; 32], None, 5, &ev).unwrap(),
             GrantOutcome::NotApproved(_)
         ));
         s.settle(&verdict("a", 10, ApprovalStatus::Approved, 1, 1))
             .unwrap();
         assert_eq!(
-            s.collect_grant("a", "gw", &[9; 32], 11, &ev).unwrap(),
+            s.collect_grant("a", "gw", &[9; 32], None, 11, &ev).unwrap(),
             GrantOutcome::FingerprintMismatch
         );
         assert_eq!(
-            s.collect_grant("a", "gw", &[1; 32], 1010, &ev).unwrap(),
+            s.collect_grant("a", "gw", &[1; 32], None, 1010, &ev)
+                .unwrap(),
             GrantOutcome::Expired
         );
+        // The right fingerprint spent on another tool is refused, and spends nothing.
         assert_eq!(
-            s.collect_grant("a", "gw", &[1; 32], 12, &ev).unwrap(),
+            s.collect_grant("a", "gw", &[1; 32], Some("other.tool"), 11, &ev)
+                .unwrap(),
+            GrantOutcome::FingerprintMismatch
+        );
+        assert_eq!(
+            s.collect_grant("a", "gw", &[1; 32], Some("tool"), 12, &ev)
+                .unwrap(),
             GrantOutcome::Granted { collected_at: 12 }
         );
         assert_eq!(
-            s.collect_grant("a", "gw", &[1; 32], 13, &ev).unwrap(),
+            s.collect_grant("a", "gw", &[1; 32], None, 13, &ev).unwrap(),
             GrantOutcome::AlreadyCollected { collected_at: 12 }
         );
         assert_eq!(
-            s.collect_grant("zz", "gw", &[1; 32], 13, &ev).unwrap(),
+            s.collect_grant("zz", "gw", &[1; 32], None, 13, &ev)
+                .unwrap(),
             GrantOutcome::NotFound
         );
         assert_eq!(s.get("a").unwrap().unwrap().grant_collected_at, Some(12));
@@ -652,11 +661,12 @@ fn only_the_owning_gateway_withdraws_or_collects() {
             .unwrap();
         let ev = AuditEvent::test("g");
         assert_eq!(
-            s.collect_grant("g", "other", &[1; 32], 11, &ev).unwrap(),
+            s.collect_grant("g", "other", &[1; 32], None, 11, &ev)
+                .unwrap(),
             GrantOutcome::NotFound
         );
         assert_eq!(
-            s.collect_grant("g", "gw", &[1; 32], 12, &ev).unwrap(),
+            s.collect_grant("g", "gw", &[1; 32], None, 12, &ev).unwrap(),
             GrantOutcome::Granted { collected_at: 12 }
         );
         assert_eq!(
@@ -848,7 +858,7 @@ fn postgres_replicas_race_without_double_outcomes_or_forks() {
     if approved.status == ApprovalStatus::Approved {
         let wins = race(&|_, s| {
             matches!(
-                s.collect_grant("v", "gw", &[1; 32], 20, &ev).unwrap(),
+                s.collect_grant("v", "gw", &[1; 32], None, 20, &ev).unwrap(),
                 GrantOutcome::Granted { .. }
             )
         });
