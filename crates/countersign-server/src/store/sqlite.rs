@@ -709,7 +709,7 @@ impl Store for SqliteStore {
             if &current.op_hash_approved != fingerprint {
                 return Ok(GrantOutcome::FingerprintMismatch);
             }
-            if tool_name.as_deref().is_some_and(|t| t != current.tool_name) {
+            if tool_name.is_some_and(|t| t != current.tool_name) {
                 return Ok(GrantOutcome::FingerprintMismatch);
             }
             if current.grant_expires_at.is_none_or(|t| t <= now) {
