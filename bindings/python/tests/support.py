@@ -50,6 +50,7 @@ class Service:
             f'rp_id = "{testing.RP_ID}"\norigins = ["{testing.ORIGIN}"]\n'
             f'registry = "{directory / "registry.json"}"\n{extra_config}'
         )
+        self.token = self.gateway_token()
         self.process = subprocess.Popen(
             [binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", str(self.data),
              "--config", str(self.config)],

@@ -31,7 +31,7 @@ def gateway(svc, tmp_path, **kw):
     kw.setdefault("poll_wait", 5)
     return countersign.Gateway(
         svc.base,
-        svc.gateway_token(),
+        svc.token,
         countersign.Registry.from_json(svc.registry_json),
         countersign.Policy(testing.RP_ID, [testing.ORIGIN]),
         countersign.ReplayState.sqlite(tmp_path / "replay.sqlite"),
@@ -55,11 +55,11 @@ def test_approve_verify_and_collect_the_grant_once(service, tmp_path):
     # The grant is handed out once: a second collection is refused by the service...
     status, body = http(
         "POST", f"{service.base}/v1/approvals/{auth.approval_id}/grant",
-        {"fingerprint": fingerprint}, service.gateway_token("second"),
+        {"fingerprint": fingerprint}, service.token,
     )
-    assert status in (401, 404, 409), body
+    assert status == 409 and body["error"]["code"] == "grant_already_collected", body
     # ...and the same evidence presented to this gateway again is a replay.
-    _, result = http("GET", f"{service.base}/v1/approvals/{auth.approval_id}")
+    _, result = http("GET", f"{service.base}/v1/approvals/{auth.approval_id}", token=service.token)
     again = countersign.verify_evidence(
         countersign.Action(countersign.TOOL_CALL_PROFILE,
                            '{"agent_id":"agent-7","tool_name":"payments.transfer","params":' + params + "}"),

@@ -119,6 +119,12 @@ class Authorization:
         )
 
 
+class _Answer(dict):  # type: ignore[type-arg]
+    """A JSON object the service answered, with the exact bytes it was read from."""
+
+    raw: bytes = b""
+
+
 class _Refusal(Exception):
     """Internal: one step refused; becomes a DENY Authorization."""
 
@@ -480,9 +486,11 @@ class Gateway:
         """Verify the settled result with this gateway's trust, then collect the grant."""
         with self._trust_lock:
             registry, policy = self._registry, self._policy
+        # The exact bytes the service sent: the core's result parser sees them, not a re-encoding.
+        raw = result.raw if isinstance(result, _Answer) else json.dumps(result).encode()
         verdict = verify_evidence(
             call.action,
-            json.dumps(result, ensure_ascii=False),
+            raw,
             registry,
             policy,
             self._replay,
@@ -573,7 +581,9 @@ class Gateway:
             raise _Refusal(ReasonCode.RESULT_MALFORMED, f"{method} {path}: not JSON") from None
         if not isinstance(answer, dict):
             raise _Refusal(ReasonCode.RESULT_MALFORMED, f"{method} {path}: not a JSON object")
-        return answer
+        out = _Answer(answer)
+        out.raw = raw
+        return out
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
