@@ -51,10 +51,24 @@ fn free_port() -> u16 {
 
 /// One HTTP/1.1 exchange over a fresh connection (WebDriver and the service both speak it).
 fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    http_as(addr, method, path, body, None)
+}
+
+/// [`http`] with `Authorization: Bearer TOKEN` (a gateway's calls).
+fn http_as(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+    bearer: Option<&str>,
+) -> (u16, Value) {
     let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
     stream.set_read_timeout(Some(STEP_TIMEOUT)).unwrap();
     let payload = body.map(Value::to_string).unwrap_or_default();
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    if let Some(token) = bearer {
+        req.push_str(&format!("Authorization: Bearer {token}\r\n"));
+    }
     if body.is_some() {
         req.push_str("Content-Type: application/json\r\n");
     }
@@ -290,6 +304,13 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     let _server = Server::spawn(&format!("127.0.0.1:{port}"), &data, &config, None);
     let service = format!("127.0.0.1:{port}");
 
+    // --- the operator adds the agent's gateway; the running service picks it up ---
+    let gateway = support::add_gateway(&data, None, "browser-agent");
+    wait_for("the gateway token", || {
+        let (status, _) = http_as(&service, "GET", "/v1/approvals/apv_probe", None, Some(&gateway));
+        (status == 404).then_some(())
+    });
+
     // --- the operator invites alice ---
     let out = Command::new(BIN)
         .args([
@@ -390,13 +411,14 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
 
     // --- two actions from an agent ---
     let create = |params: Value| -> String {
-        let (status, r) = http(
+        let (status, r) = http_as(
             &service,
             "POST",
             "/v1/approvals",
             Some(
                 &json!({"agent_id": "agent-7", "tool_name": "payments.transfer", "params": params}),
             ),
+            Some(&gateway),
         );
         assert_eq!(status, 200, "{r}");
         assert_eq!(r["status"], "PENDING", "{r}");
@@ -472,10 +494,18 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     assert!(export.status.success());
     let registry: Value = serde_json::from_slice(&export.stdout).unwrap();
     assert_eq!(registry["credentials"][0]["principal"], "alice@example.com");
-    let (_, http_registry) = http(&service, "GET", "/v1/credentials", None);
+    let (status, _) = http(&service, "GET", "/v1/credentials", None);
+    assert_eq!(status, 401, "the registry is for gateways unless published");
+    let (_, http_registry) = http_as(&service, "GET", "/v1/credentials", None, Some(&gateway));
     assert_eq!(http_registry, registry);
     let verify = |name: &str, id: &str, params: &Value| -> (i32, Value) {
-        let (_, result) = http(&service, "GET", &format!("/v1/approvals/{id}"), None);
+        let (_, result) = http_as(
+            &service,
+            "GET",
+            &format!("/v1/approvals/{id}"),
+            None,
+            Some(&gateway),
+        );
         let now = result["approver_evidence"][0]["assertion_at"].clone();
         let case = json!({
             "action": {"profile": "countersign.tool-call/1", "fields": {
@@ -543,7 +573,13 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
         "no parameters for an unenrolled key"
     );
     browser.screenshot("08-unenrolled-refused");
-    let (_, c) = http(&service, "GET", &format!("/v1/approvals/{id_c}"), None);
+    let (_, c) = http_as(
+        &service,
+        "GET",
+        &format!("/v1/approvals/{id_c}"),
+        None,
+        Some(&gateway),
+    );
     assert_eq!(c["status"], "PENDING");
     eprintln!("browser e2e: screenshots in {}", shots.display());
     let _ = std::fs::remove_dir_all(&work);

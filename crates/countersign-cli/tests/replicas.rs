@@ -36,19 +36,22 @@ impl Cluster {
         // Replicas must seal with one key: create it once, copy it to every data directory.
         let key = dir.join("service-key");
         AuditSealer::load_or_create(&key).unwrap();
-        let mut replicas = Vec::new();
         for n in 0..3 {
             let data = dir.join(format!("data{n}"));
             std::fs::create_dir_all(&data).unwrap();
             std::fs::copy(&key, data.join("service-key")).unwrap();
-            replicas.push(Self::replica(&dir, &data, &url));
         }
+        // The gateway the tests call as, added before any replica starts: each loads it.
+        let token = support::add_gateway(&dir.join("data0"), Some(&url), "replicas-test");
+        let replicas = (0..3)
+            .map(|n| Self::replica(&dir, &dir.join(format!("data{n}")), &url))
+            .collect();
         Some(Self {
             dir,
             url,
             replicas,
             http: Http(
-                reqwest::Client::builder()
+                support::gateway_client(&token)
                     .timeout(std::time::Duration::from_secs(60))
                     .build()
                     .unwrap(),

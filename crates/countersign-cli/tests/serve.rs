@@ -18,7 +18,8 @@ async fn sigkill_during_verdicts_loses_nothing_and_doubles_nothing() {
     support::write_config(&dir, &[&alice, &bob], QUICK_TOOL);
 
     let mut server = Server::start(&dir);
-    let api = Api::new(&server.base);
+    let gateway = server.add_gateway("serve-test").await;
+    let api = Api::for_gateway(&server.base, &gateway);
     let token = api.login(&alice).await;
     let survivor = api.create("payments.transfer", 1000).await;
     let quick = api.create("quick", 1001).await;
@@ -79,7 +80,8 @@ async fn sigkill_during_verdicts_loses_nothing_and_doubles_nothing() {
     }
 
     let mut server = Server::start(&dir);
-    let api = Api::new(&server.base);
+    // The gateway's token survives the restart: it is in the database.
+    let api = Api::for_gateway(&server.base, &gateway);
     // Every acknowledged verdict survived, unchanged.
     for (id, answer) in &acknowledged {
         let now = api.get(&format!("/v1/approvals/{id}")).await;

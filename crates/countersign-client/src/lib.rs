@@ -9,6 +9,9 @@
 //!    its *current* policy — never a registry or an assurance level the answer carries;
 //! 4. collect the single-use grant with the fingerprint of the exact call about to run.
 //!
+//! Every call to the service carries the gateway's bearer token ([`GatewayToken`], a required
+//! argument of [`GatewayConfig::new`]): the service shows a gateway only the approvals it created.
+//!
 //! Every failure is a [`Refusal`] with a reason code; nothing here returns "maybe". The call may
 //! run only with a [`Grant`] in hand.
 
@@ -138,11 +141,46 @@ pub struct Grant {
     pub collected_at: String,
 }
 
+/// A gateway's bearer token, as `countersign gateway add NAME` printed it. The service answers
+/// every gateway call without it 401, and shows each gateway only its own approvals. `Debug`
+/// never prints it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct GatewayToken(String);
+
+/// A token that cannot be one: empty, or with whitespace or control characters.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a gateway token is a non-empty string without whitespace or control characters")]
+pub struct InvalidToken;
+
+impl GatewayToken {
+    /// The token text (surrounding whitespace, such as a file's final newline, is dropped).
+    pub fn new(token: impl Into<String>) -> Result<Self, InvalidToken> {
+        let token = token.into();
+        let token = token.trim();
+        if token.is_empty() || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(InvalidToken);
+        }
+        Ok(Self(token.to_owned()))
+    }
+
+    fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for GatewayToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GatewayToken(***)")
+    }
+}
+
 /// Gateway settings.
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
     /// The approval service, e.g. `http://127.0.0.1:8080`.
     pub base_url: Url,
+    /// This gateway's bearer token, sent with every call.
+    pub token: GatewayToken,
     /// How long the callback may take to answer one request. Mandatory by construction.
     pub callback_timeout: Duration,
     /// How long one long-poll asks the service to hold (`?wait=`).
@@ -152,10 +190,12 @@ pub struct GatewayConfig {
 }
 
 impl GatewayConfig {
-    /// Settings with a callback timeout; long polls of 20 s and a one-hour hold limit.
-    pub fn new(base_url: Url, callback_timeout: Duration) -> Self {
+    /// Settings for the service at `base_url`, authenticating with `token`, with a callback
+    /// timeout; long polls of 20 s and a one-hour hold limit.
+    pub fn new(base_url: Url, token: GatewayToken, callback_timeout: Duration) -> Self {
         Self {
             base_url,
+            token,
             callback_timeout,
             poll_wait: Duration::from_secs(20),
             max_hold: Duration::from_secs(3600),
@@ -250,7 +290,7 @@ impl Gateway {
     pub async fn request_approval(&self, call: &ToolCall) -> Result<Approval, Refusal> {
         let body = call.request_body()?;
         let url = self.endpoint("v1/approvals")?;
-        let request = self.http.post(url).json(&body).send();
+        let request = self.authed(self.http.post(url)).json(&body).send();
         let first = self.answer(request, self.config.callback_timeout).await?;
         let id = first.approval_id.clone();
         let result = match first.status {
@@ -354,7 +394,7 @@ impl Gateway {
             let wait = self.config.poll_wait.as_secs().min(left.max(1));
             let mut url = redrive.clone();
             url.query_pairs_mut().append_pair("wait", &wait.to_string());
-            let request = self.http.get(url).send();
+            let request = self.authed(self.http.get(url)).send();
             let timeout = Duration::from_secs(wait) + self.config.callback_timeout;
             result = self
                 .answer(request, timeout)
@@ -385,7 +425,7 @@ impl Gateway {
     /// Best-effort withdrawal when the gateway stops waiting.
     pub async fn withdraw(&self, id: &str) {
         if let Ok(url) = self.endpoint(&format!("v1/approvals/{id}/withdraw")) {
-            let send = self.http.post(url).send();
+            let send = self.authed(self.http.post(url)).send();
             let _ = tokio::time::timeout(self.config.callback_timeout, send).await;
         }
     }
@@ -400,8 +440,7 @@ impl Gateway {
         let fingerprint = self.fingerprint(call).map_err(|r| r.for_approval(id))?;
         let url = self.endpoint(&format!("v1/approvals/{id}/grant"))?;
         let send = self
-            .http
-            .post(url)
+            .authed(self.http.post(url))
             .json(&serde_json::json!({ "fingerprint": fingerprint }))
             .send();
         let response = match tokio::time::timeout(self.config.callback_timeout, send).await {
@@ -453,6 +492,11 @@ impl Gateway {
         Ok(b64::encode(
             &countersign::op_hash(profile, Decision::Approved, &fields).0,
         ))
+    }
+
+    /// `request` with this gateway's bearer token.
+    fn authed(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        request.bearer_auth(self.config.token.expose())
     }
 
     fn endpoint(&self, path: &str) -> Result<Url, Refusal> {
@@ -538,6 +582,22 @@ mod tests {
         let mut typed = call.clone();
         typed.profile = Some("countersign.payment/1".into());
         assert_eq!(typed.action().fields_json, br#"{"to":"A"}"#);
+    }
+
+    #[test]
+    fn tokens_are_required_non_blank_and_never_printed() {
+        assert_eq!(GatewayToken::new(""), Err(InvalidToken));
+        assert_eq!(GatewayToken::new("  \n"), Err(InvalidToken));
+        assert_eq!(GatewayToken::new("csg_a b"), Err(InvalidToken));
+        let token = GatewayToken::new("csg_secret\n").unwrap();
+        assert_eq!(token.expose(), "csg_secret");
+        let config = GatewayConfig::new(
+            "http://127.0.0.1:1".parse().unwrap(),
+            token,
+            Duration::from_secs(1),
+        );
+        let printed = format!("{config:?}");
+        assert!(!printed.contains("csg_secret"), "{printed}");
     }
 
     #[test]

@@ -12,6 +12,9 @@
 //! each step of a lifecycle then goes to the next replica round robin, so verdicts, grants and
 //! audit appends from different replicas interleave.
 //!
+//! The gateway calls carry a gateway bearer token, as every gateway's must (one gateway, `bench`,
+//! added before the clock starts).
+//!
 //! Each lifecycle: create (POST /v1/approvals) → decision challenge → software-authenticator
 //! assertion (ES256, signed in this process, so it competes for the same cores) → decision (the
 //! service runs the core verifier) → redrive (GET) → grant. Counters are 0 (a legal "no counter"
@@ -161,7 +164,21 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
     }
     let state = states[0].clone();
     let base = bases[0].clone();
-    let http = reqwest::Client::new();
+    // The gateway's token goes with every call; the approver calls below set their own session
+    // token, which takes its place.
+    let gateway = state.add_gateway("bench").await.unwrap();
+    for other in &states[1..] {
+        other.refresh_registry().await.unwrap();
+    }
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {gateway}").parse().unwrap(),
+    );
+    let http = reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap();
 
     let c = post(
         &http,
@@ -267,13 +284,16 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
             let params =
                 serde_json::value::RawValue::from_string(format!("{{\"n\":\"{n}\"}}")).unwrap();
             state
-                .create(CreateRequest {
-                    agent_id: "bench".into(),
-                    tool_name: "payments.transfer".into(),
-                    params,
-                    profile: None,
-                    severity: None,
-                })
+                .create(
+                    CreateRequest {
+                        agent_id: "bench".into(),
+                        tool_name: "payments.transfer".into(),
+                        params,
+                        profile: None,
+                        severity: None,
+                    },
+                    "bench",
+                )
                 .await
                 .unwrap();
             if n == 10_000 {

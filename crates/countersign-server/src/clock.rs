@@ -50,13 +50,13 @@ pub fn to_ms(t: OffsetDateTime) -> i64 {
 }
 
 /// The inverse of [`to_ms`]; out-of-range values clamp to the epoch.
-pub(crate) fn from_ms(ms: i64) -> OffsetDateTime {
+pub fn from_ms(ms: i64) -> OffsetDateTime {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
         .unwrap_or(OffsetDateTime::UNIX_EPOCH)
 }
 
 /// RFC 3339 with millisecond precision, UTC.
-pub(crate) fn rfc3339(t: OffsetDateTime) -> String {
+pub fn rfc3339(t: OffsetDateTime) -> String {
     let t = from_ms(to_ms(t));
     t.format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()

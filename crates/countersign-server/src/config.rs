@@ -50,6 +50,10 @@ pub struct Config {
     /// directory. Replicas of the service share one PostgreSQL database (and one service key).
     #[serde(default)]
     pub database: Option<String>,
+    /// Serve `/v1/registry` and `/v1/credentials` to anyone (default false: only to gateways,
+    /// because the registry lists every approver, which is an org chart and a phishing list).
+    #[serde(default)]
+    pub publish_registry: bool,
 }
 
 /// Timeouts, in seconds.
@@ -110,7 +114,7 @@ pub struct ToolRule {
     pub approvers: Vec<String>,
     /// Severity shown in notifications when the request does not give one.
     #[serde(default)]
-    pub severity: Option<String>,
+    pub severity: Option<Severity>,
     /// Weakest identity assurance a verdict may have.
     #[serde(default)]
     pub min_assurance: Option<AssuranceLevel>,
@@ -120,6 +124,39 @@ pub struct ToolRule {
     /// This tool's approval window, overriding `timeouts.approval_seconds`.
     #[serde(default)]
     pub approval_seconds: Option<u64>,
+}
+
+/// How urgent a request is: one of four words, never free text. The severity is shown on the
+/// approver page before sign-in and sent in the webhook, so free text there would be a side
+/// channel for the parameters, which neither may carry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Low,
+    #[default]
+    Normal,
+    High,
+    Critical,
+}
+
+impl Severity {
+    /// Every severity, in increasing order.
+    pub const ALL: [Self; 4] = [Self::Low, Self::Normal, Self::High, Self::Critical];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Low => "low",
+            Self::Normal => "normal",
+            Self::High => "high",
+            Self::Critical => "critical",
+        }
+    }
+
+    /// The severity with this wire name (exact, lowercase).
+    pub fn from_wire(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
 }
 
 /// SQLite `synchronous` setting.
@@ -168,6 +205,7 @@ impl Default for Config {
             durability: Durability::default(),
             enrollment: crate::enroll::EnrollmentConfig::default(),
             database: None,
+            publish_registry: false,
         }
     }
 }
@@ -337,6 +375,39 @@ mod tests {
         assert_eq!(
             c.zip(rule).and_then(|(c, r)| c.policy(r).min_assurance),
             Some(AssuranceLevel::Aal3)
+        );
+    }
+
+    #[test]
+    fn severities_are_four_words_and_anything_else_is_refused_at_load() {
+        for s in Severity::ALL {
+            let c = Config::from_toml(&format!(
+                "[[tools]]\nname = \"t\"\nseverity = \"{}\"",
+                s.as_str()
+            ));
+            assert_eq!(c.ok().and_then(|c| c.rule("t").severity), Some(s));
+            assert_eq!(Severity::from_wire(s.as_str()), Some(s));
+        }
+        for bad in ["urgent", "HIGH", "", "high "] {
+            let c = Config::from_toml(&format!("[[tools]]\nname = \"t\"\nseverity = \"{bad}\""));
+            assert!(
+                matches!(&c, Err(ConfigError::Parse { message, .. }) if message.contains("severity")),
+                "{bad:?}: {c:?}"
+            );
+            assert_eq!(Severity::from_wire(bad), None);
+        }
+        let c = Config::from_toml("[default_tool]\nseverity = \"loud\"");
+        assert!(matches!(c, Err(ConfigError::Parse { .. })));
+    }
+
+    #[test]
+    fn the_registry_is_published_only_when_the_operator_says_so() {
+        assert_eq!(Config::from_toml("").ok().map(|c| c.publish_registry), Some(false));
+        assert_eq!(
+            Config::from_toml("publish_registry = true")
+                .ok()
+                .map(|c| c.publish_registry),
+            Some(true)
         );
     }
 

@@ -21,6 +21,7 @@ pub mod clock;
 pub mod config;
 pub mod enroll;
 mod error;
+pub mod gateways;
 mod http;
 mod notify;
 mod random;
@@ -37,5 +38,5 @@ pub use serve::{ServeOptions, files, open_state, serve};
 pub use service::{
     AppState, AssertionBody, CreateRequest, DEFAULT_PROFILE, DecisionChallenge, EnrollFinish,
     EnrollOptions, EnrollStart, GrantReceipt, GrantRequest, LoginChallenge, LoginResponse,
-    ReviewView, StateParts,
+    MAX_AGENT_TOOL_BYTES, ReviewView, StateParts,
 };

@@ -118,6 +118,63 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// `countersign gateway add NAME --data-dir DATA [--database URL]`, asserting exit 0 and exactly
+/// one line on stdout: the new gateway's bearer token.
+pub(crate) fn add_gateway(data: &Path, database: Option<&str>, name: &str) -> String {
+    let mut command = Command::new(BIN);
+    command.args(["gateway", "add", name, "--data-dir"]).arg(data);
+    if let Some(url) = database {
+        command.arg("--database").arg(url);
+    }
+    let out = command.output().unwrap();
+    assert_eq!(code(&out), 0, "gateway add: {}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "exactly one line: {text:?}");
+    lines[0].to_owned()
+}
+
+/// A client sending `token` as its gateway bearer token with every request that sets no
+/// `Authorization` of its own (the approver calls set their session token instead).
+pub(crate) fn gateway_client(token: &str) -> reqwest::ClientBuilder {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {token}").parse().unwrap(),
+    );
+    reqwest::Client::builder().default_headers(headers)
+}
+
+/// Whether the service at `base` answers `token` as a live gateway's: an unknown approval id is
+/// then 404 rather than 401.
+pub(crate) async fn gateway_accepted(base: &str, token: &str) -> bool {
+    let response = reqwest::Client::new()
+        .get(format!("{base}/v1/approvals/apv_probe"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    match response.status().as_u16() {
+        404 => true,
+        401 => false,
+        other => panic!("probing a gateway token: HTTP {other}"),
+    }
+}
+
+/// Poll until the service at `base` gives the answer `accepted` for `token` (a running service
+/// picks up gateways added or revoked by the CLI on its next refresh, every half second). The
+/// deadline only bounds a hang; it asserts nothing about speed.
+pub(crate) async fn until_gateway(base: &str, token: &str, accepted: bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while gateway_accepted(base, token).await != accepted {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the service never saw the gateway change"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 /// One `countersign serve` process, killed on drop.
 pub(crate) struct Server {
     process: KillOnDrop,
@@ -125,6 +182,8 @@ pub(crate) struct Server {
     pub(crate) base: String,
     /// Its data directory.
     pub(crate) data: PathBuf,
+    /// Its `--database URL`, if any.
+    pub(crate) database: Option<String>,
 }
 
 impl Server {
@@ -175,7 +234,16 @@ impl Server {
             process,
             base,
             data: data.to_owned(),
+            database: database.map(str::to_owned),
         }
+    }
+
+    /// Add a gateway named `name` with the CLI (`countersign gateway add`) and wait until this
+    /// service accepts its token: the token.
+    pub(crate) async fn add_gateway(&self, name: &str) -> String {
+        let token = add_gateway(&self.data, self.database.as_deref(), name);
+        until_gateway(&self.base, &token, true).await;
+        token
     }
 
     /// SIGKILL, and wait for the process to end.
@@ -248,7 +316,8 @@ pub(crate) fn fingerprint(tool: &str, n: u64) -> String {
 }
 
 /// HTTP calls to any service (`base` is `http://ADDR:PORT`); a transport error or a body that is
-/// not JSON (a killed service) is `None`.
+/// not JSON (a killed service) is `None`. The gateway calls send whatever gateway token the
+/// client carries (see [`gateway_client`]).
 #[derive(Clone)]
 pub(crate) struct Http(pub(crate) reqwest::Client);
 
@@ -370,10 +439,19 @@ pub(crate) struct Api {
 }
 
 impl Api {
-    /// A fresh client for the service at `base`.
+    /// A fresh client for the service at `base`, without a gateway token (enough for the
+    /// approver calls).
     pub(crate) fn new(base: &str) -> Self {
         Self {
             http: Http(reqwest::Client::new()),
+            base: base.to_owned(),
+        }
+    }
+
+    /// A fresh client for the service at `base` that calls as the gateway whose token this is.
+    pub(crate) fn for_gateway(base: &str, token: &str) -> Self {
+        Self {
+            http: Http(gateway_client(token).build().unwrap()),
             base: base.to_owned(),
         }
     }

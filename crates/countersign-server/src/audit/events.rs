@@ -198,6 +198,13 @@ impl AuditEvent {
         }))
     }
 
+    /// Name the gateway that made this happen (`"gateway": NAME`): on `request` lines, on the
+    /// `settlement` line of a withdrawal and on `grant` lines.
+    pub fn by_gateway(mut self, gateway: &str) -> Self {
+        self.0.insert("gateway".into(), Value::from(gateway));
+        self
+    }
+
     /// Drop a member (tests build malformed lines with it).
     #[cfg(test)]
     pub(crate) fn remove(&mut self, key: &str) {

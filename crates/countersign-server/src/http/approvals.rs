@@ -1,13 +1,17 @@
-//! `/v1/approvals`: what a gateway calls.
+//! `/v1/approvals`: what a gateway calls, each call authenticated by the gateway's bearer token.
 
 use super::{Body, PathArg, QueryArg};
 use crate::error::ApiError;
 use crate::service::{AppState, CreateRequest, GrantReceipt, GrantRequest};
-use axum::extract::State;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use countersign::ApprovalResult;
 use serde::Deserialize;
+use std::sync::Arc;
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -17,11 +21,107 @@ pub(super) fn router() -> Router<AppState> {
         .route("/v1/approvals/{id}/grant", post(grant))
 }
 
+/// The gateway a request authenticated as (`Authorization: Bearer TOKEN`).
+///
+/// Handlers take it first, so an unauthenticated caller learns nothing else: not whether its
+/// body would have been accepted, not whether an approval id exists.
+pub(super) struct Gateway(pub(super) Arc<str>);
+
+/// A 401 `unauthenticated` with the `WWW-Authenticate` challenge RFC 6750 asks for.
+pub(super) struct Unauthenticated {
+    error: ApiError,
+    challenge: &'static str,
+}
+
+impl Unauthenticated {
+    fn missing() -> Self {
+        Self {
+            error: ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthenticated",
+                "this call needs a gateway token: Authorization: Bearer TOKEN \
+                 (countersign gateway add NAME prints one)",
+            ),
+            challenge: "Bearer",
+        }
+    }
+
+    fn invalid() -> Self {
+        Self {
+            // One message for malformed, unknown and revoked tokens alike.
+            error: ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthenticated",
+                "the bearer token is not a live gateway token",
+            ),
+            challenge: "Bearer error=\"invalid_token\"",
+        }
+    }
+}
+
+impl IntoResponse for Unauthenticated {
+    fn into_response(self) -> Response {
+        let mut response = self.error.into_response();
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static(self.challenge),
+        );
+        response
+    }
+}
+
+/// The token of an `Authorization: Bearer TOKEN` header (the scheme is case-insensitive,
+/// RFC 9110 §11.1); `Err` when there is no such header or it is not a bearer credential.
+fn bearer(parts: &Parts) -> Result<Option<&str>, Unauthenticated> {
+    let Some(value) = parts.headers.get(header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    let text = value.to_str().map_err(|_| Unauthenticated::invalid())?;
+    let (scheme, token) = text.split_once(' ').ok_or_else(Unauthenticated::invalid)?;
+    let token = token.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
+        return Err(Unauthenticated::invalid());
+    }
+    Ok(Some(token))
+}
+
+impl FromRequestParts<AppState> for Gateway {
+    type Rejection = Unauthenticated;
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Unauthenticated> {
+        let token = bearer(parts)?.ok_or_else(Unauthenticated::missing)?;
+        state
+            .gateway_of_token(token)
+            .map(Self)
+            .ok_or_else(Unauthenticated::invalid)
+    }
+}
+
+/// A caller allowed to read the registry: anyone when the operator publishes it
+/// (`publish_registry = true`), otherwise an authenticated gateway.
+pub(super) struct RegistryReader;
+
+impl FromRequestParts<AppState> for RegistryReader {
+    type Rejection = Unauthenticated;
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Unauthenticated> {
+        if state.config().publish_registry {
+            return Ok(Self);
+        }
+        Gateway::from_request_parts(parts, state).await.map(|_| Self)
+    }
+}
+
 async fn create(
+    gateway: Gateway,
     State(state): State<AppState>,
     Body(req): Body<CreateRequest>,
 ) -> Result<Json<ApprovalResult>, ApiError> {
-    state.create(req).await.map(Json)
+    state.create(req, &gateway.0).await.map(Json)
 }
 
 #[derive(Debug, Deserialize)]
@@ -31,24 +131,27 @@ struct WaitQuery {
 }
 
 async fn redrive(
+    gateway: Gateway,
     State(state): State<AppState>,
     PathArg(id): PathArg<String>,
     QueryArg(q): QueryArg<WaitQuery>,
 ) -> Result<Json<ApprovalResult>, ApiError> {
-    state.redrive(&id, q.wait).await.map(Json)
+    state.redrive(&id, q.wait, &gateway.0).await.map(Json)
 }
 
 async fn withdraw(
+    gateway: Gateway,
     State(state): State<AppState>,
     PathArg(id): PathArg<String>,
 ) -> Result<Json<ApprovalResult>, ApiError> {
-    state.withdraw(&id).await.map(Json)
+    state.withdraw(&id, &gateway.0).await.map(Json)
 }
 
 async fn grant(
+    gateway: Gateway,
     State(state): State<AppState>,
     PathArg(id): PathArg<String>,
     Body(req): Body<GrantRequest>,
 ) -> Result<Json<GrantReceipt>, ApiError> {
-    state.collect_grant(&id, req).await.map(Json)
+    state.collect_grant(&id, req, &gateway.0).await.map(Json)
 }

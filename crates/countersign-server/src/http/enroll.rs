@@ -2,6 +2,7 @@
 //! published registry of enrolled public keys.
 
 use super::Body;
+use super::approvals::RegistryReader;
 use super::web::Attempt;
 use crate::enroll::EnrolledSummary;
 use crate::error::ApiError;
@@ -35,7 +36,12 @@ async fn finish(
 }
 
 /// The same document as `/v1/registry` and `countersign registry export`: what `countersign
-/// verify` takes as its `registry`.
-async fn credentials(State(state): State<AppState>) -> Result<Json<RegistryDocument>, ApiError> {
+/// verify` takes as its `registry`. It names every principal (an org chart of who can approve
+/// what, and a list of phishing targets), so only gateways read it unless the operator sets
+/// `publish_registry = true`.
+async fn credentials(
+    _: RegistryReader,
+    State(state): State<AppState>,
+) -> Result<Json<RegistryDocument>, ApiError> {
     state.registry_document().await.map(Json)
 }

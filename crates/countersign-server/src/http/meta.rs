@@ -1,5 +1,6 @@
 //! Service metadata: health, the OpenAPI document, the registry to trust, the audit key.
 
+use super::approvals::RegistryReader;
 use crate::error::ApiError;
 use crate::service::AppState;
 use axum::extract::State;
@@ -26,7 +27,11 @@ async fn openapi() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI)
 }
 
-async fn registry(State(state): State<AppState>) -> Result<Json<RegistryDocument>, ApiError> {
+/// Gated like `/v1/credentials` (see [`RegistryReader`]).
+async fn registry(
+    _: RegistryReader,
+    State(state): State<AppState>,
+) -> Result<Json<RegistryDocument>, ApiError> {
     state.registry_document().await.map(Json)
 }
 

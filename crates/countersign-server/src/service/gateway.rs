@@ -4,7 +4,7 @@ use super::AppState;
 use crate::audit::AuditEvent;
 use crate::audit::events::RequestFacts;
 use crate::clock::{from_ms, rfc3339};
-use crate::config::ApprovalRule;
+use crate::config::{ApprovalRule, Severity};
 use crate::error::ApiError;
 use crate::store::{
     ApprovalRecord, GrantOutcome, NewApproval, SettleKind, SettleOutcome, Settlement,
@@ -29,6 +29,59 @@ pub struct CreateRequest {
     pub profile: Option<String>,
     #[serde(default)]
     pub severity: Option<String>,
+}
+
+/// Longest `agent_id` and `tool_name`, in bytes (UTF-8). Both are shown to the approver and
+/// written into every audit line of the request; 256 bytes is far above any real tool or agent
+/// name and far below what would make a request a storage or display attack.
+pub const MAX_AGENT_TOOL_BYTES: usize = 256;
+
+/// Check `agent_id` / `tool_name`: non-empty, at most [`MAX_AGENT_TOOL_BYTES`], no control characters.
+fn check_name(member: &str, value: &str) -> Result<(), ApiError> {
+    let problem = if value.is_empty() {
+        Some("must not be empty".to_owned())
+    } else if value.len() > MAX_AGENT_TOOL_BYTES {
+        Some(format!(
+            "is {} bytes, more than the {MAX_AGENT_TOOL_BYTES} allowed",
+            value.len()
+        ))
+    } else {
+        value
+            .chars()
+            .find(|c| c.is_control())
+            .map(|c| format!("contains the control character U+{:04X}", u32::from(c)))
+    };
+    match problem {
+        None => Ok(()),
+        Some(problem) => Err(ApiError::bad_request(
+            "invalid_request",
+            format!("{member} {problem}"),
+        )),
+    }
+}
+
+/// The request's severity, else its tool rule's, else `normal`; a request naming anything but
+/// `low`, `normal`, `high` or `critical` is refused.
+fn severity_of(req: &CreateRequest, rule: &crate::config::ToolRule) -> Result<Severity, ApiError> {
+    match req.severity.as_deref() {
+        None => Ok(rule.severity.unwrap_or_default()),
+        Some(text) => Severity::from_wire(text).ok_or_else(|| {
+            ApiError::bad_request(
+                "invalid_request",
+                "severity must be one of low, normal, high, critical",
+            )
+        }),
+    }
+}
+
+/// Whether `gateway` created this approval. Anything else is answered exactly like an unknown
+/// id, so a gateway cannot even learn that another gateway's approval exists.
+fn owned_by(record: &ApprovalRecord, gateway: &str) -> Result<(), ApiError> {
+    if record.gateway.as_deref() == Some(gateway) {
+        Ok(())
+    } else {
+        Err(ApiError::not_found("approval"))
+    }
 }
 
 /// `POST /v1/approvals/{id}/grant`.
@@ -64,16 +117,18 @@ fn fields_json(profile: &str, req: &CreateRequest) -> Result<String, ApiError> {
 }
 
 impl AppState {
-    /// Create a request: PENDING, or an at-once answer when no human is needed or none can answer.
-    pub async fn create(&self, req: CreateRequest) -> Result<ApprovalResult, ApiError> {
-        if req.agent_id.is_empty() || req.tool_name.is_empty() {
-            return Err(ApiError::bad_request(
-                "invalid_request",
-                "agent_id and tool_name must be non-empty",
-            ));
-        }
+    /// Create a request for `gateway`: PENDING, or an at-once answer when no human is needed or
+    /// none can answer.
+    pub async fn create(
+        &self,
+        req: CreateRequest,
+        gateway: &str,
+    ) -> Result<ApprovalResult, ApiError> {
+        check_name("agent_id", &req.agent_id)?;
+        check_name("tool_name", &req.tool_name)?;
         let config = self.config();
         let rule = config.rule(&req.tool_name);
+        let severity = severity_of(&req, rule)?.as_str().to_owned();
         let policy = self.policy(&req.tool_name);
         let profile_id = req
             .profile
@@ -107,11 +162,6 @@ impl AppState {
         } else {
             (ApprovalStatus::Pending, None)
         };
-        let severity = req
-            .severity
-            .clone()
-            .or_else(|| rule.severity.clone())
-            .unwrap_or_else(|| "normal".to_owned());
         let approval = NewApproval {
             id: crate::random::approval_id()?,
             created_at: now,
@@ -127,6 +177,7 @@ impl AppState {
             reason_code: reason,
             grant_expires_at: (status == ApprovalStatus::Approved)
                 .then(|| now.saturating_add(grant_ttl)),
+            gateway: gateway.to_owned(),
         };
         let ts = rfc3339(from_ms(now));
         let expires_at = rfc3339(from_ms(approval.expires_at));
@@ -142,7 +193,8 @@ impl AppState {
                 severity: &severity,
                 expires_at: &expires_at,
                 fingerprint: &fingerprint,
-            }),
+            })
+            .by_gateway(gateway),
             AuditEvent::outcome(
                 &approval.id,
                 &ts,
@@ -179,6 +231,7 @@ impl AppState {
             op_hash_denied: approval.op_hash_denied,
             status: approval.status,
             grant_expires_at: approval.grant_expires_at,
+            gateway: Some(approval.gateway),
         }))
     }
 
@@ -193,15 +246,34 @@ impl AppState {
         })
     }
 
-    /// The current result; with `wait`, hold the request until it is settled or `wait` passes.
-    pub async fn redrive(&self, id: &str, wait: Option<u64>) -> Result<ApprovalResult, ApiError> {
+    /// Read an approval for the gateway that created it (404 for any other), settling it as
+    /// expired first if its window has closed. Ownership is checked before anything else: another
+    /// gateway's read changes nothing.
+    async fn load_owned(&self, id: &str, gateway: &str) -> Result<ApprovalRecord, ApiError> {
+        let key = id.to_owned();
+        let record = self
+            .blocking(move |s| s.get(&key))
+            .await?
+            .ok_or_else(|| ApiError::not_found("approval"))?;
+        owned_by(&record, gateway)?;
+        self.settle_if_overdue(record).await
+    }
+
+    /// The current result for `gateway`; with `wait`, hold the request until it is settled or
+    /// `wait` passes.
+    pub async fn redrive(
+        &self,
+        id: &str,
+        wait: Option<u64>,
+        gateway: &str,
+    ) -> Result<ApprovalResult, ApiError> {
         let max = self.config().timeouts.long_poll_max_seconds;
         let wait = Duration::from_secs(wait.unwrap_or(0).min(max));
         let deadline = tokio::time::Instant::now() + wait;
         // Subscribe before reading so a settlement between the read and the wait is not missed.
         let mut settled = self.settled_receiver();
         loop {
-            let record = self.load(id).await?;
+            let record = self.load_owned(id, gateway).await?;
             let now = tokio::time::Instant::now();
             if record.status != ApprovalStatus::Pending || now >= deadline {
                 return Ok(self.result_of(&record));
@@ -216,8 +288,12 @@ impl AppState {
         }
     }
 
-    /// Withdraw a PENDING request: DENIED `cancelled`, a settlement, not a human verdict.
-    pub async fn withdraw(&self, id: &str) -> Result<ApprovalResult, ApiError> {
+    /// Withdraw a PENDING request of `gateway`: DENIED `cancelled`, a settlement, not a human
+    /// verdict.
+    pub async fn withdraw(&self, id: &str, gateway: &str) -> Result<ApprovalResult, ApiError> {
+        // The owner never changes once the row exists, so checking it before the settlement's
+        // transaction is as good as checking it inside.
+        self.check_owner(id, gateway).await?;
         let now = self.now_ms();
         let settlement = Settlement {
             approval_id: id.to_owned(),
@@ -230,7 +306,8 @@ impl AppState {
                 id,
                 &rfc3339(from_ms(now)),
                 ReasonCode::Cancelled.as_str(),
-            ),
+            )
+            .by_gateway(gateway),
         };
         let outcome = self.committing(move |s| s.settle(&settlement)).await?;
         self.settled_outcome(outcome)
@@ -276,11 +353,22 @@ impl AppState {
         }
     }
 
-    /// Collect the single-use grant for the exact call fingerprint.
+    /// 404 unless `gateway` created approval `id`.
+    async fn check_owner(&self, id: &str, gateway: &str) -> Result<(), ApiError> {
+        let key = id.to_owned();
+        let record = self
+            .blocking(move |s| s.get(&key))
+            .await?
+            .ok_or_else(|| ApiError::not_found("approval"))?;
+        owned_by(&record, gateway)
+    }
+
+    /// Collect the single-use grant of `gateway`'s approval for the exact call fingerprint.
     pub async fn collect_grant(
         &self,
         id: &str,
         req: GrantRequest,
+        gateway: &str,
     ) -> Result<GrantReceipt, ApiError> {
         let fingerprint = b64::decode(&req.fingerprint)
             .ok()
@@ -288,9 +376,10 @@ impl AppState {
             .ok_or_else(|| {
                 ApiError::bad_request("invalid_request", "fingerprint must be 32 bytes, base64url")
             })?;
+        self.check_owner(id, gateway).await?;
         let now = self.now_ms();
         let ts = rfc3339(from_ms(now));
-        let event = AuditEvent::grant(id, &ts, &req.fingerprint);
+        let event = AuditEvent::grant(id, &ts, &req.fingerprint).by_gateway(gateway);
         let key = id.to_owned();
         let outcome = self
             .committing(move |s| s.collect_grant(&key, &fingerprint, now, &event))

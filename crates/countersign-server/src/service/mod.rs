@@ -7,10 +7,13 @@
 mod approver;
 mod enroll;
 mod gateway;
+mod gateway_auth;
 
 pub use approver::{AssertionBody, DecisionChallenge, LoginChallenge, LoginResponse, ReviewView};
 pub use enroll::{EnrollFinish, EnrollOptions, EnrollStart};
-pub use gateway::{CreateRequest, DEFAULT_PROFILE, GrantReceipt, GrantRequest};
+pub use gateway::{
+    CreateRequest, DEFAULT_PROFILE, GrantReceipt, GrantRequest, MAX_AGENT_TOOL_BYTES,
+};
 
 use crate::audit::{AuditMirror, AuditSealer};
 use crate::clock::{Clock, from_ms, rfc3339};
@@ -53,6 +56,8 @@ struct Inner {
     web: crate::http::WebGuard,
     /// The verifier policy of every tool rule, built once from the configuration.
     policies: Policies,
+    /// Live gateway credentials: token hash to gateway name (see `gateway_auth`).
+    gateways: RwLock<Arc<gateway_auth::Gateways>>,
 }
 
 /// Verifier policies, built at startup: a [`Policy`] carries the parsed profile registry, which
@@ -123,6 +128,7 @@ impl AppState {
             .clone()
             .map(|url| Notifier::new(url, parts.public_url.clone()));
         let policies = Policies::new(&parts.config);
+        let gateways = gateway_auth::Gateways::from_records(parts.store.gateways()?);
         Ok(Self {
             inner: Arc::new(Inner {
                 public_url: parts.public_url.trim_end_matches('/').to_owned(),
@@ -139,6 +145,7 @@ impl AppState {
                 members: RwLock::new(members),
                 web: crate::http::WebGuard::default(),
                 policies,
+                gateways: RwLock::new(Arc::new(gateways)),
             }),
         })
     }
@@ -222,8 +229,8 @@ impl AppState {
         Ok(outcome)
     }
 
-    /// Reload the registry and group memberships when the store's credentials version moved
-    /// (another process or replica enrolled or revoked), and bring the audit file up to date
+    /// Reload the registry, group memberships and gateways when the store's credentials version
+    /// moved (another process or replica enrolled, revoked, or added or revoked a gateway), and bring the audit file up to date
     /// with the lines it wrote. The sweeper calls this every 500 ms; returns whether it reloaded.
     pub async fn refresh_registry(&self) -> Result<bool, ApiError> {
         let version = self.blocking(|s| s.credentials_version()).await?;
@@ -235,6 +242,7 @@ impl AppState {
             return Ok(false);
         }
         self.reload_credentials().await?;
+        self.reload_gateways().await?;
         let state = self.clone();
         tokio::task::spawn_blocking(move || state.sync_audit_file())
             .await

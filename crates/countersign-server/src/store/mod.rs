@@ -105,6 +105,8 @@ pub struct NewApproval {
     pub reason_code: Option<ReasonCode>,
     /// When an at-once APPROVED grant stops being collectable.
     pub grant_expires_at: Option<i64>,
+    /// The gateway that asked (its name): only it may follow, withdraw or collect this approval.
+    pub gateway: String,
 }
 
 /// An approval as stored.
@@ -127,6 +129,20 @@ pub struct ApprovalRecord {
     pub decided_at: Option<i64>,
     pub grant_expires_at: Option<i64>,
     pub grant_collected_at: Option<i64>,
+    /// The gateway that created it; `None` for a row written before gateways authenticated,
+    /// which therefore belongs to no gateway (every gateway is answered 404 for it).
+    pub gateway: Option<String>,
+}
+
+/// A gateway credential as stored: the bearer token itself is never stored, only its SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayRecord {
+    /// The operator's name for the gateway, unique for the life of the database (a revoked name
+    /// is never reused, so audit lines naming it stay unambiguous).
+    pub name: String,
+    pub token_hash: [u8; 32],
+    pub created_at: i64,
+    pub revoked_at: Option<i64>,
 }
 
 /// A nonce to spend and a counter to advance with a verdict.
@@ -221,12 +237,12 @@ pub enum RedeemOutcome {
     CredentialExists,
 }
 
-/// What revoking a credential did.
+/// What revoking a credential (or a gateway) did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RevokeOutcome {
-    /// Marked revoked and the `revocation` line appended.
+    /// Marked revoked (for a credential, with its `revocation` line appended).
     Revoked,
-    /// No credential with that id; nothing changed.
+    /// No credential with that id (no gateway with that name); nothing changed.
     NotFound,
     /// Revoked earlier; nothing changed.
     AlreadyRevoked,
@@ -391,12 +407,20 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         now: i64,
         event: &AuditEvent,
     ) -> Result<RevokeOutcome, StoreError>;
-    /// A counter raised by every transaction that changes the credentials or memberships
-    /// (redeemed invite, import, revocation): a process compares it with the value it loaded
+    /// A counter raised by every transaction that changes the credentials, memberships or
+    /// gateways (redeemed invite, import, revocation, gateway added or revoked): a process compares it with the value it loaded
     /// its registry at to notice changes made by another process or replica.
     fn credentials_version(&self) -> Result<u64, StoreError>;
     /// Every enrolled credential.
     fn credentials(&self) -> Result<Vec<CredentialRecord>, StoreError>;
+
+    /// Add a gateway credential; false (and nothing stored) when the name is taken, by a live or
+    /// a revoked gateway. Raises the credentials version, so running services pick it up.
+    fn put_gateway(&self, gateway: &GatewayRecord) -> Result<bool, StoreError>;
+    /// Revoke a gateway by name (its token stops authenticating); raises the credentials version.
+    fn revoke_gateway(&self, name: &str, now: i64) -> Result<RevokeOutcome, StoreError>;
+    /// Every gateway, live and revoked, by name.
+    fn gateways(&self) -> Result<Vec<GatewayRecord>, StoreError>;
 
     /// Remember an enrollment invite (by the hash of its token).
     fn put_invite(&self, invite: &crate::enroll::Invite) -> Result<(), StoreError>;

@@ -21,7 +21,7 @@
 //! any thread, like the SQLite store's mutex.
 
 use super::{
-    ApprovalRecord, GrantOutcome, Import, IssuedChallenge, NewApproval, RedeemOutcome,
+    ApprovalRecord, GatewayRecord, GrantOutcome, Import, IssuedChallenge, NewApproval, RedeemOutcome,
     RevokeOutcome, Session, SettleKind, SettleOutcome, Settlement, Store, StoreError, plan_import,
 };
 use crate::audit::{AuditEvent, AuditSealer, GENESIS_HASH};
@@ -105,6 +105,17 @@ CREATE TABLE credentials_version (
 );
 INSERT INTO credentials_version (version) VALUES (0);
 ",
+    // Gateway credentials, and the gateway that created each approval (NULL for rows from
+    // before: they belong to no gateway).
+    "
+ALTER TABLE approvals ADD COLUMN gateway TEXT;
+CREATE TABLE gateways (
+    name TEXT PRIMARY KEY,
+    token_hash BYTEA NOT NULL UNIQUE,
+    created_at BIGINT NOT NULL,
+    revoked_at BIGINT
+);
+",
 ];
 
 /// Advisory lock key serializing migrations across replicas ("cntrsign").
@@ -113,11 +124,11 @@ const MIGRATION_LOCK: i64 = 0x636e_7472_7369_676e;
 // Statements are cache keys (`&'static str`), so the column list is spelled out in each.
 const SELECT_APPROVAL: &str = "SELECT id, created_at, expires_at, agent_id, tool_name, profile, \
     fields_json, severity, op_hash_approved, op_hash_denied, status, reason_code, evidence_json, \
-    decided_at, grant_expires_at, grant_collected_at FROM approvals WHERE id = $1";
+    decided_at, grant_expires_at, grant_collected_at, gateway FROM approvals WHERE id = $1";
 const SELECT_APPROVAL_FOR_UPDATE: &str = "SELECT id, created_at, expires_at, agent_id, tool_name, \
     profile, fields_json, severity, op_hash_approved, op_hash_denied, status, reason_code, \
-    evidence_json, decided_at, grant_expires_at, grant_collected_at FROM approvals WHERE id = $1 \
-    FOR UPDATE";
+    evidence_json, decided_at, grant_expires_at, grant_collected_at, gateway FROM approvals \
+    WHERE id = $1 FOR UPDATE";
 
 /// How many times a transaction is retried after a serialization failure or deadlock report.
 const RETRIES: usize = 5;
@@ -559,6 +570,7 @@ fn read_approval(r: &Row) -> Result<ApprovalRecord, StoreError> {
         decided_at: r.try_get(13).map_err(get)?,
         grant_expires_at: r.try_get(14).map_err(get)?,
         grant_collected_at: r.try_get(15).map_err(get)?,
+        gateway: r.try_get(16).map_err(get)?,
     })
 }
 
@@ -604,8 +616,8 @@ impl Store for PostgresStore {
             let inserted = tx.execute(
                 "INSERT INTO approvals (id, created_at, expires_at, agent_id, tool_name, profile, \
                  fields_json, severity, op_hash_approved, op_hash_denied, status, reason_code, \
-                 decided_at, grant_expires_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+                 decided_at, grant_expires_at, gateway) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
                  ON CONFLICT (id) DO NOTHING",
                 &[
                     &a.id,
@@ -622,6 +634,7 @@ impl Store for PostgresStore {
                     &a.reason_code.map(ReasonCode::as_str),
                     &decided,
                     &a.grant_expires_at,
+                    &a.gateway,
                 ],
             )?;
             if inserted == 0 {
@@ -698,7 +711,7 @@ impl Store for PostgresStore {
                  WHERE id = $1 AND status = 'PENDING' AND expires_at > $5 \
                  RETURNING id, created_at, expires_at, agent_id, tool_name, profile, \
                  fields_json, severity, op_hash_approved, op_hash_denied, status, reason_code, \
-                 evidence_json, decided_at, grant_expires_at, grant_collected_at",
+                 evidence_json, decided_at, grant_expires_at, grant_collected_at, gateway",
                 &[
                     &s.approval_id,
                     &s.status.as_str(),
@@ -987,6 +1000,63 @@ impl Store for PostgresStore {
                 .ok_or_else(|| StoreError::Corrupt("credentials_version row missing".into()))?
                 .get(0);
             u64::try_from(v).map_err(|_| StoreError::Corrupt("negative credentials version".into()))
+        })
+    }
+
+    fn put_gateway(&self, gateway: &GatewayRecord) -> Result<bool, StoreError> {
+        let g = gateway.clone();
+        self.tx(move |tx, _| {
+            // Unique name and unique token hash: either conflict inserts nothing.
+            let inserted = tx.execute(
+                "INSERT INTO gateways (name, token_hash, created_at, revoked_at) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                &[&g.name, &&g.token_hash[..], &g.created_at, &g.revoked_at],
+            )?;
+            if inserted == 1 {
+                bump_credentials_version(tx)?;
+            }
+            Ok(inserted == 1)
+        })
+    }
+
+    fn revoke_gateway(&self, name: &str, now: i64) -> Result<RevokeOutcome, StoreError> {
+        let name = name.to_owned();
+        self.tx(move |tx, _| {
+            let row = tx.query_opt(
+                "SELECT revoked_at FROM gateways WHERE name = $1 FOR UPDATE",
+                &[&name],
+            )?;
+            let Some(row) = row else {
+                return Ok(RevokeOutcome::NotFound);
+            };
+            if row.get::<_, Option<i64>>(0).is_some() {
+                return Ok(RevokeOutcome::AlreadyRevoked);
+            }
+            tx.execute(
+                "UPDATE gateways SET revoked_at = $2 WHERE name = $1",
+                &[&name, &now],
+            )?;
+            bump_credentials_version(tx)?;
+            Ok(RevokeOutcome::Revoked)
+        })
+    }
+
+    fn gateways(&self) -> Result<Vec<GatewayRecord>, StoreError> {
+        self.one(|tx| {
+            tx.query(
+                "SELECT name, token_hash, created_at, revoked_at FROM gateways ORDER BY name COLLATE \"C\"",
+                &[],
+            )?
+            .iter()
+            .map(|r| {
+                Ok(GatewayRecord {
+                    name: r.get(0),
+                    token_hash: hash32(r.get(1), "gateway token hash")?,
+                    created_at: r.get(2),
+                    revoked_at: r.get(3),
+                })
+            })
+            .collect()
         })
     }
 

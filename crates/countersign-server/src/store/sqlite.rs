@@ -6,7 +6,7 @@
 //! `durability = "full"` also survives power loss at the cost of an fsync per commit.
 
 use super::{
-    ApprovalRecord, GrantOutcome, Import, IssuedChallenge, NewApproval, RedeemOutcome,
+    ApprovalRecord, GatewayRecord, GrantOutcome, Import, IssuedChallenge, NewApproval, RedeemOutcome,
     RevokeOutcome, Session, SettleKind, SettleOutcome, Settlement, Store, StoreError, plan_import,
 };
 use crate::audit::{AuditEvent, AuditSealer, GENESIS_HASH};
@@ -73,11 +73,24 @@ CREATE TABLE IF NOT EXISTS credentials_version (
     version INTEGER NOT NULL
 );
 INSERT OR IGNORE INTO credentials_version (one, version) VALUES (1, 0);
+CREATE TABLE IF NOT EXISTS gateways (
+    name TEXT PRIMARY KEY,
+    token_hash BLOB NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
 ";
+
+/// Columns added to tables that existed before: SQLite has no `ADD COLUMN IF NOT EXISTS`, so
+/// each is added when `PRAGMA table_info` does not list it. Append; never edit an entry.
+const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
+    // The gateway that created an approval (NULL for rows from before gateways authenticated).
+    ("approvals", "gateway", "ALTER TABLE approvals ADD COLUMN gateway TEXT"),
+];
 
 const SELECT_APPROVAL: &str = "SELECT id, created_at, expires_at, agent_id, tool_name, profile, \
     fields_json, severity, op_hash_approved, op_hash_denied, status, reason_code, evidence_json, \
-    decided_at, grant_expires_at, grant_collected_at FROM approvals WHERE id = ?1";
+    decided_at, grant_expires_at, grant_collected_at, gateway FROM approvals WHERE id = ?1";
 
 /// SQLite-backed [`Store`].
 #[derive(Debug)]
@@ -255,6 +268,7 @@ impl SqliteStore {
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(db)?;
         conn.execute_batch(SCHEMA).map_err(db)?;
+        add_columns(&conn)?;
         // Room for every statement this store issues, so none is ever parsed twice.
         conn.set_prepared_statement_cache_capacity(64);
         Ok(Self {
@@ -318,6 +332,24 @@ impl SqliteStore {
         }
         Ok(())
     }
+}
+
+/// Apply [`ADDED_COLUMNS`] that the database does not have yet.
+fn add_columns(conn: &Connection) -> Result<(), StoreError> {
+    for (table, column, sql) in ADDED_COLUMNS {
+        let mut stmt = conn
+            .prepare(&format!("PRAGMA table_info({table})"))
+            .map_err(db)?;
+        let names: Vec<String> = stmt
+            .query_map([], |r| r.get(1))
+            .map_err(db)?
+            .collect::<Result<_, _>>()
+            .map_err(db)?;
+        if !names.iter().any(|n| n == column) {
+            conn.execute_batch(sql).map_err(db)?;
+        }
+    }
+    Ok(())
 }
 
 /// Rolls back on drop: a transaction that did not reach `COMMIT` leaves no trace.
@@ -439,6 +471,7 @@ fn read_approval(r: &Row<'_>) -> rusqlite::Result<(ApprovalRecord, Vec<u8>, Vec<
             decided_at: r.get(13)?,
             grant_expires_at: r.get(14)?,
             grant_collected_at: r.get(15)?,
+            gateway: r.get(16)?,
         },
         r.get(8)?,
         r.get(9)?,
@@ -479,8 +512,8 @@ impl Store for SqliteStore {
                 tx,
                 "INSERT INTO approvals (id, created_at, expires_at, agent_id, tool_name, profile, \
                  fields_json, severity, op_hash_approved, op_hash_denied, status, reason_code, \
-                 decided_at, grant_expires_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                 decided_at, grant_expires_at, gateway) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
                 params![
                     a.id,
                     a.created_at,
@@ -496,6 +529,7 @@ impl Store for SqliteStore {
                     a.reason_code.map(ReasonCode::as_str),
                     decided,
                     a.grant_expires_at,
+                    a.gateway,
                 ],
             );
             match inserted {
@@ -906,6 +940,75 @@ impl Store for SqliteStore {
             .map_err(db)?;
         rows.iter()
             .map(|json| serde_json::from_str(json).map_err(|e| StoreError::Corrupt(e.to_string())))
+            .collect()
+    }
+
+    fn put_gateway(&self, g: &GatewayRecord) -> Result<bool, StoreError> {
+        self.with_tx(|tx| {
+            // The token hash is unique too, so a (astronomically unlikely) collision is refused
+            // rather than making one token authenticate as two gateways.
+            let inserted = exec(
+                tx,
+                "INSERT INTO gateways (name, token_hash, created_at, revoked_at) \
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
+                params![g.name, &g.token_hash[..], g.created_at, g.revoked_at],
+            )
+            .map_err(db)?;
+            if inserted == 1 {
+                bump_credentials_version(tx)?;
+            }
+            Ok(inserted == 1)
+        })
+    }
+
+    fn revoke_gateway(&self, name: &str, now: i64) -> Result<RevokeOutcome, StoreError> {
+        self.with_tx(|tx| {
+            let revoked: Option<Option<i64>> = query_row(
+                tx,
+                "SELECT revoked_at FROM gateways WHERE name = ?1",
+                [name],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db)?;
+            match revoked {
+                None => Ok(RevokeOutcome::NotFound),
+                Some(Some(_)) => Ok(RevokeOutcome::AlreadyRevoked),
+                Some(None) => {
+                    exec(
+                        tx,
+                        "UPDATE gateways SET revoked_at = ?2 WHERE name = ?1",
+                        params![name, now],
+                    )
+                    .map_err(db)?;
+                    bump_credentials_version(tx)?;
+                    Ok(RevokeOutcome::Revoked)
+                }
+            }
+        })
+    }
+
+    fn gateways(&self) -> Result<Vec<GatewayRecord>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT name, token_hash, created_at, revoked_at FROM gateways ORDER BY name",
+            )
+            .map_err(db)?;
+        let rows: Vec<(String, Vec<u8>, i64, Option<i64>)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .map_err(db)?
+            .collect::<Result<_, _>>()
+            .map_err(db)?;
+        rows.into_iter()
+            .map(|(name, hash, created_at, revoked_at)| {
+                Ok(GatewayRecord {
+                    name,
+                    token_hash: hash32(hash, "gateway token hash")?,
+                    created_at,
+                    revoked_at,
+                })
+            })
             .collect()
     }
 

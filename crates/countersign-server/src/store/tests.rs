@@ -40,6 +40,7 @@ fn new(id: &str, expires_at: i64) -> NewApproval {
         status: ApprovalStatus::Pending,
         reason_code: None,
         grant_expires_at: None,
+        gateway: "gw".into(),
     }
 }
 
@@ -541,6 +542,102 @@ fn the_credentials_version_is_shared_by_every_process_on_the_database() {
         revoke(two.as_ref(), b"a", "lost", 0).unwrap();
         assert_ne!(one.credentials_version().unwrap(), seen);
         assert!(one.credentials().unwrap()[0].revoked);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn gateway(name: &str, hash: u8, at: i64) -> GatewayRecord {
+    GatewayRecord {
+        name: name.into(),
+        token_hash: [hash; 32],
+        created_at: at,
+        revoked_at: None,
+    }
+}
+
+#[test]
+fn gateways_are_unique_revocable_once_and_raise_the_version() {
+    for (s, _guard) in stores("gateways") {
+        let v0 = s.credentials_version().unwrap();
+        assert!(s.put_gateway(&gateway("billing", 1, 10)).unwrap());
+        let v1 = s.credentials_version().unwrap();
+        assert!(v1 > v0, "adding a gateway raises the version");
+        // A taken name, or a token hash already in use, stores nothing.
+        assert!(!s.put_gateway(&gateway("billing", 2, 11)).unwrap());
+        assert!(!s.put_gateway(&gateway("other", 1, 11)).unwrap());
+        assert_eq!(s.credentials_version().unwrap(), v1);
+        assert!(s.put_gateway(&gateway("alpha", 3, 12)).unwrap());
+        let names: Vec<String> = s.gateways().unwrap().into_iter().map(|g| g.name).collect();
+        assert_eq!(names, ["alpha", "billing"]);
+
+        assert_eq!(s.revoke_gateway("billing", 20).unwrap(), RevokeOutcome::Revoked);
+        let v2 = s.credentials_version().unwrap();
+        assert!(v2 > v1, "revoking a gateway raises the version");
+        assert_eq!(
+            s.revoke_gateway("billing", 21).unwrap(),
+            RevokeOutcome::AlreadyRevoked
+        );
+        assert_eq!(s.revoke_gateway("nobody", 21).unwrap(), RevokeOutcome::NotFound);
+        assert_eq!(s.credentials_version().unwrap(), v2);
+        let billing = s.gateways().unwrap().into_iter().find(|g| g.name == "billing");
+        assert_eq!(
+            billing,
+            Some(GatewayRecord {
+                revoked_at: Some(20),
+                ..gateway("billing", 1, 10)
+            })
+        );
+        // A revoked name is never reused.
+        assert!(!s.put_gateway(&gateway("billing", 4, 30)).unwrap());
+        // Nothing of this is in the audit log.
+        assert_eq!(s.audit_head().unwrap().0, 0);
+    }
+}
+
+#[test]
+fn an_approval_remembers_its_gateway() {
+    for (s, _guard) in stores("approval_gateway") {
+        s.create(&new("a", 100), &[]).unwrap();
+        assert_eq!(s.get("a").unwrap().unwrap().gateway.as_deref(), Some("gw"));
+        let settled = s
+            .settle(&verdict("a", 10, ApprovalStatus::Approved, 1, 1))
+            .unwrap();
+        assert!(
+            matches!(settled, SettleOutcome::Settled(r) if r.gateway.as_deref() == Some("gw"))
+        );
+    }
+}
+
+#[test]
+fn sqlite_adds_the_gateway_column_to_an_older_database() {
+    let dir = std::env::temp_dir().join(format!(
+        "countersign-sqlite-migrate-{}-{}",
+        std::process::id(),
+        countersign::b64::encode(&crate::random::bytes::<6>().unwrap())
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("db");
+    {
+        // The approvals table as the previous release created it, with one row.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE approvals (id TEXT PRIMARY KEY, created_at INTEGER NOT NULL, \
+             expires_at INTEGER NOT NULL, agent_id TEXT NOT NULL, tool_name TEXT NOT NULL, \
+             profile TEXT NOT NULL, fields_json TEXT NOT NULL, severity TEXT NOT NULL, \
+             op_hash_approved BLOB NOT NULL, op_hash_denied BLOB NOT NULL, status TEXT NOT NULL, \
+             reason_code TEXT, evidence_json TEXT, decided_at INTEGER, grant_expires_at INTEGER, \
+             grant_collected_at INTEGER);
+             INSERT INTO approvals VALUES ('old', 0, 1, 'a', 't', 'p', '{}', 'normal', \
+             zeroblob(32), zeroblob(32), 'PENDING', NULL, NULL, NULL, NULL, NULL);",
+        )
+        .unwrap();
+    }
+    for _ in 0..2 {
+        // Opening twice: the migration applies once and is then a no-op.
+        let s = SqliteStore::open(&path, sealer(), crate::config::Durability::Normal).unwrap();
+        let old = s.get("old").unwrap().unwrap();
+        assert_eq!(old.gateway, None, "an older row belongs to no gateway");
+        assert!(s.put_gateway(&gateway("gw", 1, 0)).unwrap() || s.gateways().unwrap().len() == 1);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -4,7 +4,7 @@ use crate::support::{Approver, TestApp, config};
 use countersign::{
     AssuranceLevel, CredentialRegistry, Decision, Policy, ReasonCode, RegistryDocument,
 };
-use countersign_client::{Gateway, GatewayConfig, ToolCall};
+use countersign_client::{Gateway, GatewayConfig, GatewayToken, ToolCall};
 use countersign_testkit::{ORIGIN, RP_ID};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -40,7 +40,15 @@ async fn app_with_webhook(
 }
 
 fn gateway(app: &TestApp, registry: RegistryDocument, policy: Policy) -> Gateway {
-    let config = GatewayConfig::new(app.base.parse().unwrap(), Duration::from_secs(10));
+    gateway_with(app, &app.token, registry, policy)
+}
+
+fn gateway_with(app: &TestApp, token: &str, registry: RegistryDocument, policy: Policy) -> Gateway {
+    let config = GatewayConfig::new(
+        app.base.parse().unwrap(),
+        GatewayToken::new(token).unwrap(),
+        Duration::from_secs(10),
+    );
     let clock = app.clock.clone();
     Gateway::new(
         config,
@@ -48,6 +56,11 @@ fn gateway(app: &TestApp, registry: RegistryDocument, policy: Policy) -> Gateway
         CredentialRegistry::from_document(registry).unwrap(),
     )
     .with_clock(move || countersign_server::Clock::now(clock.as_ref()))
+}
+
+/// A well-formed token for services that never check it.
+fn token() -> GatewayToken {
+    GatewayToken::new("csg_unused").unwrap()
 }
 
 fn call(dest: &str) -> ToolCall {
@@ -158,6 +171,40 @@ async fn the_gateway_refuses_what_its_own_trust_refuses() {
 }
 
 #[tokio::test]
+async fn the_client_sends_its_token_and_another_gateway_cannot_use_its_approval() {
+    let alice = Approver::alice();
+    let (app, mut rx) = app_with_webhook(&[&alice]).await;
+    let trust = || registry_of(&[&alice]);
+
+    // A wrong token gets nothing: no request is even created.
+    let stranger = gateway_with(&app, "csg_not-a-token", trust(), Policy::new(RP_ID, [ORIGIN]));
+    let refusal = stranger.authorize(&call("A")).await.unwrap_err();
+    assert!(
+        refusal.detail.starts_with("401") && refusal.detail.contains("unauthenticated"),
+        "{refusal:?}"
+    );
+    assert_eq!(app.state.store().pending_count().unwrap(), 0);
+
+    // Our gateway gets an approval; another live gateway holding its id cannot collect it.
+    let ours = gateway(&app, trust(), Policy::new(RP_ID, [ORIGIN]));
+    let call_a = call("A");
+    let (approval, ()) = tokio::join!(
+        ours.request_approval(&call_a),
+        approve_next(&app, &alice, &mut rx, Decision::Approved)
+    );
+    let approval = approval.unwrap();
+    let (other_token, _) = app.other_gateway("other").await;
+    let other = gateway_with(&app, &other_token, trust(), Policy::new(RP_ID, [ORIGIN]));
+    let taken = other.collect_grant(&approval, &call("A")).await.unwrap_err();
+    assert!(
+        taken.detail.starts_with("404") && taken.detail.contains("not_found"),
+        "{taken:?}"
+    );
+    // The real gateway's grant is still there.
+    assert!(ours.collect_grant(&approval, &call("A")).await.is_ok());
+}
+
+#[tokio::test]
 async fn an_unanswered_request_expires_as_denied() {
     let alice = Approver::alice();
     let app = TestApp::default_with(&[&alice]).await;
@@ -192,7 +239,7 @@ async fn a_callback_that_never_answers_is_a_timeout_deny() {
             held.push(socket);
         }
     });
-    let config = GatewayConfig::new(base.parse().unwrap(), Duration::from_millis(300));
+    let config = GatewayConfig::new(base.parse().unwrap(), token(), Duration::from_millis(300));
     let gw = Gateway::new(
         config,
         Policy::new(RP_ID, [ORIGIN]),
@@ -207,7 +254,7 @@ async fn a_callback_that_never_answers_is_a_timeout_deny() {
     let url = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
     let gw = Gateway::new(
-        GatewayConfig::new(url.parse().unwrap(), Duration::from_millis(300)),
+        GatewayConfig::new(url.parse().unwrap(), token(), Duration::from_millis(300)),
         Policy::new(RP_ID, [ORIGIN]),
         CredentialRegistry::default(),
     );

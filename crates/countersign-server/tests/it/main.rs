@@ -3,6 +3,7 @@
 
 mod client;
 mod enroll;
+mod gateways;
 mod http_errors;
 mod lifecycle;
 mod revoke;

@@ -42,9 +42,17 @@ pub fn config() -> Config {
     .unwrap()
 }
 
+/// The name of the gateway every `TestApp` adds; `http` sends its token.
+pub const GATEWAY: &str = "test-gateway";
+
 pub struct TestApp {
     pub base: String,
+    /// Sends [`GATEWAY`]'s bearer token with every request that does not set its own.
     pub http: reqwest::Client,
+    /// Sends no credentials at all.
+    pub anon: reqwest::Client,
+    /// [`GATEWAY`]'s bearer token.
+    pub token: String,
     pub clock: Arc<ManualClock>,
     pub state: AppState,
     pub sealer: AuditSealer,
@@ -84,18 +92,41 @@ impl TestApp {
         .unwrap();
         let records: Vec<CredentialRecord> = enrolled.iter().map(|a| a.record()).collect();
         state.enroll(records).await.unwrap();
+        let token = state.add_gateway(GATEWAY).await.unwrap();
         let router = countersign_server::build_router(state.clone());
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, router).await;
         });
         Self {
             base,
-            http: reqwest::Client::new(),
+            http: Self::client_with(&token),
+            anon: reqwest::Client::new(),
+            token,
             clock,
             state,
             sealer,
             server,
         }
+    }
+
+    /// A client that sends `token` as its gateway bearer token (unless a request sets its own).
+    pub fn client_with(token: &str) -> reqwest::Client {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            reqwest::header::AUTHORIZATION,
+            format!("Bearer {token}").parse().unwrap(),
+        );
+        reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .unwrap()
+    }
+
+    /// A second gateway: its name's token, and a client sending it.
+    pub async fn other_gateway(&self, name: &str) -> (String, reqwest::Client) {
+        let token = self.state.add_gateway(name).await.unwrap();
+        let client = Self::client_with(&token);
+        (token, client)
     }
 
     pub async fn default_with(enrolled: &[&Approver]) -> Self {
