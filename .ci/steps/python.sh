@@ -7,8 +7,8 @@ cd "$(dirname "$0")/../.."
 root=$PWD
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
 
-echo "--- the service binary the integration tests run"
-cargo build -q -p countersign-cli
+echo "--- the service binary the integration tests run, and the conformance runner"
+cargo build -q -p countersign-cli -p countersign-conformance
 
 echo "--- format and clippy (the binding's own workspace, test module included)"
 (cd bindings/python && cargo fmt --check && cargo clippy -q --all-targets --features testing -- -D warnings)
@@ -19,6 +19,10 @@ venv=$root/target/python-venv
 "$venv/bin/pip" install -q --disable-pip-version-check 'maturin>=1.7,<2' 'pytest>=7'
 (cd bindings/python && VIRTUAL_ENV=$venv PATH="$venv/bin:$PATH" maturin develop -q --features testing)
 COUNTERSIGN_BIN="$CARGO_TARGET_DIR/debug/countersign" "$venv/bin/python" -m pytest -q bindings/python/tests
+
+echo "--- the conformance runner, with the package as its harness"
+"$CARGO_TARGET_DIR/debug/countersign-conformance" run \
+    --impl "$venv/bin/python bindings/python/harness.py" --junit "$CARGO_TARGET_DIR/conformance-python.xml"
 
 echo "--- pip install ./bindings/python in a fresh virtualenv (from source, nothing else)"
 fresh=$root/target/python-fresh-venv

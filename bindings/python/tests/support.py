@@ -64,17 +64,15 @@ class Service:
         threading.Thread(target=self.process.stdout.read, daemon=True).start()
 
     def gateway_token(self, name: str = "pytest") -> str:
-        """A gateway bearer token from `countersign gateway add`, or a placeholder when this
-        build of the service has no gateway credentials yet."""
+        """A gateway bearer token: `countersign gateway add NAME` prints exactly one line."""
         out = subprocess.run(
             [self.binary, "gateway", "add", name, "--data-dir", str(self.data)],
             capture_output=True, text=True,
         )
-        if out.returncode == 0:
-            lines = out.stdout.strip().splitlines()
-            assert len(lines) == 1, out.stdout
-            return lines[0]
-        return "no-gateway-credentials-in-this-build"
+        assert out.returncode == 0, f"gateway add: {out.stderr}"
+        lines = out.stdout.strip().splitlines()
+        assert len(lines) == 1, out.stdout
+        return lines[0]
 
     def stop(self) -> None:
         self.process.kill()

@@ -193,3 +193,22 @@ def test_the_decorator_refuses_a_refusal(service, tmp_path):
     with pytest.raises(Denied) as e:
         transfer("9.00")
     assert e.value.reason_code is ReasonCode.APPROVER_REFUSED and not isinstance(e.value, Held)
+
+
+def test_a_wrong_token_is_refused_and_nothing_is_created(service, tmp_path):
+    gw = gateway(service, tmp_path)
+    gw._token = "not-a-gateway-token"
+    auth = gw.authorize("payments.transfer", '{"n":"1"}', "agent-7")
+    assert not auth.allowed and auth.approval_id is None
+    assert "401" in auth.detail and "unauthenticated" in auth.detail
+
+
+def test_inadmissible_params_are_refused_before_asking_anyone(tmp_path):
+    gw = countersign.Gateway(
+        "http://127.0.0.1:9", "token", countersign.Registry.from_json('{"credentials": []}'),
+        countersign.Policy(testing.RP_ID, [testing.ORIGIN]), countersign.ReplayState.memory(),
+        timeout=1,
+    )
+    for params in ['{"a":1,"a":2}', "[1]", "not json", b"\xff"]:
+        auth = gw.authorize("payments.transfer", params, "agent-7")
+        assert auth.reason_code is ReasonCode.ACTION_INADMISSIBLE, (params, auth)
