@@ -7,6 +7,7 @@ import json
 import pathlib
 import subprocess
 import threading
+import time
 import urllib.request
 from typing import Any, Dict, Optional, Tuple
 
@@ -50,7 +51,6 @@ class Service:
             f'rp_id = "{testing.RP_ID}"\norigins = ["{testing.ORIGIN}"]\n'
             f'registry = "{directory / "registry.json"}"\n{extra_config}'
         )
-        self.token = self.gateway_token()
         self.process = subprocess.Popen(
             [binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", str(self.data),
              "--config", str(self.config)],
@@ -62,6 +62,10 @@ class Service:
         self.base = first[len(LISTENING):].strip()
         # Drain stdout so the service never blocks on a full pipe.
         threading.Thread(target=self.process.stdout.read, daemon=True).start()
+        # The service created its data directory; the gateway credential goes into it, and the
+        # running service picks it up on its next refresh (every half second).
+        self.token = self.gateway_token()
+        self.until_gateway_accepted(self.token)
 
     def gateway_token(self, name: str = "pytest") -> str:
         """A gateway bearer token: `countersign gateway add NAME` prints exactly one line."""
@@ -73,6 +77,18 @@ class Service:
         lines = out.stdout.strip().splitlines()
         assert len(lines) == 1, out.stdout
         return lines[0]
+
+    def until_gateway_accepted(self, token: str) -> None:
+        """Poll until an unknown approval id is 404 (a live gateway) rather than 401 for `token`.
+        The deadline only bounds a hang; it asserts nothing about speed."""
+        deadline = time.monotonic() + 60
+        while True:
+            status, _ = http("GET", f"{self.base}/v1/approvals/apv_probe", token=token)
+            if status == 404:
+                return
+            assert status == 401, status
+            assert time.monotonic() < deadline, "the service never saw the new gateway"
+            time.sleep(0.05)
 
     def stop(self) -> None:
         self.process.kill()
