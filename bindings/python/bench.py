@@ -110,48 +110,71 @@ def rust_median_us():
     return value * {"ns": 1e-3, "µs": 1.0, "us": 1.0, "ms": 1e3}[unit]
 
 
-def throughput(fn, threads, seconds=3.0):
-    """Verifications per second with `threads` threads calling `fn` for `seconds`."""
-    counts = [0] * threads
-    stop = time.monotonic() + seconds
-
-    def work(i):
-        n = 0
-        while time.monotonic() < stop:
-            fn()
-            n += 1
-        counts[i] = n
-
-    pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
-    start = time.monotonic()
+def throughput(fn, threads, total):
+    """Verifications per second with `threads` threads sharing `total` calls of `fn(n)`."""
+    per = total // threads
+    pool = [threading.Thread(target=fn, args=(per,)) for _ in range(threads)]
+    start = time.perf_counter()
     for t in pool:
         t.start()
     for t in pool:
         t.join()
-    return sum(counts) / (time.monotonic() - start)
+    return per * threads / (time.perf_counter() - start)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rust", action="store_true", help="also run the Rust criterion benchmark")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--batch", type=int, default=300)
     args = ap.parse_args()
-    print(f"countersign backend: {countersign.BACKEND}; load average {os.getloadavg()}")
-    rust = rust_median_us() if args.rust else None
+    print(f"countersign backend: {countersign.BACKEND}; {os.cpu_count()} CPUs; "
+          f"load average {os.getloadavg()[0]:.2f}")
+    criterion = rust_median_us() if args.rust else None
     parsed, from_text = countersign_calls()
     webauthn = py_webauthn_call()
-    cs = median_us(parsed, 2000)
-    cs_text = median_us(from_text, 2000)
-    pw = median_us(webauthn, 2000)
-    print(f"countersign.verify_evidence (parsed result)   {cs:8.1f} us")
-    print(f"countersign.verify_evidence (result as text)  {cs_text:8.1f} us")
-    print(f"py_webauthn verify_authentication_response    {pw:8.1f} us   "
-          f"-> countersign is {pw / cs:.2f}x faster")
-    if rust is not None:
-        print(f"Rust verify_evidence (criterion median)       {rust:8.1f} us   "
-              f"-> Python call / Rust call = {cs / rust:.2f}")
-    one = throughput(parsed, 1)
-    two = throughput(parsed, 2)
-    print(f"threads: 1 -> {one:,.0f}/s, 2 -> {two:,.0f}/s ({two / one:.2f}x)")
+
+    def rust(n):
+        return testing.rust_verify_seconds(n) * 1e6
+
+    def timed(fn, n):
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        return (time.perf_counter() - start) / n * 1e6
+
+    # Interleaved rounds: every contender sees the same load; medians over rounds.
+    rows = {"py": [], "text": [], "rust": [], "webauthn": [], "ratio": []}
+    for _ in range(args.rounds):
+        r = rust(args.batch)
+        p = timed(parsed, args.batch)
+        rows["rust"].append(r)
+        rows["py"].append(p)
+        rows["ratio"].append(p / r)
+        rows["text"].append(timed(from_text, args.batch))
+        rows["webauthn"].append(timed(webauthn, args.batch))
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    print(f"countersign.verify_evidence (parsed result)   {med['py']:8.1f} us")
+    print(f"countersign.verify_evidence (result as text)  {med['text']:8.1f} us")
+    print(f"Rust verify_evidence_with, same fixture       {med['rust']:8.1f} us   "
+          f"-> Python call / Rust call = {med['ratio']:.2f} (median of per-round ratios)")
+    print(f"py_webauthn verify_authentication_response    {med['webauthn']:8.1f} us   "
+          f"-> countersign is {med['webauthn'] / med['py']:.2f}x faster")
+    if criterion is not None:
+        print(f"Rust criterion median (cargo bench)           {criterion:8.1f} us")
+
+    def py_loop(n):
+        for _ in range(n):
+            parsed()
+
+    def rust_loop(n):
+        testing.rust_verify_seconds(n)
+
+    total = 20 * args.batch
+    for name, fn in (("Python verify_evidence", py_loop), ("Rust loop (control)", rust_loop)):
+        one, two = throughput(fn, 1, total), throughput(fn, 2, total)
+        print(f"threads, {name}: 1 -> {one:,.0f}/s, 2 -> {two:,.0f}/s ({two / one:.2f}x)")
+    print(f"load average at the end {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

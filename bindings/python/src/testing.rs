@@ -97,10 +97,42 @@ fn hot_path<'py>(py: Python<'py>, key: &str, filler: &str) -> PyResult<Bound<'py
     Ok(out)
 }
 
+/// The same verification in Rust, in this process: `verify_evidence_with` on the [`hot_path`]
+/// fixture, `iterations` times, with the criterion benchmark's non-recording replay state.
+/// Returns seconds per verification (the GIL is released meanwhile).
+#[pyfunction]
+#[pyo3(signature = (iterations, key = "alice-es256", filler = "bob-es256"))]
+fn rust_verify_seconds(py: Python<'_>, iterations: u32, key: &str, filler: &str) -> PyResult<f64> {
+    let fx = countersign_testkit::hot_path(key, filler);
+    let seconds = py.detach(|| {
+        let backend = countersign::webauthn::default_backend();
+        let start = std::time::Instant::now();
+        let mut allowed = 0u32;
+        for _ in 0..iterations {
+            let v = countersign::verify_evidence_with(
+                backend,
+                &fx.policy,
+                std::hint::black_box(&fx.action),
+                std::hint::black_box(&fx.result),
+                &fx.registry,
+                &mut countersign_testkit::Forgetful,
+                fx.now,
+            );
+            allowed += u32::from(v.is_allow());
+        }
+        (start.elapsed().as_secs_f64(), allowed)
+    });
+    if seconds.1 != iterations {
+        return Err(PyValueError::new_err("the hot-path fixture did not verify"));
+    }
+    Ok(seconds.0 / f64::from(iterations.max(1)))
+}
+
 pub(crate) fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     let m = PyModule::new(parent.py(), "testing")?;
     m.add_class::<SoftAuthenticator>()?;
     m.add_function(wrap_pyfunction!(hot_path, &m)?)?;
+    m.add_function(wrap_pyfunction!(rust_verify_seconds, &m)?)?;
     m.add("RP_ID", countersign_testkit::RP_ID)?;
     m.add("ORIGIN", countersign_testkit::ORIGIN)?;
     m.add("NOW", countersign_testkit::NOW)?;
