@@ -13,10 +13,13 @@ same bytes. py_webauthn's `verify_authentication_response` runs on an assertion 
         ../../target/bench-venv/bin/maturin develop --release --features testing)
     target/bench-venv/bin/python bindings/python/bench.py [--rust]
 
-`--rust` also runs the criterion benchmark of the same call in Rust
-(`cargo bench -p countersign --features ring --bench verify -- ES256/verify_evidence/ring`).
-Prints medians in microseconds per verification, and verifications per second with 1 and 2
-threads.
+The Rust figure is the same call in Rust, in the same process and the same release build:
+`countersign._native.testing.rust_verify_seconds` runs `verify_evidence_with` on the same fixture
+with the criterion benchmark's non-recording replay state. Contenders are timed in interleaved
+rounds so they see the same machine load; the figures are medians over rounds. `--rust` also runs
+the criterion benchmark (`cargo bench -p countersign --features ring --bench verify --
+ES256/verify_evidence/ring`). Threads: verifications per second with 1 and 2 threads, beside the
+same for the pure-Rust loop (GIL released throughout) as the control for what the machine allows.
 """
 
 import argparse
