@@ -90,6 +90,18 @@ pub(crate) fn parse(raw: &[u8], limits: CanonLimits) -> Result<Value, CanonError
     Ok(value)
 }
 
+/// Parse one JSON text under `limits`, keeping object keys exactly as decoded (not NFC).
+///
+/// Used where the strings as submitted matter: the NFC admission rule refuses (or lists) keys
+/// that normalization would change, so it must see them before anything normalizes them.
+pub(crate) fn parse_raw_keys(raw: &[u8], limits: CanonLimits) -> Result<Value, CanonError> {
+    let mut p = Parser::new(raw, limits)?;
+    p.raw_keys = true;
+    let value = p.value(0)?;
+    p.finish()?;
+    Ok(value)
+}
+
 /// One member of a parsed top-level object, with the length of its raw value text.
 #[derive(Debug)]
 pub(crate) struct Member {
@@ -120,6 +132,8 @@ struct Parser<'a> {
     limits: CanonLimits,
     record_members: bool,
     members: Vec<Member>,
+    /// Keep keys as decoded instead of normalizing them (see [`parse_raw_keys`]).
+    raw_keys: bool,
 }
 
 impl<'a> Parser<'a> {
@@ -141,6 +155,7 @@ impl<'a> Parser<'a> {
             limits,
             record_members: false,
             members: Vec::new(),
+            raw_keys: false,
         };
         p.skip_ws();
         Ok(p)
@@ -259,7 +274,7 @@ impl<'a> Parser<'a> {
                 return Err(self.syntax("a string key"));
             }
             let raw_key = self.string()?;
-            let (key, renamed_from) = if text::is_nfc(&raw_key) {
+            let (key, renamed_from) = if self.raw_keys || text::is_nfc(&raw_key) {
                 (raw_key, None)
             } else {
                 (text::nfc_owned(raw_key.clone()), Some(raw_key))

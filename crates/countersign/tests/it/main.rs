@@ -2,6 +2,7 @@
 
 #[path = "../canon/mod.rs"]
 mod canon;
+mod policy_rules;
 mod props;
 mod verify;
 #[path = "../webauthn/mod.rs"]
