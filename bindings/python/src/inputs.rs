@@ -120,19 +120,33 @@ pub struct Action {
 
 #[pymethods]
 impl Action {
-    /// `Action(profile, fields)`: `fields` as JSON text (preferred) or a dict.
+    /// `Action(profile, fields, tool=None)`: `fields` as JSON text (preferred) or a dict; `tool`
+    /// the tool the gateway will run (checked against the signed `tool_name`, or against the
+    /// policy's `profile_tools` for a profile that does not sign its operation).
     #[new]
-    fn new(py: Python<'_>, profile: String, fields: &Bound<'_, PyAny>) -> PyResult<Self> {
+    #[pyo3(signature = (profile, fields, tool = None))]
+    fn new(
+        py: Python<'_>,
+        profile: String,
+        fields: &Bound<'_, PyAny>,
+        tool: Option<String>,
+    ) -> PyResult<Self> {
         let fields = json_bytes(py, fields, "action.fields")?;
-        Ok(Self {
-            inner: countersign::Action::new(profile, fields),
-        })
+        let mut inner = countersign::Action::new(profile, fields);
+        inner.tool = tool;
+        Ok(Self { inner })
     }
 
     /// The canonicalization profile id.
     #[getter]
     fn profile(&self) -> &str {
         &self.inner.profile
+    }
+
+    /// The tool the gateway will run, if named.
+    #[getter]
+    fn tool(&self) -> Option<&str> {
+        self.inner.tool.as_deref()
     }
 
     /// The JSON text of the fields, exactly as given.
@@ -151,7 +165,7 @@ impl Action {
 }
 
 impl Action {
-    /// An `Action`, or a dict `{"profile": str, "fields": ...}`.
+    /// An `Action`, or a dict `{"profile": str, "fields": ..., "tool": str (optional)}`.
     pub(crate) fn from_py(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Self> {
         if let Ok(a) = value.cast::<Action>() {
             return Ok(a.get().clone());
@@ -172,7 +186,14 @@ impl Action {
         let Some(fields) = d.get_item("fields")? else {
             return Err(unusable("action", "fields is missing".into(), None));
         };
-        Self::new(py, profile, &fields)
+        let tool: Option<String> = match d.get_item("tool")? {
+            Some(t) if !t.is_none() => Some(
+                t.extract()
+                    .map_err(|_| unusable("action", "tool must be a string".into(), None))?,
+            ),
+            _ => None,
+        };
+        Self::new(py, profile, &fields, tool)
     }
 }
 
@@ -281,8 +302,10 @@ pub struct Policy {
 #[pymethods]
 impl Policy {
     /// `Policy(rp_id, origins, **members)`: the members of the CASE `policy` object
-    /// (`min_assurance="AAL2"`, `quorum=2`, `max_age_seconds=120`, ...). Unknown members are
-    /// refused; omitted ones take the fail-closed defaults.
+    /// (`min_assurance="AAL2"`, `quorum=2`, `approvers=["alice"]`, `nfc="normalize"`,
+    /// `profile_tools={...}`, ...). Unknown members are refused; omitted ones take the fail-closed
+    /// defaults; a contradictory policy (`require_evidence=False` with `quorum=2`, `approvers=[]`)
+    /// is refused.
     #[new]
     #[pyo3(signature = (rp_id, origins, **members))]
     fn new(
@@ -306,6 +329,10 @@ impl Policy {
         let raw = json_bytes(py, document, "policy")?;
         let policy: countersign::Policy =
             serde_json::from_slice(&raw).map_err(|e| unusable("policy", e.to_string(), None))?;
+        // Refused where it is loaded, as a CASE's policy is: the binding never holds one.
+        policy
+            .validate()
+            .map_err(|e| unusable("policy", e.to_string(), None))?;
         Ok(Self {
             inner: Arc::new(policy),
         })
@@ -335,6 +362,12 @@ impl Policy {
     #[getter]
     fn min_assurance(&self) -> Option<&'static str> {
         self.inner.min_assurance.map(|l| l.as_str())
+    }
+
+    /// The principals allowed to decide; None: every principal of the registry.
+    #[getter]
+    fn approvers(&self) -> Option<Vec<String>> {
+        self.inner.approvers.clone()
     }
 
     fn __repr__(&self) -> String {

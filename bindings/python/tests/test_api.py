@@ -212,3 +212,76 @@ def test_policy_keywords_map_to_the_case_policy():
     doc = json.loads(p.to_json())
     assert doc["require_evidence"] is True and doc["max_age_seconds"] == 300
     assert countersign.Policy.from_json(p.to_json()).to_json() == p.to_json()
+
+
+def test_only_the_policys_approvers_may_decide(repo):
+    action, result, registry, _, now = parts(worked(repo))
+    only_bob = countersign.Policy("pay.example.com", ["https://pay.example.com"], approvers=["bob"])
+    assert only_bob.approvers == ["bob"]
+    v = countersign.verify_evidence(action, result, registry, only_bob, countersign.ReplayState.memory(), now)
+    assert v.reason_code is ReasonCode.APPROVER_INELIGIBLE
+    alice = countersign.Policy("pay.example.com", ["https://pay.example.com"], approvers=["alice"])
+    assert countersign.verify_evidence(
+        action, result, registry, alice, countersign.ReplayState.memory(), now
+    ).allowed
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        {"require_evidence": False, "quorum": 2},
+        {"require_evidence": False, "min_assurance": "AAL2"},
+        {"approvers": []},
+        {"approvers": ["alice"], "quorum": 2},
+    ],
+)
+def test_a_contradictory_policy_is_refused(members):
+    with pytest.raises(UnusableInput, match="contradict") as e:
+        countersign.Policy("pay.example.com", ["https://pay.example.com"], **members)
+    assert e.value.input == "policy"
+
+
+def test_a_profile_that_does_not_sign_its_operation_needs_its_tool_bound(repo):
+    case = worked(repo)
+    _, result, registry, policy, now = parts(case)
+    fields = json.dumps(case["action"]["fields"])
+    payment = case["action"]["profile"]
+
+    def verify(action, policy):
+        return countersign.verify_evidence(
+            action, result, registry, policy, countersign.ReplayState.memory(), now
+        )
+
+    # The payment profile does not sign a tool name: a named tool must be the bound one.
+    unbound = verify(countersign.Action(payment, fields, tool="payments.transfer"), policy)
+    assert unbound.reason_code is ReasonCode.ACTION_INADMISSIBLE
+    bound = countersign.Policy(
+        "pay.example.com", ["https://pay.example.com"], profile_tools={payment: "payments.transfer"}
+    )
+    assert verify(countersign.Action(payment, fields, tool="payments.transfer"), bound).allowed
+    other = verify(countersign.Action(payment, fields, tool="shell.exec"), bound)
+    assert other.reason_code is ReasonCode.ACTION_INADMISSIBLE
+    # The verifier knows the profile belongs to one tool, and the action does not say which.
+    assert verify({"profile": payment, "fields": fields}, bound).reason_code is ReasonCode.ACTION_INADMISSIBLE
+
+
+def test_strings_not_in_nfc_are_refused_unless_the_policy_normalizes():
+    from countersign._native import testing
+
+    fx = testing.hot_path()  # an approved tool call: {"agent_id", "tool_name", "params"}
+    fields = json.loads(fx["fields"])
+    fields["params"]["to"] = "account-\u212a"  # KELVIN SIGN; NFC makes it "K"
+    action = countersign.Action(fx["profile"], json.dumps(fields, ensure_ascii=False))
+    registry = countersign.Registry.from_json(fx["registry"])
+
+    def verify(policy):
+        return countersign.verify_evidence(
+            action, fx["result"], registry, policy, countersign.ReplayState.memory(), fx["now"]
+        )
+
+    refused = verify(countersign.Policy(testing.RP_ID, [testing.ORIGIN]))
+    assert refused.reason_code is ReasonCode.ACTION_INADMISSIBLE
+    assert "/params/to" in refused.detail and "U+212A" in refused.detail
+    # Admitted once normalized, and then simply not the action that was signed.
+    normalized = verify(countersign.Policy(testing.RP_ID, [testing.ORIGIN], nfc="normalize"))
+    assert normalized.reason_code is ReasonCode.BINDING_MISMATCH

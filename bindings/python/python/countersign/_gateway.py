@@ -160,7 +160,9 @@ class _Call:
             )
         else:
             fields = self.params_json
-        self.action = Action(self.profile, fields)
+        # The tool is part of the action: the core checks it against the signed tool_name (or
+        # the policy's profile_tools binding), so evidence for one tool never runs another.
+        self.action = Action(self.profile, fields, tool=self.tool_name)
         # Raises UnusableInput when the fields are inadmissible: refused before asking anyone.
         self.fingerprint = op_hash(self.profile, "APPROVED", fields)
 

@@ -30,9 +30,12 @@ class ReplayStateError(RuntimeError):
 class Action:
     """The action about to be authorized: a profile id and the JSON text of its fields."""
 
-    def __init__(self, profile: str, fields: JsonInput) -> None: ...
+    def __init__(self, profile: str, fields: JsonInput, tool: Optional[str] = None) -> None: ...
     @property
     def profile(self) -> str: ...
+    @property
+    def tool(self) -> Optional[str]:
+        """The tool the gateway will run (checked against the signed operation)."""
     @property
     def fields_json(self) -> str: ...
 
@@ -66,9 +69,11 @@ class Registry:
 class Policy:
     """A verifier policy; members are those of the CASE ``policy`` object.
 
-    ``Policy("pay.example.com", ["https://pay.example.com"], min_assurance="AAL2", quorum=2)``.
-    Omitted members take fail-closed defaults (evidence and UV required, quorum 1, 300 s max
-    age). Unknown members raise ``UnusableInput``.
+    ``Policy("pay.example.com", ["https://pay.example.com"], min_assurance="AAL2", quorum=2)``;
+    also ``approvers=[...]`` (who may decide), ``nfc="require"|"normalize"``,
+    ``profile_tools={profile: tool}``. Omitted members take fail-closed defaults (evidence and UV
+    required, quorum 1, 300 s max age, NFC required). Unknown members and contradictory policies
+    raise ``UnusableInput``.
     """
 
     def __init__(self, rp_id: str, origins: List[str], **members: Any) -> None: ...
@@ -83,6 +88,8 @@ class Policy:
     def quorum(self) -> int: ...
     @property
     def min_assurance(self) -> Optional[str]: ...
+    @property
+    def approvers(self) -> Optional[List[str]]: ...
 
 class ReplayState:
     """Spent nonces and signature counters, shared by every verifier of the same actions."""

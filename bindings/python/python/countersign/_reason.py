@@ -28,6 +28,7 @@ class ReasonCode(str, Enum):
     USER_NOT_VERIFIED = "user_not_verified"
     CREDENTIAL_UNKNOWN = "credential_unknown"
     CREDENTIAL_REVOKED = "credential_revoked"
+    APPROVER_INELIGIBLE = "approver_ineligible"
     BACKUP_ELIGIBILITY_MISMATCH = "backup_eligibility_mismatch"
     COUNTER_REGRESSION = "counter_regression"
     REPLAYED = "replayed"
