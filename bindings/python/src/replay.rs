@@ -149,11 +149,12 @@ struct Sqlite {
     conn: Mutex<Connection>,
 }
 
+/// The schema of the Rust client's `ReplayStore::sqlite` (countersign-client), so a Rust gateway
+/// and a Python one can share one file (`DIR/countersign-replay.sqlite3`).
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS spent_nonces (
     nonce         BLOB PRIMARY KEY,
-    credential_id BLOB NOT NULL,
-    spent_at      INTEGER NOT NULL
+    credential_id BLOB NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS sign_counts (
     credential_id BLOB PRIMARY KEY,
@@ -231,14 +232,13 @@ impl Store for Sqlite {
                 return Ok(Some((i, c)));
             }
         }
-        let now = time::OffsetDateTime::now_utc().unix_timestamp();
         for (i, s) in spends.iter().enumerate() {
             // The unique key is the spend: if a sibling entry of this very result carried the
             // same nonce the core would have refused it, so zero rows here is a conflict too.
             let inserted = tx.execute(
-                "INSERT INTO spent_nonces (nonce, credential_id, spent_at) VALUES (?1, ?2, ?3)
+                "INSERT INTO spent_nonces (nonce, credential_id) VALUES (?1, ?2)
                  ON CONFLICT (nonce) DO NOTHING",
-                params![s.nonce, s.credential_id, now],
+                params![s.nonce, s.credential_id],
             )?;
             if inserted == 0 {
                 return Ok(Some((i, Conflict::Replayed)));
