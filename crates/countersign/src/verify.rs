@@ -236,18 +236,33 @@ pub enum EvidenceError {
     Assertion(AssertionError),
     #[error("assertion_at {0:?} is not an RFC 3339 timestamp")]
     AssertionAtInvalid(String),
-    #[error("assertion is {age_seconds}s old, the policy allows {max_age_seconds}s")]
+    #[error("assertion is {}s old, the policy allows {max_age_seconds}s", seconds(*age))]
     Stale {
-        age_seconds: i64,
+        /// Exactly how old (`now - assertion_at`), never rounded.
+        age: std::time::Duration,
         max_age_seconds: u64,
     },
-    #[error("assertion is dated {ahead_seconds}s in the future, beyond the {skew_seconds}s skew")]
+    #[error(
+        "assertion is dated {}s in the future, beyond the {skew_seconds}s skew",
+        seconds(*ahead)
+    )]
     FutureDated {
-        ahead_seconds: i64,
+        /// Exactly how far ahead (`assertion_at - now`), never rounded.
+        ahead: std::time::Duration,
         skew_seconds: u64,
     },
     #[error("nonce {0} was already spent")]
     Replayed(String),
+}
+
+/// A duration in seconds with its fraction, as short as exact: `300`, `300.5`, `0.000000001`.
+fn seconds(d: std::time::Duration) -> String {
+    let nanos = d.subsec_nanos();
+    if nanos == 0 {
+        return d.as_secs().to_string();
+    }
+    let fraction = format!("{nanos:09}");
+    format!("{}.{}", d.as_secs(), fraction.trim_end_matches('0'))
 }
 
 impl EvidenceError {
@@ -533,6 +548,10 @@ impl<'a> Context<'a> {
         if entry.format != WEBAUTHN_ASSERTION_FORMAT {
             return Err(EvidenceError::UnsupportedFormat(entry.format.clone()));
         }
+        // Decoding the entry includes its timestamp: an undecodable one is malformed whatever
+        // else is wrong, before any lookup or signature work.
+        let assertion_at = OffsetDateTime::parse(&entry.assertion_at, &Rfc3339)
+            .map_err(|_| EvidenceError::AssertionAtInvalid(entry.assertion_at.clone()))?;
         self.check_profile(entry, bound.profile)?;
         let credential = self.enrolled_credential(entry)?;
         let key = credential.key().map_err(|e| EvidenceError::UnusableKey {
@@ -584,7 +603,7 @@ impl<'a> Context<'a> {
                 );
             }
         }
-        self.check_freshness(&entry.assertion_at)?;
+        self.check_freshness(assertion_at)?;
         let assurance = IdentityAssurance::derive(
             verified.flags,
             credential,
@@ -662,21 +681,20 @@ impl<'a> Context<'a> {
             .map_or(recorded, |seen| seen.max(recorded))
     }
 
-    fn check_freshness(&mut self, assertion_at: &str) -> Result<(), EvidenceError> {
-        let at = OffsetDateTime::parse(assertion_at, &Rfc3339)
-            .map_err(|_| EvidenceError::AssertionAtInvalid(assertion_at.to_owned()))?;
-        let age_seconds = (self.now - at).whole_seconds();
+    /// Exact durations, never truncated: 300.5 s old is older than a 300 s maximum age.
+    fn check_freshness(&mut self, at: OffsetDateTime) -> Result<(), EvidenceError> {
+        let age = self.now - at;
         let max_age = self.policy.max_age_seconds;
         let skew = self.policy.clock_skew_seconds;
-        if age_seconds < 0 && age_seconds.unsigned_abs() > skew {
+        if age.is_negative() && age.unsigned_abs() > std::time::Duration::from_secs(skew) {
             return self.enforce_or_report(EvidenceError::FutureDated {
-                ahead_seconds: -age_seconds,
+                ahead: age.unsigned_abs(),
                 skew_seconds: skew,
             });
         }
-        if age_seconds > 0 && age_seconds.unsigned_abs() > max_age {
+        if age.is_positive() && age.unsigned_abs() > std::time::Duration::from_secs(max_age) {
             return self.enforce_or_report(EvidenceError::Stale {
-                age_seconds,
+                age: age.unsigned_abs(),
                 max_age_seconds: max_age,
             });
         }

@@ -67,6 +67,14 @@ impl CanonLimits {
         self.allow_floats
     }
 
+    /// An approval result: evidence entries are a few kilobytes each; their caps are not the
+    /// action's.
+    pub(crate) const ENVELOPE: Self = Self {
+        max_bytes: super::MAX_ENVELOPE_BYTES,
+        max_depth: MAX_DEPTH,
+        allow_floats: true,
+    };
+
     /// The op-hash document wraps `fields` one level down and adds a few short members around it.
     /// The `fields` value itself is still held to the field caps (see [`parse_document`]).
     pub(crate) const DOCUMENT: Self = Self {

@@ -112,6 +112,15 @@ impl CanonicalFields {
     }
 }
 
+/// Largest approval result envelope read by [`parse_envelope`].
+pub(crate) const MAX_ENVELOPE_BYTES: usize = 1024 * 1024;
+
+/// Parse an approval-result envelope with the strict parser: no duplicate member anywhere, keys
+/// kept as sent (not normalized), floats allowed, at most [`MAX_ENVELOPE_BYTES`].
+pub(crate) fn parse_envelope(raw: &[u8]) -> Result<Value, CanonError> {
+    json::parse_raw_keys(raw, CanonLimits::ENVELOPE)
+}
+
 /// Strictly admit any JSON text (no profile): parse under `limits`, then NFC every string.
 pub fn admit_json(raw: &[u8], limits: CanonLimits) -> Result<Value, CanonError> {
     let mut value = json::parse(raw, limits)?;

@@ -78,7 +78,7 @@ pub(super) fn verify(
     first
 }
 
-fn approve_a(signing: Signing) -> (Action, ApprovalResult) {
+pub(super) fn approve_a(signing: Signing) -> (Action, ApprovalResult) {
     let action = kit::payment_action("account-A");
     let entry = kit::evidence(&alice(), &action, &signing);
     (action, kit::result(ApprovalStatus::Approved, [entry]))
