@@ -232,6 +232,8 @@ class Gateway:
             raise TypeError("replay must be a countersign.ReplayState")
         if not timeout or timeout <= 0:
             raise ValueError("timeout must be a positive number of seconds")
+        if poll_wait < 1 or max_hold <= 0:
+            raise ValueError("poll_wait must be >= 1 second and max_hold positive")
         parsed = urllib.parse.urlsplit(service_url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise ValueError(f"service_url {service_url!r} is not an http(s) URL")
