@@ -45,6 +45,21 @@ pub enum CaseError {
     Now(String),
 }
 
+impl CaseError {
+    /// The CASE member that makes the document unusable: `case` (its shape), `action`,
+    /// `result`, `registry`, `policy` or `now`. The conformance harness answers with it.
+    pub fn member(&self) -> &'static str {
+        match self {
+            Self::Shape(_) => "case",
+            Self::Action(_) => "action",
+            Self::Result(_) => "result",
+            Self::Registry(_) => "registry",
+            Self::Policy(_) | Self::ContradictoryPolicy(_) => "policy",
+            Self::Now(_) => "now",
+        }
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawCase<'a> {
