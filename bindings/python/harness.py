@@ -26,7 +26,11 @@ def answer(request):
             return {"op_hash": countersign.op_hash_document(raw)}
         except countersign.UnusableInput as e:
             return {"error": e.reason_code}
-    return countersign.verify_case(raw).to_dict()
+    try:
+        return countersign.verify_case(raw).to_dict()
+    except countersign.UnusableInput as e:
+        # No verdict for an unusable CASE: name the member at fault.
+        return {"unusable_case": e.member}
 
 
 def main():

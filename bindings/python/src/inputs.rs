@@ -19,7 +19,8 @@ create_exception!(
     PyValueError,
     "An input that cannot be read at all (not a DENY: there is nothing to decide on).\n\n\
      Attributes: `input` (which argument), `reason` (why), `reason_code` (the core's reason \
-     code when it has one, else None)."
+     code when it has one, else None), `member` (for `verify_case`: the CASE member at fault, \
+     `case` for its shape; else None)."
 );
 
 /// An `UnusableInput` naming the argument `input`, with `reason` and an optional reason code.
@@ -32,6 +33,7 @@ pub(crate) fn unusable(input: &str, reason: String, code: Option<ReasonCode>) ->
         let _ = value.setattr("input", input);
         let _ = value.setattr("reason", reason);
         let _ = value.setattr("reason_code", code.map(ReasonCode::as_str));
+        let _ = value.setattr("member", py.None());
     });
     err
 }

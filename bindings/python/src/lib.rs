@@ -128,7 +128,14 @@ fn verify_case(py: Python<'_>, case: &Bound<'_, PyAny>) -> PyResult<Verdict> {
             ))
         }
     })
-    .map_err(|e| unusable("case", e.to_string(), None))
+    .map_err(|e| {
+        let err = unusable("case", e.to_string(), None);
+        // Which CASE member is at fault (`case` for its shape), as the harness protocol names it.
+        Python::attach(|py| {
+            let _ = err.value(py).setattr("member", e.member());
+        });
+        err
+    })
 }
 
 /// The wire spelling of every reason code the core knows, in declaration order.

@@ -23,6 +23,9 @@ class UnusableInput(ValueError):
     """Why it cannot be read."""
     reason_code: Optional[str]
     """The core's reason code when it has one (e.g. ``action_inadmissible``), else None."""
+    member: Optional[str]
+    """For ``verify_case``: the CASE member at fault (``case``, ``action``, ``registry``,
+    ``policy``, ``now``); else None."""
 
 class ReplayStateError(RuntimeError):
     """The replay state could not be read or written. No verdict was reached."""
