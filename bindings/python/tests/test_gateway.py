@@ -212,3 +212,12 @@ def test_inadmissible_params_are_refused_before_asking_anyone(tmp_path):
     for params in ['{"a":1,"a":2}', "[1]", "not json", b"\xff"]:
         auth = gw.authorize("payments.transfer", params, "agent-7")
         assert auth.reason_code is ReasonCode.ACTION_INADMISSIBLE, (params, auth)
+
+
+def test_giving_up_withdraws_the_request(service, tmp_path):
+    gw = gateway(service, tmp_path, poll_wait=1, max_hold=0.01)
+    auth = gw.authorize("payments.transfer", '{"n":"2"}', "agent-7")
+    assert auth.reason_code is ReasonCode.CANCELLED
+    # The service settled it as withdrawn: nobody can approve it any more.
+    _, result = http("GET", f"{service.base}/v1/approvals/{auth.approval_id}", token=service.token)
+    assert result["status"] == "DENIED" and result["reason_code"] == "cancelled"
