@@ -19,8 +19,6 @@ use inputs::{UnusableInput, json_bytes, unusable};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use std::sync::{Arc, LazyLock};
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 use verdict::Verdict;
 
 pub use inputs::{Action, ParsedResult, Policy, Registry};
@@ -146,14 +144,6 @@ fn reason_codes(py: Python<'_>) -> Vec<Bound<'_, PyString>> {
         .collect()
 }
 
-/// The current time as the verifier sees it (RFC 3339, UTC), for logs and tests.
-#[pyfunction]
-fn utc_now() -> String {
-    OffsetDateTime::now_utc()
-        .format(&Rfc3339)
-        .unwrap_or_default()
-}
-
 #[pymodule]
 #[pyo3(name = "_native")]
 fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -175,7 +165,6 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(op_hash_document, m)?)?;
     m.add_function(wrap_pyfunction!(verify_evidence, m)?)?;
     m.add_function(wrap_pyfunction!(verify_case, m)?)?;
-    m.add_function(wrap_pyfunction!(utc_now, m)?)?;
     #[cfg(feature = "testing")]
     testing::register(m)?;
     Ok(())

@@ -156,4 +156,3 @@ def verify_evidence(
 def verify_case(case: JsonInput) -> Verdict:
     """Verify a CASE document exactly as ``countersign verify`` does."""
 
-def utc_now() -> str: ...
