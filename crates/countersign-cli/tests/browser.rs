@@ -307,7 +307,13 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     // --- the operator adds the agent's gateway; the running service picks it up ---
     let gateway = support::add_gateway(&data, None, "browser-agent");
     wait_for("the gateway token", || {
-        let (status, _) = http_as(&service, "GET", "/v1/approvals/apv_probe", None, Some(&gateway));
+        let (status, _) = http_as(
+            &service,
+            "GET",
+            "/v1/approvals/apv_probe",
+            None,
+            Some(&gateway),
+        );
         (status == 404).then_some(())
     });
 

@@ -90,7 +90,10 @@ fn add_list_revoke(data: &Path, database: Option<&str>) {
     let table = stdout(&table);
     assert!(table.starts_with("NAME"), "{table}");
     assert!(table.contains("billing-agent"), "{table}");
-    assert!(!table.contains(&token) && !table.contains("csg_"), "{table}");
+    assert!(
+        !table.contains(&token) && !table.contains("csg_"),
+        "{table}"
+    );
 
     // A taken name: exit 1, nothing printed on stdout, nothing changed.
     let again = run(&["gateway", "add", "billing-agent"], data, database);
@@ -164,10 +167,20 @@ async fn a_running_service_follows_added_and_revoked_gateways() {
     let api = Api::for_gateway(&server.base, &token);
     let id = api.create("payments.transfer", 1).await;
     // Without the token, or with another gateway's, the approval is out of reach.
-    assert_eq!(Api::new(&server.base).post("/v1/approvals", None, &serde_json::json!({})).await.0, 401);
+    assert_eq!(
+        Api::new(&server.base)
+            .post("/v1/approvals", None, &serde_json::json!({}))
+            .await
+            .0,
+        401
+    );
     let other = server.add_gateway("other").await;
     let (status, _) = Api::for_gateway(&server.base, &other)
-        .post(&format!("/v1/approvals/{id}/withdraw"), None, &serde_json::json!({}))
+        .post(
+            &format!("/v1/approvals/{id}/withdraw"),
+            None,
+            &serde_json::json!({}),
+        )
         .await;
     assert_eq!(status, 404);
 
@@ -176,7 +189,11 @@ async fn a_running_service_follows_added_and_revoked_gateways() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     support::until_gateway(&server.base, &token, false).await;
     let (status, body) = api
-        .post(&format!("/v1/approvals/{id}/withdraw"), None, &serde_json::json!({}))
+        .post(
+            &format!("/v1/approvals/{id}/withdraw"),
+            None,
+            &serde_json::json!({}),
+        )
         .await;
     assert_eq!(status, 401, "{body:?}");
     assert_eq!(body["error"]["code"], "unauthenticated");

@@ -402,7 +402,10 @@ mod tests {
 
     #[test]
     fn the_registry_is_published_only_when_the_operator_says_so() {
-        assert_eq!(Config::from_toml("").ok().map(|c| c.publish_registry), Some(false));
+        assert_eq!(
+            Config::from_toml("").ok().map(|c| c.publish_registry),
+            Some(false)
+        );
         assert_eq!(
             Config::from_toml("publish_registry = true")
                 .ok()

@@ -26,9 +26,7 @@ pub fn token_hash(token: &str) -> [u8; 32] {
 /// Why a gateway could not be added.
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
-    #[error(
-        "a gateway name is 1 to {MAX_NAME_BYTES} characters of A-Z a-z 0-9 . _ - (got {0:?})"
-    )]
+    #[error("a gateway name is 1 to {MAX_NAME_BYTES} characters of A-Z a-z 0-9 . _ - (got {0:?})")]
     BadName(String),
     #[error("a gateway named {0:?} exists already (names are never reused, even once revoked)")]
     NameTaken(String),
@@ -120,6 +118,9 @@ mod tests {
             add(&store, "a", 3),
             Err(GatewayError::NameTaken(n)) if n == "a"
         ));
-        assert!(matches!(add(&store, "no way", 3), Err(GatewayError::BadName(_))));
+        assert!(matches!(
+            add(&store, "no way", 3),
+            Err(GatewayError::BadName(_))
+        ));
     }
 }

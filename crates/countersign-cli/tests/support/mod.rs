@@ -122,7 +122,9 @@ impl Drop for KillOnDrop {
 /// one line on stdout: the new gateway's bearer token.
 pub(crate) fn add_gateway(data: &Path, database: Option<&str>, name: &str) -> String {
     let mut command = Command::new(BIN);
-    command.args(["gateway", "add", name, "--data-dir"]).arg(data);
+    command
+        .args(["gateway", "add", name, "--data-dir"])
+        .arg(data);
     if let Some(url) = database {
         command.arg("--database").arg(url);
     }

@@ -112,7 +112,9 @@ impl FromRequestParts<AppState> for RegistryReader {
         if state.config().publish_registry {
             return Ok(Self);
         }
-        Gateway::from_request_parts(parts, state).await.map(|_| Self)
+        Gateway::from_request_parts(parts, state)
+            .await
+            .map(|_| Self)
     }
 }
 

@@ -289,18 +289,17 @@ impl AppState {
     }
 
     /// Withdraw a PENDING request of `gateway`: DENIED `cancelled`, a settlement, not a human
-    /// verdict.
+    /// verdict. The store checks the owner inside the settlement's transaction.
     pub async fn withdraw(&self, id: &str, gateway: &str) -> Result<ApprovalResult, ApiError> {
-        // The owner never changes once the row exists, so checking it before the settlement's
-        // transaction is as good as checking it inside.
-        self.check_owner(id, gateway).await?;
         let now = self.now_ms();
         let settlement = Settlement {
             approval_id: id.to_owned(),
             now,
             status: ApprovalStatus::Denied,
             reason_code: Some(ReasonCode::Cancelled),
-            kind: SettleKind::Withdrawn,
+            kind: SettleKind::Withdrawn {
+                gateway: gateway.to_owned(),
+            },
             grant_expires_at: None,
             event: AuditEvent::settlement(
                 id,
@@ -353,17 +352,8 @@ impl AppState {
         }
     }
 
-    /// 404 unless `gateway` created approval `id`.
-    async fn check_owner(&self, id: &str, gateway: &str) -> Result<(), ApiError> {
-        let key = id.to_owned();
-        let record = self
-            .blocking(move |s| s.get(&key))
-            .await?
-            .ok_or_else(|| ApiError::not_found("approval"))?;
-        owned_by(&record, gateway)
-    }
-
-    /// Collect the single-use grant of `gateway`'s approval for the exact call fingerprint.
+    /// Collect the single-use grant of `gateway`'s approval for the exact call fingerprint (the
+    /// store checks the owner inside the grant's transaction).
     pub async fn collect_grant(
         &self,
         id: &str,
@@ -376,13 +366,12 @@ impl AppState {
             .ok_or_else(|| {
                 ApiError::bad_request("invalid_request", "fingerprint must be 32 bytes, base64url")
             })?;
-        self.check_owner(id, gateway).await?;
         let now = self.now_ms();
         let ts = rfc3339(from_ms(now));
         let event = AuditEvent::grant(id, &ts, &req.fingerprint).by_gateway(gateway);
-        let key = id.to_owned();
+        let (key, owner) = (id.to_owned(), gateway.to_owned());
         let outcome = self
-            .committing(move |s| s.collect_grant(&key, &fingerprint, now, &event))
+            .committing(move |s| s.collect_grant(&key, &owner, &fingerprint, now, &event))
             .await?;
         match outcome {
             GrantOutcome::Granted { collected_at } => Ok(GrantReceipt {

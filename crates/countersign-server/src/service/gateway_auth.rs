@@ -64,11 +64,12 @@ impl AppState {
         let now = self.now_ms();
         let store = self.store().clone();
         let key = name.to_owned();
-        let token = tokio::task::spawn_blocking(move || {
-            crate::gateways::add(store.as_ref(), &key, now)
-        })
-        .await
-        .map_err(|e| GatewayError::Store(crate::store::StoreError::Database(e.to_string())))??;
+        let token =
+            tokio::task::spawn_blocking(move || crate::gateways::add(store.as_ref(), &key, now))
+                .await
+                .map_err(|e| {
+                    GatewayError::Store(crate::store::StoreError::Database(e.to_string()))
+                })??;
         self.reload_gateways()
             .await
             .map_err(|e| GatewayError::Store(crate::store::StoreError::Database(e.message)))?;

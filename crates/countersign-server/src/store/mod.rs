@@ -158,8 +158,9 @@ pub struct Spend {
 pub enum SettleKind {
     /// A verified human verdict; the nonce is spent and the counter advanced atomically with it.
     Verdict { spend: Spend, evidence_json: String },
-    /// The gateway withdrew the request (`cancelled`).
-    Withdrawn,
+    /// The gateway withdrew the request (`cancelled`). Only the gateway that created the approval
+    /// may: for any other the outcome is [`SettleOutcome::NotFound`], as for an unknown id.
+    Withdrawn { gateway: String },
 }
 
 /// A first-verdict-wins settlement.
@@ -354,10 +355,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// their ids.
     fn expire_overdue(&self, now: i64, limit: usize) -> Result<Vec<String>, StoreError>;
 
-    /// Collect the single-use grant of an APPROVED approval for `fingerprint`.
+    /// Collect the single-use grant of an APPROVED approval for `fingerprint`. Only the gateway
+    /// that created the approval may: for any other the outcome is [`GrantOutcome::NotFound`],
+    /// as for an unknown id, decided before anything else is looked at.
     fn collect_grant(
         &self,
         id: &str,
+        gateway: &str,
         fingerprint: &[u8; 32],
         now: i64,
         event: &AuditEvent,

@@ -21,8 +21,9 @@
 //! any thread, like the SQLite store's mutex.
 
 use super::{
-    ApprovalRecord, GatewayRecord, GrantOutcome, Import, IssuedChallenge, NewApproval, RedeemOutcome,
-    RevokeOutcome, Session, SettleKind, SettleOutcome, Settlement, Store, StoreError, plan_import,
+    ApprovalRecord, GatewayRecord, GrantOutcome, Import, IssuedChallenge, NewApproval,
+    RedeemOutcome, RevokeOutcome, Session, SettleKind, SettleOutcome, Settlement, Store,
+    StoreError, plan_import,
 };
 use crate::audit::{AuditEvent, AuditSealer, GENESIS_HASH};
 use crate::clock::{from_ms, rfc3339};
@@ -660,6 +661,11 @@ impl Store for PostgresStore {
             let Some(current) = lock_approval(tx, &s.approval_id)? else {
                 return Ok(SettleOutcome::NotFound);
             };
+            if let SettleKind::Withdrawn { gateway } = &s.kind
+                && current.gateway.as_deref() != Some(gateway.as_str())
+            {
+                return Ok(SettleOutcome::NotFound);
+            }
             if current.status != ApprovalStatus::Pending {
                 return Ok(SettleOutcome::AlreadySettled(current));
             }
@@ -762,15 +768,24 @@ impl Store for PostgresStore {
     fn collect_grant(
         &self,
         id: &str,
+        gateway: &str,
         fingerprint: &[u8; 32],
         now: i64,
         event: &AuditEvent,
     ) -> Result<GrantOutcome, StoreError> {
-        let (id, fingerprint, event) = (id.to_owned(), *fingerprint, event.clone());
+        let (id, gateway, fingerprint, event) = (
+            id.to_owned(),
+            gateway.to_owned(),
+            *fingerprint,
+            event.clone(),
+        );
         self.tx(move |tx, sealer| {
             let Some(current) = lock_approval(tx, &id)? else {
                 return Ok(GrantOutcome::NotFound);
             };
+            if current.gateway.as_deref() != Some(gateway.as_str()) {
+                return Ok(GrantOutcome::NotFound);
+            }
             if current.status != ApprovalStatus::Approved {
                 return Ok(GrantOutcome::NotApproved(Box::new(current)));
             }

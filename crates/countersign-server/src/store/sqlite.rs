@@ -6,8 +6,9 @@
 //! `durability = "full"` also survives power loss at the cost of an fsync per commit.
 
 use super::{
-    ApprovalRecord, GatewayRecord, GrantOutcome, Import, IssuedChallenge, NewApproval, RedeemOutcome,
-    RevokeOutcome, Session, SettleKind, SettleOutcome, Settlement, Store, StoreError, plan_import,
+    ApprovalRecord, GatewayRecord, GrantOutcome, Import, IssuedChallenge, NewApproval,
+    RedeemOutcome, RevokeOutcome, Session, SettleKind, SettleOutcome, Settlement, Store,
+    StoreError, plan_import,
 };
 use crate::audit::{AuditEvent, AuditSealer, GENESIS_HASH};
 use crate::clock::{from_ms, rfc3339};
@@ -85,7 +86,11 @@ CREATE TABLE IF NOT EXISTS gateways (
 /// each is added when `PRAGMA table_info` does not list it. Append; never edit an entry.
 const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     // The gateway that created an approval (NULL for rows from before gateways authenticated).
-    ("approvals", "gateway", "ALTER TABLE approvals ADD COLUMN gateway TEXT"),
+    (
+        "approvals",
+        "gateway",
+        "ALTER TABLE approvals ADD COLUMN gateway TEXT",
+    ),
 ];
 
 const SELECT_APPROVAL: &str = "SELECT id, created_at, expires_at, agent_id, tool_name, profile, \
@@ -555,6 +560,11 @@ impl Store for SqliteStore {
             let Some(current) = get_approval(tx, &s.approval_id)? else {
                 return Ok(SettleOutcome::NotFound);
             };
+            if let SettleKind::Withdrawn { gateway } = &s.kind
+                && current.gateway.as_deref() != Some(gateway.as_str())
+            {
+                return Ok(SettleOutcome::NotFound);
+            }
             if current.status != ApprovalStatus::Pending {
                 return Ok(SettleOutcome::AlreadySettled(current));
             }
@@ -677,6 +687,7 @@ impl Store for SqliteStore {
     fn collect_grant(
         &self,
         id: &str,
+        gateway: &str,
         fingerprint: &[u8; 32],
         now: i64,
         event: &AuditEvent,
@@ -685,6 +696,9 @@ impl Store for SqliteStore {
             let Some(current) = get_approval(tx, id)? else {
                 return Ok(GrantOutcome::NotFound);
             };
+            if current.gateway.as_deref() != Some(gateway) {
+                return Ok(GrantOutcome::NotFound);
+            }
             if current.status != ApprovalStatus::Approved {
                 return Ok(GrantOutcome::NotApproved(Box::new(current)));
             }

@@ -159,29 +159,29 @@ fn grants_are_single_use_bound_and_expiring() {
         s.create(&new("a", 100), &[]).unwrap();
         let ev = AuditEvent::test("a");
         assert!(matches!(
-            s.collect_grant("a", &[1; 32], 5, &ev).unwrap(),
+            s.collect_grant("a", "gw", &[1; 32], 5, &ev).unwrap(),
             GrantOutcome::NotApproved(_)
         ));
         s.settle(&verdict("a", 10, ApprovalStatus::Approved, 1, 1))
             .unwrap();
         assert_eq!(
-            s.collect_grant("a", &[9; 32], 11, &ev).unwrap(),
+            s.collect_grant("a", "gw", &[9; 32], 11, &ev).unwrap(),
             GrantOutcome::FingerprintMismatch
         );
         assert_eq!(
-            s.collect_grant("a", &[1; 32], 1010, &ev).unwrap(),
+            s.collect_grant("a", "gw", &[1; 32], 1010, &ev).unwrap(),
             GrantOutcome::Expired
         );
         assert_eq!(
-            s.collect_grant("a", &[1; 32], 12, &ev).unwrap(),
+            s.collect_grant("a", "gw", &[1; 32], 12, &ev).unwrap(),
             GrantOutcome::Granted { collected_at: 12 }
         );
         assert_eq!(
-            s.collect_grant("a", &[1; 32], 13, &ev).unwrap(),
+            s.collect_grant("a", "gw", &[1; 32], 13, &ev).unwrap(),
             GrantOutcome::AlreadyCollected { collected_at: 12 }
         );
         assert_eq!(
-            s.collect_grant("zz", &[1; 32], 13, &ev).unwrap(),
+            s.collect_grant("zz", "gw", &[1; 32], 13, &ev).unwrap(),
             GrantOutcome::NotFound
         );
         assert_eq!(s.get("a").unwrap().unwrap().grant_collected_at, Some(12));
@@ -570,16 +570,26 @@ fn gateways_are_unique_revocable_once_and_raise_the_version() {
         let names: Vec<String> = s.gateways().unwrap().into_iter().map(|g| g.name).collect();
         assert_eq!(names, ["alpha", "billing"]);
 
-        assert_eq!(s.revoke_gateway("billing", 20).unwrap(), RevokeOutcome::Revoked);
+        assert_eq!(
+            s.revoke_gateway("billing", 20).unwrap(),
+            RevokeOutcome::Revoked
+        );
         let v2 = s.credentials_version().unwrap();
         assert!(v2 > v1, "revoking a gateway raises the version");
         assert_eq!(
             s.revoke_gateway("billing", 21).unwrap(),
             RevokeOutcome::AlreadyRevoked
         );
-        assert_eq!(s.revoke_gateway("nobody", 21).unwrap(), RevokeOutcome::NotFound);
+        assert_eq!(
+            s.revoke_gateway("nobody", 21).unwrap(),
+            RevokeOutcome::NotFound
+        );
         assert_eq!(s.credentials_version().unwrap(), v2);
-        let billing = s.gateways().unwrap().into_iter().find(|g| g.name == "billing");
+        let billing = s
+            .gateways()
+            .unwrap()
+            .into_iter()
+            .find(|g| g.name == "billing");
         assert_eq!(
             billing,
             Some(GatewayRecord {
@@ -602,8 +612,52 @@ fn an_approval_remembers_its_gateway() {
         let settled = s
             .settle(&verdict("a", 10, ApprovalStatus::Approved, 1, 1))
             .unwrap();
-        assert!(
-            matches!(settled, SettleOutcome::Settled(r) if r.gateway.as_deref() == Some("gw"))
+        assert!(matches!(settled, SettleOutcome::Settled(r) if r.gateway.as_deref() == Some("gw")));
+    }
+}
+
+#[test]
+fn only_the_owning_gateway_withdraws_or_collects() {
+    for (s, _guard) in stores("gateway_ownership") {
+        s.create(&new("w", 100), &[]).unwrap();
+        let withdraw = |gateway: &str| Settlement {
+            approval_id: "w".into(),
+            now: 10,
+            status: ApprovalStatus::Denied,
+            reason_code: Some(ReasonCode::Cancelled),
+            kind: SettleKind::Withdrawn {
+                gateway: gateway.into(),
+            },
+            grant_expires_at: None,
+            event: AuditEvent::test("w"),
+        };
+        // Another gateway: as if the id did not exist, nothing written.
+        assert_eq!(
+            s.settle(&withdraw("other")).unwrap(),
+            SettleOutcome::NotFound
+        );
+        assert_eq!(s.get("w").unwrap().unwrap().status, ApprovalStatus::Pending);
+        assert!(matches!(
+            s.settle(&withdraw("gw")).unwrap(),
+            SettleOutcome::Settled(_)
+        ));
+
+        s.create(&new("g", 100), &[]).unwrap();
+        s.settle(&verdict("g", 10, ApprovalStatus::Approved, 7, 1))
+            .unwrap();
+        let ev = AuditEvent::test("g");
+        assert_eq!(
+            s.collect_grant("g", "other", &[1; 32], 11, &ev).unwrap(),
+            GrantOutcome::NotFound
+        );
+        assert_eq!(
+            s.collect_grant("g", "gw", &[1; 32], 12, &ev).unwrap(),
+            GrantOutcome::Granted { collected_at: 12 }
+        );
+        assert_eq!(
+            s.audit_head().unwrap().0,
+            3,
+            "settlement, verdict, grant only"
         );
     }
 }
@@ -789,7 +843,7 @@ fn postgres_replicas_race_without_double_outcomes_or_forks() {
     if approved.status == ApprovalStatus::Approved {
         let wins = race(&|_, s| {
             matches!(
-                s.collect_grant("v", &[1; 32], 20, &ev).unwrap(),
+                s.collect_grant("v", "gw", &[1; 32], 20, &ev).unwrap(),
                 GrantOutcome::Granted { .. }
             )
         });

@@ -177,7 +177,12 @@ async fn the_client_sends_its_token_and_another_gateway_cannot_use_its_approval(
     let trust = || registry_of(&[&alice]);
 
     // A wrong token gets nothing: no request is even created.
-    let stranger = gateway_with(&app, "csg_not-a-token", trust(), Policy::new(RP_ID, [ORIGIN]));
+    let stranger = gateway_with(
+        &app,
+        "csg_not-a-token",
+        trust(),
+        Policy::new(RP_ID, [ORIGIN]),
+    );
     let refusal = stranger.authorize(&call("A")).await.unwrap_err();
     assert!(
         refusal.detail.starts_with("401") && refusal.detail.contains("unauthenticated"),
@@ -195,7 +200,10 @@ async fn the_client_sends_its_token_and_another_gateway_cannot_use_its_approval(
     let approval = approval.unwrap();
     let (other_token, _) = app.other_gateway("other").await;
     let other = gateway_with(&app, &other_token, trust(), Policy::new(RP_ID, [ORIGIN]));
-    let taken = other.collect_grant(&approval, &call("A")).await.unwrap_err();
+    let taken = other
+        .collect_grant(&approval, &call("A"))
+        .await
+        .unwrap_err();
     assert!(
         taken.detail.starts_with("404") && taken.detail.contains("not_found"),
         "{taken:?}"

@@ -28,7 +28,10 @@ async fn raw(req: reqwest::RequestBuilder) -> Raw {
 /// The grant fingerprint of agent-7's call of `tool` with `params`.
 fn fingerprint_of(tool: &str, params: Value) -> String {
     let action = countersign_testkit::tool_call_action("agent-7", tool, params);
-    countersign::b64::encode(&countersign_testkit::op_hash_of(&action, Decision::Approved))
+    countersign::b64::encode(&countersign_testkit::op_hash_of(
+        &action,
+        Decision::Approved,
+    ))
 }
 
 fn code(r: &Raw) -> String {
@@ -96,7 +99,11 @@ async fn every_gateway_call_needs_a_live_gateway_token() {
             let r = raw(req).await;
             assert_eq!(r.status, 401, "{call} with {auth:?}: {}", r.body);
             assert_eq!(code(&r), "unauthenticated", "{call} with {auth:?}");
-            assert_eq!(r.challenge.as_deref(), Some(challenge), "{call} with {auth:?}");
+            assert_eq!(
+                r.challenge.as_deref(),
+                Some(challenge),
+                "{call} with {auth:?}"
+            );
         }
     }
     // Nothing was created, withdrawn or collected by any of that.
@@ -105,7 +112,11 @@ async fn every_gateway_call_needs_a_live_gateway_token() {
 
     // The live token works for each call; the scheme is case-insensitive.
     let lower = format!("bearer {}", app.token);
-    let r = raw(app.anon.get(app.url(&format!("/v1/approvals/{id}"))).header("authorization", lower)).await;
+    let r = raw(app
+        .anon
+        .get(app.url(&format!("/v1/approvals/{id}")))
+        .header("authorization", lower))
+    .await;
     assert_eq!(r.status, 200, "{}", r.body);
     for (call, req) in gateway_calls(&app, &app.http, &id, None) {
         let r = raw(req).await;
@@ -126,7 +137,10 @@ async fn another_gateways_approval_is_answered_exactly_like_an_unknown_id() {
     let pending = app.create_pending(json!({"to": "A"})).await;
     let approved = app.create_pending(json!({"to": "B"})).await;
     assert_eq!(
-        alice.decide(&app, &approved, Decision::Approved).await.status,
+        alice
+            .decide(&app, &approved, Decision::Approved)
+            .await
+            .status,
         200
     );
     // The real fingerprint, so only ownership can refuse the grant below.
@@ -198,7 +212,10 @@ async fn request_withdrawal_and_grant_lines_name_the_gateway_and_the_log_verifie
 
     let requests = app.audit_lines("request");
     assert_eq!(requests.len(), 2);
-    assert!(requests.iter().all(|l| l["gateway"] == GATEWAY), "{requests:?}");
+    assert!(
+        requests.iter().all(|l| l["gateway"] == GATEWAY),
+        "{requests:?}"
+    );
     let settlements = app.audit_lines("settlement");
     assert_eq!(settlements.len(), 1);
     assert_eq!(settlements[0]["reason_code"], "cancelled");
@@ -267,7 +284,10 @@ async fn agent_id_tool_name_and_severity_are_bounded() {
     }
     for severity in ["low", "normal", "high", "critical"] {
         let r = app
-            .post("/v1/approvals", &create("a".into(), "t".into(), Some(severity)))
+            .post(
+                "/v1/approvals",
+                &create("a".into(), "t".into(), Some(severity)),
+            )
             .await;
         assert_eq!(r.status, 200, "{severity}: {:?}", r.body);
         let id = r.body["approval_id"].as_str().unwrap();
@@ -314,7 +334,10 @@ async fn a_gateway_added_or_revoked_in_the_store_is_seen_without_a_restart() {
     let client = TestApp::client_with(&token);
     let probe = |c: &reqwest::Client| raw(c.get(app.url("/v1/approvals/apv_unknown")));
     assert_eq!(probe(&client).await.status, 401, "not loaded yet");
-    assert!(app.state.refresh_registry().await.unwrap(), "the version moved");
+    assert!(
+        app.state.refresh_registry().await.unwrap(),
+        "the version moved"
+    );
     assert_eq!(probe(&client).await.status, 404, "known now");
 
     assert_eq!(
