@@ -510,7 +510,8 @@ class Gateway:
 
     def _collect(self, approval_id: str, call: _Call) -> Grant:
         path = f"v1/approvals/{urllib.parse.quote(approval_id, safe='')}/grant"
-        body = json.dumps({"fingerprint": call.fingerprint}).encode()
+        # The tool is named too: a typed profile's fingerprint covers the arguments, not the tool.
+        body = json.dumps({"fingerprint": call.fingerprint, "tool_name": call.tool_name}).encode()
         answer = self._request("POST", path, body, self.timeout)
         try:
             grant = Grant(
