@@ -177,7 +177,7 @@ impl AuditEvent {
     ) -> Self {
         let credential_id = b64::encode(&record.credential_id);
         let aaguid = record.aaguid.map(|a| a.to_string());
-        Self::enrollment(
+        let mut line = Self::enrollment(
             ts,
             &EnrollmentFacts {
                 principal: &record.principal,
@@ -194,7 +194,17 @@ impl AuditEvent {
                 group,
                 source,
             },
-        )
+        );
+        // The credential as enrolled (public key, backup eligibility, attestation): what
+        // `audit verify` needs to re-verify a Decision's evidence from the log alone. The counter
+        // and revocation flag are state, not enrollment facts.
+        let mut enrolled = record.clone();
+        enrolled.sign_count = 0;
+        enrolled.revoked = false;
+        if let Ok(value) = serde_json::to_value(&enrolled) {
+            line.0.insert("credential".into(), value);
+        }
+        line
     }
 
     /// A credential revoked by an operator, with the operator's reason. Carries no

@@ -19,7 +19,7 @@ pub use checkpoint::{
 };
 pub use events::{AuditEvent, EnrollmentFacts, EnrollmentSource, RequestFacts};
 pub use mirror::AuditMirror;
-pub use verify::{AuditIssue, AuditReport, IssueClass, verify_log};
+pub use verify::{AuditIssue, AuditReport, EvidenceCheck, IssueClass, verify_log, verify_log_with};
 
 use countersign::b64;
 use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};

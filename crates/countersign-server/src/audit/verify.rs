@@ -21,6 +21,11 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
+use countersign::{
+    ApprovalResult, CredentialRecord, CredentialRegistry, Policy, ReasonCode,
+    RegistryDocument, replay::danger::OfflineAudit,
+};
+
 /// Whether an issue breaks the log or is only worth knowing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -39,6 +44,9 @@ pub struct AuditIssue {
     /// A stable code: `not_json`, `bad_signature`, `chain_break`, `seq_gap`, `two_verdicts`, ...
     pub code: &'static str,
     pub detail: String,
+    /// For a Decision whose evidence does not verify: the verifier's reason code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason_code: Option<ReasonCode>,
 }
 
 /// The result of [`verify_log`].
@@ -94,6 +102,7 @@ impl AuditReport {
             class,
             code,
             detail,
+            reason_code: None,
         });
     }
 
@@ -120,19 +129,52 @@ struct Credential {
     revoked: Option<usize>,
 }
 
-struct Checker {
+struct Checker<'a> {
     report: AuditReport,
     approvals: HashMap<String, Approval>,
     credentials: HashMap<String, Credential>,
+    /// Re-verification of Decisions' evidence, when asked for.
+    evidence: Option<&'a EvidenceCheck>,
+    /// approval id -> (profile, admitted fields as JSON text), from `request` lines.
+    requests: HashMap<String, (String, String)>,
+    /// Credentials enrolled and in force at the current line, as the log recorded them
+    /// (`None`: enrolled by a writer that did not record the public key).
+    enrolled: HashMap<String, (usize, Option<CredentialRecord>)>,
+    jobs: Vec<Job>,
 }
 
-impl Checker {
+/// What re-verifying the Decisions' evidence needs besides the log.
+#[derive(Debug)]
+pub struct EvidenceCheck {
+    /// rp_id and origins of the service (the rest of it is replaced, see [`verify_log_with`]).
+    pub policy: Policy,
+    /// Judge the evidence against this registry instead of the log's enrollment lines.
+    pub registry: Option<CredentialRegistry>,
+    /// Threads for the evidence checks (0: every core).
+    pub threads: usize,
+}
+
+/// One Decision to re-verify: independent of every other line, so it runs on any core.
+struct Job {
+    line: usize,
+    verdict: String,
+    principal: String,
+    assurance: Option<Value>,
+    profile: String,
+    fields: String,
+    result: ApprovalResult,
+    registry: Option<CredentialRegistry>,
+    now: time::OffsetDateTime,
+}
+
+impl Checker<'_> {
     fn push(&mut self, line: usize, class: IssueClass, code: &'static str, detail: String) {
         self.report.issues.push(AuditIssue {
             line,
             class,
             code,
             detail,
+            reason_code: None,
         });
     }
     fn violation(&mut self, line: usize, code: &'static str, detail: String) {
@@ -143,12 +185,27 @@ impl Checker {
     }
 }
 
-/// Verify a whole log against the service's public key.
+/// Verify a whole log against the service's public key (seals, chain and cross-line rules; no
+/// evidence re-verification: see [`verify_log_with`]).
 pub fn verify_log(bytes: &[u8], key: &VerifyingKey) -> AuditReport {
+    verify_log_with(bytes, key, None)
+}
+
+/// Verify a whole log, and with `evidence` re-verify every Decision's evidence (docs/spec/service.md,
+/// "audit verify").
+pub fn verify_log_with(
+    bytes: &[u8],
+    key: &VerifyingKey,
+    evidence: Option<&EvidenceCheck>,
+) -> AuditReport {
     let mut c = Checker {
         report: AuditReport::default(),
         approvals: HashMap::new(),
         credentials: HashMap::new(),
+        evidence,
+        requests: HashMap::new(),
+        enrolled: HashMap::new(),
+        jobs: Vec::new(),
     };
     let Ok(text) = std::str::from_utf8(bytes) else {
         c.violation(0, "not_utf8", "the log is not UTF-8 text".into());
@@ -180,6 +237,12 @@ pub fn verify_log(bytes: &[u8], key: &VerifyingKey) -> AuditReport {
         }
     }
     c.report.head = b64::encode(&prev_hash);
+    if let Some(check) = c.evidence {
+        let jobs = std::mem::take(&mut c.jobs);
+        let mut found = run_jobs(check, jobs);
+        c.report.issues.append(&mut found);
+        c.report.issues.sort_by_key(|i| i.line);
+    }
     let mut pending: Vec<(usize, String)> = c
         .approvals
         .iter()
@@ -291,6 +354,13 @@ fn check_structure(c: &mut Checker, n: usize, object: &Map<String, Value>) {
     let status = object.get("status").and_then(Value::as_str).unwrap_or("");
     match kind {
         "request" => {
+            if c.evidence.is_some() {
+                let profile = object.get("profile").and_then(Value::as_str);
+                let fields = object.get("fields").map(Value::to_string);
+                if let (Some(profile), Some(fields)) = (profile, fields) {
+                    c.requests.insert(id.clone(), (profile.to_owned(), fields));
+                }
+            }
             let a = c.approvals.entry(id.clone()).or_default();
             if std::mem::replace(&mut a.requested, true) {
                 c.violation(n, "duplicate_request", format!("{id} requested twice"));
@@ -317,6 +387,9 @@ fn check_structure(c: &mut Checker, n: usize, object: &Map<String, Value>) {
                 );
             }
             revoked_signer(c, n, &id, object.get("evidence"));
+            if c.evidence.is_some() {
+                queue_evidence(c, n, &id, verdict, object);
+            }
             terminal(c, n, id, verdict);
         }
         "settlement" => terminal(c, n, id, "DENIED"),
@@ -348,8 +421,14 @@ fn credential_line(c: &mut Checker, n: usize, kind: &str, object: &Map<String, V
         }
         state.enrolled = Some(n);
         state.revoked = None;
+        let record = object
+            .get("credential")
+            .and_then(|v| serde_json::from_value::<CredentialRecord>(v.clone()).ok())
+            .filter(|r| b64::encode(&r.credential_id) == id);
+        c.enrolled.insert(id, (n, record));
         return;
     }
+    c.enrolled.remove(&id);
     if let Some(first) = state.revoked {
         c.violation(
             n,
@@ -388,6 +467,226 @@ fn revoked_signer(c: &mut Checker, n: usize, approval: &str, evidence: Option<&V
             );
         }
     }
+}
+
+/// Prepare the re-verification of one Decision: the action from its request line, the result
+/// from its evidence, the credentials in force at this line (or the given registry).
+fn queue_evidence(
+    c: &mut Checker<'_>,
+    n: usize,
+    id: &str,
+    verdict: &str,
+    object: &Map<String, Value>,
+) {
+    let Some(check) = c.evidence else { return };
+    let Some((profile, fields)) = c.requests.get(id).cloned() else {
+        c.violation(
+            n,
+            "evidence_unverifiable",
+            format!("{id} has no request line in this file: its action cannot be rebuilt"),
+        );
+        return;
+    };
+    let entries: Vec<Value> = match object.get("evidence") {
+        Some(Value::Array(entries)) => entries.clone(),
+        Some(entry @ Value::Object(_)) => vec![entry.clone()],
+        _ => Vec::new(),
+    };
+    let envelope = serde_json::json!({
+        "status": verdict,
+        "approval_id": id,
+        "approver_evidence": entries,
+    });
+    let result = match ApprovalResult::from_value(&envelope) {
+        Ok(result) => result,
+        Err(e) => {
+            c.report.issues.push(AuditIssue {
+                line: n,
+                class: IssueClass::Violation,
+                code: "evidence_rejected",
+                detail: format!("{id}: the evidence is unreadable: {e}"),
+                reason_code: Some(ReasonCode::EvidenceMalformed),
+            });
+            return;
+        }
+    };
+    let registry = if check.registry.is_some() {
+        None
+    } else {
+        let mut credentials = Vec::new();
+        for entry in &entries {
+            let Some(cred) = entry.get("credential_id").and_then(Value::as_str) else {
+                continue;
+            };
+            match c.enrolled.get(cred) {
+                Some((_, Some(record))) => credentials.push(record.clone()),
+                Some((line, None)) => {
+                    let line = *line;
+                    c.report.issues.push(AuditIssue {
+                        line: n,
+                        class: IssueClass::Violation,
+                        code: "credential_unknown",
+                        detail: format!(
+                            "{id}: credential {cred} was enrolled on line {line} without its \
+                             public key (an older writer): pass --registry"
+                        ),
+                        reason_code: Some(ReasonCode::CredentialUnknown),
+                    });
+                    return;
+                }
+                None => {
+                    // A revoked credential is already reported (decision_by_revoked_credential).
+                    if c.credentials.get(cred).is_some_and(|s| s.revoked.is_some()) {
+                        return;
+                    }
+                    c.report.issues.push(AuditIssue {
+                        line: n,
+                        class: IssueClass::Violation,
+                        code: "credential_unknown",
+                        detail: format!(
+                            "{id}: credential {cred} is not enrolled at this point of the log"
+                        ),
+                        reason_code: Some(ReasonCode::CredentialUnknown),
+                    });
+                    return;
+                }
+            }
+        }
+        match CredentialRegistry::from_document(RegistryDocument { credentials }) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                c.report.issues.push(AuditIssue {
+                    line: n,
+                    class: IssueClass::Violation,
+                    code: "credential_unknown",
+                    detail: format!("{id}: the enrolled credentials are unusable: {e}"),
+                    reason_code: Some(ReasonCode::CredentialUnknown),
+                });
+                return;
+            }
+        }
+    };
+    let now = object
+        .get("ts")
+        .and_then(Value::as_str)
+        .and_then(|t| {
+            time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
+        })
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    c.jobs.push(Job {
+        line: n,
+        verdict: verdict.to_owned(),
+        principal: object
+            .get("principal")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned(),
+        assurance: object.get("identity_assurance").cloned(),
+        profile,
+        fields,
+        result,
+        registry,
+        now,
+    });
+}
+
+/// Run the evidence checks on `check.threads` threads (each Decision is independent).
+fn run_jobs(check: &EvidenceCheck, jobs: Vec<Job>) -> Vec<AuditIssue> {
+    let threads = match check.threads {
+        0 => std::thread::available_parallelism().map_or(1, usize::from),
+        n => n,
+    };
+    if threads <= 1 || jobs.len() < 2 {
+        return jobs.iter().filter_map(|j| judge(check, j)).collect();
+    }
+    let size = jobs.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = jobs
+            .chunks(size)
+            .map(|chunk| {
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .filter_map(|j| judge(check, j))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    })
+}
+
+/// Re-verify one Decision in offline-audit mode: signature, binding, rp/origin, flags and the
+/// decision read from the signature; freshness, replay and counters are reported, not enforced
+/// (a Decision is judged as of its own time, long after the fact).
+fn judge(check: &EvidenceCheck, job: &Job) -> Option<AuditIssue> {
+    let registry = job.registry.as_ref().or(check.registry.as_ref())?;
+    let mut policy = check.policy.clone();
+    // The recorded fields are the admitted form (NFC): what op_hash covers.
+    policy.nfc = countersign::NfcMode::Normalize;
+    policy.approvers = None;
+    policy.min_assurance = None;
+    policy.quorum = 1;
+    policy.require_evidence = true;
+    let action = countersign::Action::new(job.profile.clone(), job.fields.clone().into_bytes());
+    let mut replay = OfflineAudit::new();
+    let verdict =
+        countersign::verify_evidence(&policy, &action, &job.result, registry, &mut replay, job.now);
+    let refused = verdict.reason_code == Some(ReasonCode::ApproverRefused);
+    let fail = |reason: ReasonCode, detail: String| {
+        Some(AuditIssue {
+            line: job.line,
+            class: IssueClass::Violation,
+            code: "evidence_rejected",
+            detail,
+            reason_code: Some(reason),
+        })
+    };
+    let expected_ok = match job.verdict.as_str() {
+        "APPROVED" => verdict.is_allow(),
+        _ => refused,
+    };
+    if !expected_ok {
+        let reason = verdict.reason_code.unwrap_or(ReasonCode::BindingMismatch);
+        return fail(
+            reason,
+            format!(
+                "the {} decision's evidence does not verify: {}",
+                job.verdict,
+                verdict.detail.unwrap_or_else(|| reason.as_str().to_owned())
+            ),
+        );
+    }
+    let Some(approver) = verdict.approvers.first() else {
+        return fail(
+            ReasonCode::EvidenceMalformed,
+            "the evidence names no approver".into(),
+        );
+    };
+    if approver.principal != job.principal {
+        return fail(
+            ReasonCode::BindingMismatch,
+            format!(
+                "the line names {:?} but the evidence was made by {:?}",
+                job.principal, approver.principal
+            ),
+        );
+    }
+    let derived = serde_json::to_value(&approver.identity_assurance).ok();
+    if derived != job.assurance {
+        return fail(
+            ReasonCode::BindingMismatch,
+            format!(
+                "recorded identity_assurance {} but the evidence derives {}",
+                job.assurance.as_ref().map_or_else(|| "null".into(), Value::to_string),
+                derived.as_ref().map_or_else(|| "null".into(), Value::to_string)
+            ),
+        );
+    }
+    None
 }
 
 fn terminal(c: &mut Checker, n: usize, id: String, status: &str) {
