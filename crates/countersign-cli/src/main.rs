@@ -167,6 +167,23 @@ enum AuditCommand {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+        /// The service's TOML configuration: rp_id, origins and each tool's user-verification
+        /// rule, under which every Decision's evidence is re-verified.
+        #[arg(long, value_name = "TOML")]
+        config: Option<PathBuf>,
+        /// The relying party id (overrides --config; default: the service default, localhost).
+        #[arg(long)]
+        rp_id: Option<String>,
+        /// An allowed origin; repeatable (overrides --config's origins).
+        #[arg(long)]
+        origin: Vec<String>,
+        /// Judge the evidence against this registry document instead of the credentials the
+        /// log's enrollment lines carry.
+        #[arg(long, value_name = "FILE")]
+        registry: Option<PathBuf>,
+        /// Threads for the evidence checks (default: every core).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
     },
 }
 
@@ -381,8 +398,19 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     key,
                     checkpoint,
                     json,
+                    config,
+                    rp_id,
+                    origin,
+                    registry,
+                    threads,
                 },
-        } => audit_verify(&file, &key, &checkpoint, json),
+        } => match evidence_check(config, rp_id, origin, registry, threads) {
+            Ok(check) => audit_verify(&file, &key, &checkpoint, json, &check),
+            Err(e) => {
+                eprintln!("countersign: {e:#}");
+                Ok(EXIT_UNUSABLE)
+            }
+        },
         Command::Registry {
             command: RegistryCommand::Export { data_dir, database },
         } => registry_export(&data_dir, database.as_deref()),
@@ -485,11 +513,55 @@ fn serve(
     Ok(EXIT_ALLOW)
 }
 
+/// What `audit verify` re-verifies the Decisions' evidence under.
+fn evidence_check(
+    config: Option<PathBuf>,
+    rp_id: Option<String>,
+    origins: Vec<String>,
+    registry: Option<PathBuf>,
+    threads: usize,
+) -> anyhow::Result<countersign_server::audit::EvidenceCheck> {
+    use anyhow::Context as _;
+    let mut config = match config {
+        Some(path) => countersign_server::config::Config::from_file(&path)
+            .with_context(|| format!("reading {}", path.display()))?,
+        None => countersign_server::config::Config::default(),
+    };
+    if let Some(rp_id) = rp_id {
+        config.rp_id = rp_id;
+    }
+    if !origins.is_empty() {
+        config.origins = origins;
+    }
+    let registry = match registry {
+        Some(path) => {
+            let bytes =
+                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            Some(
+                countersign::CredentialRegistry::from_json(&bytes)
+                    .with_context(|| format!("registry {}", path.display()))?,
+            )
+        }
+        None => None,
+    };
+    Ok(countersign_server::audit::EvidenceCheck {
+        policy: config.policy(&config.default_tool, None),
+        tools: config
+            .tools
+            .iter()
+            .map(|rule| (rule.name.clone(), config.policy(rule, None)))
+            .collect(),
+        registry,
+        threads,
+    })
+}
+
 fn audit_verify(
     path: &PathBuf,
     key: &str,
     checkpoints: &[PathBuf],
     json: bool,
+    check: &countersign_server::audit::EvidenceCheck,
 ) -> anyhow::Result<u8> {
     let key_text = match std::fs::read_to_string(key) {
         Ok(text) => text,
@@ -531,7 +603,7 @@ fn audit_verify(
             }
         }
     }
-    let mut report = countersign_server::audit::verify_log(&bytes, &key);
+    let mut report = countersign_server::audit::verify_log_with(&bytes, &key, Some(check));
     for c in &verified {
         report.check_checkpoint(&bytes, c);
     }
@@ -544,11 +616,18 @@ fn audit_verify(
                 countersign_server::audit::IssueClass::Violation => "VIOLATION",
                 countersign_server::audit::IssueClass::Informational => "info",
             };
-            writeln!(
-                out,
-                "line {}: {class} {}: {}",
-                issue.line, issue.code, issue.detail
-            )?;
+            match issue.reason_code {
+                Some(reason) => writeln!(
+                    out,
+                    "line {}: {class} {} ({reason}): {}",
+                    issue.line, issue.code, issue.detail
+                )?,
+                None => writeln!(
+                    out,
+                    "line {}: {class} {}: {}",
+                    issue.line, issue.code, issue.detail
+                )?,
+            }
         }
         let verdict = if report.is_valid() {
             "valid"

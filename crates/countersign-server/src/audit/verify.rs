@@ -135,8 +135,8 @@ struct Checker<'a> {
     credentials: HashMap<String, Credential>,
     /// Re-verification of Decisions' evidence, when asked for.
     evidence: Option<&'a EvidenceCheck>,
-    /// approval id -> (profile, admitted fields as JSON text), from `request` lines.
-    requests: HashMap<String, (String, String)>,
+    /// approval id -> (tool, profile, admitted fields as JSON text), from `request` lines.
+    requests: HashMap<String, (String, String, String)>,
     /// Credentials enrolled and in force at the current line, as the log recorded them
     /// (`None`: enrolled by a writer that did not record the public key).
     enrolled: HashMap<String, (usize, Option<CredentialRecord>)>,
@@ -146,8 +146,11 @@ struct Checker<'a> {
 /// What re-verifying the Decisions' evidence needs besides the log.
 #[derive(Debug)]
 pub struct EvidenceCheck {
-    /// rp_id and origins of the service (the rest of it is replaced, see [`verify_log_with`]).
+    /// The policy of tools without their own rule: rp_id, origins, user verification (quorum,
+    /// approvers and minimum assurance are not re-judged: see [`judge`]).
     pub policy: Policy,
+    /// The policies of tools with their own rule, by tool name (`Config::policy`).
+    pub tools: HashMap<String, Policy>,
     /// Judge the evidence against this registry instead of the log's enrollment lines.
     pub registry: Option<CredentialRegistry>,
     /// Threads for the evidence checks (0: every core).
@@ -157,6 +160,7 @@ pub struct EvidenceCheck {
 /// One Decision to re-verify: independent of every other line, so it runs on any core.
 struct Job {
     line: usize,
+    tool: String,
     verdict: String,
     principal: String,
     assurance: Option<Value>,
@@ -355,10 +359,12 @@ fn check_structure(c: &mut Checker, n: usize, object: &Map<String, Value>) {
     match kind {
         "request" => {
             if c.evidence.is_some() {
+                let tool = object.get("tool_name").and_then(Value::as_str);
                 let profile = object.get("profile").and_then(Value::as_str);
                 let fields = object.get("fields").map(Value::to_string);
-                if let (Some(profile), Some(fields)) = (profile, fields) {
-                    c.requests.insert(id.clone(), (profile.to_owned(), fields));
+                if let (Some(tool), Some(profile), Some(fields)) = (tool, profile, fields) {
+                    c.requests
+                        .insert(id.clone(), (tool.to_owned(), profile.to_owned(), fields));
                 }
             }
             let a = c.approvals.entry(id.clone()).or_default();
@@ -479,7 +485,7 @@ fn queue_evidence(
     object: &Map<String, Value>,
 ) {
     let Some(check) = c.evidence else { return };
-    let Some((profile, fields)) = c.requests.get(id).cloned() else {
+    let Some((tool, profile, fields)) = c.requests.get(id).cloned() else {
         c.violation(
             n,
             "evidence_unverifiable",
@@ -575,6 +581,7 @@ fn queue_evidence(
         .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
     c.jobs.push(Job {
         line: n,
+        tool,
         verdict: verdict.to_owned(),
         principal: object
             .get("principal")
@@ -590,8 +597,45 @@ fn queue_evidence(
     });
 }
 
+/// The policies the evidence is judged under, and the registry when one was given.
+struct Prepared<'a> {
+    default: Policy,
+    tools: HashMap<&'a str, Policy>,
+    registry: Option<&'a CredentialRegistry>,
+    threads: usize,
+}
+
+/// The service's policy as an audit applies it. Kept: rp_id, origins, cross-origin rules, user
+/// verification, the profiles. Relaxed, because the log records them or they are state, not
+/// evidence: NFC (the recorded fields are the admitted form op_hash covers), the approver list
+/// (it changes with group membership), minimum assurance and quorum (the recorded assurance is
+/// compared with the derived one instead), operation binding (a service configuration).
+fn audit_policy(service: &Policy) -> Policy {
+    let mut policy = service.clone();
+    policy.nfc = countersign::NfcMode::Normalize;
+    policy.approvers = None;
+    policy.min_assurance = None;
+    policy.quorum = 1;
+    policy.require_evidence = true;
+    policy.profile_tools = std::collections::BTreeMap::new();
+    policy
+}
+
 /// Run the evidence checks on `check.threads` threads (each Decision is independent).
 fn run_jobs(check: &EvidenceCheck, jobs: Vec<Job>) -> Vec<AuditIssue> {
+    // Built once: a Policy carries the parsed profile registry.
+    let default = audit_policy(&check.policy);
+    let tools: HashMap<&str, Policy> = check
+        .tools
+        .iter()
+        .map(|(name, p)| (name.as_str(), audit_policy(p)))
+        .collect();
+    let check = &Prepared {
+        default,
+        tools,
+        registry: check.registry.as_ref(),
+        threads: check.threads,
+    };
     let threads = match check.threads {
         0 => std::thread::available_parallelism().map_or(1, usize::from),
         n => n,
@@ -622,19 +666,13 @@ fn run_jobs(check: &EvidenceCheck, jobs: Vec<Job>) -> Vec<AuditIssue> {
 /// Re-verify one Decision in offline-audit mode: signature, binding, rp/origin, flags and the
 /// decision read from the signature; freshness, replay and counters are reported, not enforced
 /// (a Decision is judged as of its own time, long after the fact).
-fn judge(check: &EvidenceCheck, job: &Job) -> Option<AuditIssue> {
-    let registry = job.registry.as_ref().or(check.registry.as_ref())?;
-    let mut policy = check.policy.clone();
-    // The recorded fields are the admitted form (NFC): what op_hash covers.
-    policy.nfc = countersign::NfcMode::Normalize;
-    policy.approvers = None;
-    policy.min_assurance = None;
-    policy.quorum = 1;
-    policy.require_evidence = true;
+fn judge(check: &Prepared<'_>, job: &Job) -> Option<AuditIssue> {
+    let registry = job.registry.as_ref().or(check.registry)?;
+    let policy = check.tools.get(job.tool.as_str()).unwrap_or(&check.default);
     let action = countersign::Action::new(job.profile.clone(), job.fields.clone().into_bytes());
     let mut replay = OfflineAudit::new();
     let verdict =
-        countersign::verify_evidence(&policy, &action, &job.result, registry, &mut replay, job.now);
+        countersign::verify_evidence(policy, &action, &job.result, registry, &mut replay, job.now);
     let refused = verdict.reason_code == Some(ReasonCode::ApproverRefused);
     let fail = |reason: ReasonCode, detail: String| {
         Some(AuditIssue {
