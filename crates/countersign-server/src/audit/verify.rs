@@ -141,6 +141,10 @@ struct Checker<'a> {
     /// (`None`: enrolled by a writer that did not record the public key).
     enrolled: HashMap<String, (usize, Option<CredentialRecord>)>,
     jobs: Vec<Job>,
+    /// Evidence nonce -> the Decision line that used it: each challenge is signed for one
+    /// approval, so a nonce seen twice is replayed evidence (offline-audit mode does not enforce
+    /// replay within one verification, so the log walk does it across lines).
+    nonces: HashMap<String, usize>,
 }
 
 /// What re-verifying the Decisions' evidence needs besides the log.
@@ -210,6 +214,7 @@ pub fn verify_log_with(
         requests: HashMap::new(),
         enrolled: HashMap::new(),
         jobs: Vec::new(),
+        nonces: HashMap::new(),
     };
     let Ok(text) = std::str::from_utf8(bytes) else {
         c.violation(0, "not_utf8", "the log is not UTF-8 text".into());
@@ -516,6 +521,21 @@ fn queue_evidence(
             return;
         }
     };
+    for entry in &entries {
+        let Some(nonce) = entry.get("nonce").and_then(Value::as_str) else {
+            continue;
+        };
+        if let Some(first) = c.nonces.insert(nonce.to_owned(), n) {
+            c.report.issues.push(AuditIssue {
+                line: n,
+                class: IssueClass::Violation,
+                code: "evidence_replayed",
+                detail: format!("{id}: the evidence's nonce was already used on line {first}"),
+                reason_code: Some(ReasonCode::Replayed),
+            });
+            return;
+        }
+    }
     let registry = if check.registry.is_some() {
         None
     } else {

@@ -2,6 +2,7 @@
 #![allow(unreachable_pub)]
 
 mod admission;
+mod auditproof;
 mod client;
 mod enroll;
 mod gateways;

@@ -1,7 +1,7 @@
 //! A `TestApp`: the real router on 127.0.0.1:0, a fresh in-memory database, a manual clock.
 
 use countersign::{CredentialRecord, Decision, b64};
-use countersign_server::audit::{AuditReport, AuditSealer, verify_log};
+use countersign_server::audit::{AuditReport, AuditSealer, EvidenceCheck, verify_log_with};
 use countersign_server::store::SqliteStore;
 use countersign_server::{AppState, AssertionBody, Config, ManualClock, StateParts};
 use countersign_softkey::{AssertionRequest, SoftKey};
@@ -196,8 +196,9 @@ impl TestApp {
         lines.into_iter().map(|(_, l)| l + "\n").collect()
     }
 
+    /// The whole audit check, every Decision's evidence re-verified.
     pub fn audit(&self) -> AuditReport {
-        verify_log(self.audit_text().as_bytes(), &self.sealer.public_key())
+        audit_of(self.audit_text().as_bytes(), &self.sealer)
     }
 
     /// Audit lines as JSON, filtered by kind.
@@ -307,4 +308,20 @@ impl Approver {
         let body = self.prepare(app, &token, id, decision).await;
         self.submit(app, &token, id, &body).await
     }
+}
+
+/// `audit verify` of a log under [`config`], evidence re-verified.
+pub fn audit_of(log: &[u8], sealer: &AuditSealer) -> AuditReport {
+    let config = config();
+    let check = EvidenceCheck {
+        policy: config.policy(&config.default_tool, None),
+        tools: config
+            .tools
+            .iter()
+            .map(|rule| (rule.name.clone(), config.policy(rule, None)))
+            .collect(),
+        registry: None,
+        threads: 2,
+    };
+    verify_log_with(log, &sealer.public_key(), Some(&check))
 }
