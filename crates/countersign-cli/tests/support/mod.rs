@@ -47,6 +47,9 @@ pub(crate) fn audit_verify(file: &Path, key: &Path) -> Output {
         .arg(file)
         .arg("--key")
         .arg(key)
+        // Every test service runs under the worked example's RP (write_config): the evidence of
+        // its Decisions is re-verified under it.
+        .args(["--rp-id", RP_ID, "--origin", ORIGIN])
         .stderr(Stdio::inherit())
         .output()
         .unwrap()

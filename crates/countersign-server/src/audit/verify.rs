@@ -22,8 +22,8 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 
 use countersign::{
-    ApprovalResult, CredentialRecord, CredentialRegistry, Policy, ReasonCode,
-    RegistryDocument, replay::danger::OfflineAudit,
+    ApprovalResult, CredentialRecord, CredentialRegistry, Policy, ReasonCode, RegistryDocument,
+    replay::danger::OfflineAudit,
 };
 
 /// Whether an issue breaks the log or is only worth knowing.
@@ -739,8 +739,12 @@ fn judge(check: &Prepared<'_>, job: &Job) -> Option<AuditIssue> {
             ReasonCode::BindingMismatch,
             format!(
                 "recorded identity_assurance {} but the evidence derives {}",
-                job.assurance.as_ref().map_or_else(|| "null".into(), Value::to_string),
-                derived.as_ref().map_or_else(|| "null".into(), Value::to_string)
+                job.assurance
+                    .as_ref()
+                    .map_or_else(|| "null".into(), Value::to_string),
+                derived
+                    .as_ref()
+                    .map_or_else(|| "null".into(), Value::to_string)
             ),
         );
     }
