@@ -145,6 +145,8 @@ struct Checker<'a> {
     /// approval, so a nonce seen twice is replayed evidence (offline-audit mode does not enforce
     /// replay within one verification, so the log walk does it across lines).
     nonces: HashMap<String, usize>,
+    /// (line, signed message, seal) of every readable line, verified after the walk.
+    seals: Vec<(usize, Vec<u8>, Signature)>,
 }
 
 /// What re-verifying the Decisions' evidence needs besides the log.
@@ -215,6 +217,7 @@ pub fn verify_log_with(
         enrolled: HashMap::new(),
         jobs: Vec::new(),
         nonces: HashMap::new(),
+        seals: Vec::new(),
     };
     let Ok(text) = std::str::from_utf8(bytes) else {
         c.violation(0, "not_utf8", "the log is not UTF-8 text".into());
@@ -246,12 +249,24 @@ pub fn verify_log_with(
         }
     }
     c.report.head = b64::encode(&prev_hash);
+    let threads = match evidence.map_or(1, |e| e.threads) {
+        0 => std::thread::available_parallelism().map_or(1, usize::from),
+        n => n,
+    };
+    let seals = std::mem::take(&mut c.seals);
+    for n in check_seals(key, &seals, threads) {
+        c.violation(
+            n,
+            "bad_signature",
+            "signature does not verify under the key".into(),
+        );
+    }
     if let Some(check) = c.evidence {
         let jobs = std::mem::take(&mut c.jobs);
         let mut found = run_jobs(check, jobs);
         c.report.issues.append(&mut found);
-        c.report.issues.sort_by_key(|i| i.line);
     }
+    c.report.issues.sort_by_key(|i| i.line);
     let mut pending: Vec<(usize, String)> = c
         .approvals
         .iter()
@@ -304,13 +319,8 @@ fn check_integrity(
     let mut message = Vec::with_capacity(AUDIT_DOMAIN.len() + unsigned.len());
     message.extend_from_slice(AUDIT_DOMAIN);
     message.extend_from_slice(unsigned.as_bytes());
-    if key.verify_strict(&message, &signature).is_err() {
-        c.violation(
-            n,
-            "bad_signature",
-            "signature does not verify under the key".into(),
-        );
-    }
+    // Checked after the walk, in batches (see `check_seals`).
+    c.seals.push((n, message, signature));
     let seq = object.get("seq").and_then(Value::as_u64);
     if seq != Some(expected_seq) {
         c.violation(
@@ -331,6 +341,71 @@ fn check_integrity(
         );
     }
     Some(object)
+}
+
+/// Lines per batch verification: large enough to amortize, small enough that a failed batch
+/// (re-checked line by line to name the bad lines) costs little.
+const SEAL_BATCH: usize = 256;
+
+/// The lines whose seal does not verify. Batches use ed25519-dalek's batch verification (one
+/// multiscalar multiplication per batch); a batch that fails, and every batch under a weak key,
+/// is re-checked line by line with `verify_strict`, which therefore has the last word on every
+/// rejected line. Batches run on `threads` threads.
+fn check_seals(
+    key: &VerifyingKey,
+    seals: &[(usize, Vec<u8>, Signature)],
+    threads: usize,
+) -> Vec<usize> {
+    let one_by_one = |batch: &[(usize, Vec<u8>, Signature)]| -> Vec<usize> {
+        batch
+            .iter()
+            .filter(|(_, m, s)| key.verify_strict(m, s).is_err())
+            .map(|(n, _, _)| *n)
+            .collect()
+    };
+    let check_batch = |batch: &[(usize, Vec<u8>, Signature)]| -> Vec<usize> {
+        if key.is_weak() {
+            return one_by_one(batch);
+        }
+        let messages: Vec<&[u8]> = batch.iter().map(|(_, m, _)| m.as_slice()).collect();
+        let signatures: Vec<Signature> = batch.iter().map(|(_, _, s)| *s).collect();
+        let keys = vec![*key; batch.len()];
+        match ed25519_dalek::verify_batch(&messages, &signatures, &keys) {
+            Ok(()) => Vec::new(),
+            Err(_) => one_by_one(batch),
+        }
+    };
+    let batches: Vec<&[(usize, Vec<u8>, Signature)]> = seals.chunks(SEAL_BATCH).collect();
+    if threads <= 1 || batches.len() < 2 {
+        return batches.into_iter().flat_map(check_batch).collect();
+    }
+    let per_thread = batches.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = batches
+            .chunks(per_thread)
+            .map(|group| {
+                let handle = scope.spawn(move || {
+                    group
+                        .iter()
+                        .flat_map(|b| check_batch(b))
+                        .collect::<Vec<_>>()
+                });
+                (group, handle)
+            })
+            .collect();
+        // A thread that did not finish proved nothing: every line of its group fails (closed).
+        handles
+            .into_iter()
+            .flat_map(|(group, h)| {
+                h.join().unwrap_or_else(|_| {
+                    group
+                        .iter()
+                        .flat_map(|b| b.iter().map(|(n, _, _)| *n))
+                        .collect()
+                })
+            })
+            .collect()
+    })
 }
 
 /// Split `...,"sig":"<86 chars>"}` into the signed text (`...}`) and the signature.
@@ -668,17 +743,32 @@ fn run_jobs(check: &EvidenceCheck, jobs: Vec<Job>) -> Vec<AuditIssue> {
         let handles: Vec<_> = jobs
             .chunks(size)
             .map(|chunk| {
-                scope.spawn(move || {
+                let handle = scope.spawn(move || {
                     chunk
                         .iter()
                         .filter_map(|j| judge(check, j))
                         .collect::<Vec<_>>()
-                })
+                });
+                (chunk, handle)
             })
             .collect();
+        // A thread that did not finish proved nothing: each of its Decisions fails (closed).
         handles
             .into_iter()
-            .flat_map(|h| h.join().unwrap_or_default())
+            .flat_map(|(chunk, h)| {
+                h.join().unwrap_or_else(|_| {
+                    chunk
+                        .iter()
+                        .map(|j| AuditIssue {
+                            line: j.line,
+                            class: IssueClass::Violation,
+                            code: "evidence_rejected",
+                            detail: "the evidence check did not complete".into(),
+                            reason_code: Some(ReasonCode::EvidenceMalformed),
+                        })
+                        .collect()
+                })
+            })
             .collect()
     })
 }
