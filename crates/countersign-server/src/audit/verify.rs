@@ -241,7 +241,7 @@ pub fn verify_log_with(
         for (i, line) in body.split('\n').enumerate() {
             let n = i + 1;
             c.report.lines = n;
-            if let Some(object) = check_integrity(&mut c, n, line, key, &prev_hash, expected_seq) {
+            if let Some(object) = check_integrity(&mut c, n, line, &prev_hash, expected_seq) {
                 check_structure(&mut c, n, &object);
             }
             prev_hash = line_hash(line);
@@ -284,12 +284,12 @@ pub fn verify_log_with(
     c.report
 }
 
-/// Signature, `seq` and `prev_hash` of one line; the parsed object when the line is readable.
+/// `seq` and `prev_hash` of one line, its seal queued for [`check_seals`]; the parsed object when
+/// the line is readable.
 fn check_integrity(
     c: &mut Checker,
     n: usize,
     line: &str,
-    key: &VerifyingKey,
     prev_hash: &[u8; 32],
     expected_seq: u64,
 ) -> Option<Map<String, Value>> {
