@@ -328,5 +328,11 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
     drop(states);
     drop(state);
     drop(schema);
-    let _ = std::fs::remove_dir_all(&dir);
+    // `COUNTERSIGN_BENCH_KEEP=1` keeps the data directory (its audit.jsonl and service key) for
+    // `countersign audit verify` measurements.
+    if std::env::var_os("COUNTERSIGN_BENCH_KEEP").is_some() {
+        println!("data directory kept: {}", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
