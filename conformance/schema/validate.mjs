@@ -1,0 +1,96 @@
+#!/usr/bin/env node
+// Validate every generated file against the schemas in this directory (JSON Schema 2020-12, with
+// Ajv, pinned in package-lock.json):
+//
+//   vectors/*.json                         vectors.schema.json (and case.schema.json for CASE inputs)
+//   fixtures/worked-example/*.case.json    case.schema.json
+//   conformance/baselines/*.json           baseline.schema.json
+//
+// Evidence vectors whose CASE travels as exact text (`input_text`) are parsed and validated as if
+// their input were a JSON value, unless the text is not JSON at all (then only the envelope is
+// checked, and the count says so). Usage: node conformance/schema/validate.mjs [REPO_ROOT]
+// Exit 0 when everything validates, 1 otherwise.
+
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import Ajv2020 from "ajv/dist/2020.js";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = process.argv[2] ?? join(here, "..", "..");
+const load = (p) => JSON.parse(readFileSync(p, "utf8"));
+
+// Formats are annotations in 2020-12; the schemas say what they need with patterns.
+// strict: unknown keywords are schema bugs; strictTypes off: a subschema inside if/then need not
+// repeat the type its parent already states, nor list a required member its parent declares.
+const ajv = new Ajv2020({ allErrors: true, strict: true, strictTypes: false, strictRequired: false, validateFormats: false });
+for (const name of ["case", "vectors", "baseline"]) ajv.addSchema(load(join(here, `${name}.schema.json`)));
+const validator = (name) => ajv.getSchema(`urn:countersign:schema:${name}:1`);
+const caseSchema = validator("case");
+const vectorsSchema = validator("vectors");
+const baselineSchema = validator("baseline");
+const evidenceVector = ajv.getSchema("urn:countersign:schema:vectors:1#/$defs/evidence_vector");
+
+let failures = 0;
+const report = (file, errors, where = "", ids = []) => {
+  failures += 1;
+  // Name vectors by id, not by index.
+  const name = (path) => path.replace(/^\/vectors\/(\d+)/, (m, i) => (ids[Number(i)] ? ` ${ids[Number(i)]}: ` : m));
+  for (const e of errors.slice(0, 8)) console.error(`FAIL ${file}${where}${name(e.instancePath)}: ${e.message} ${JSON.stringify(e.params)}`);
+  if (errors.length > 8) console.error(`     ... and ${errors.length - 8} more`);
+};
+const check = (validate, file, value, where = "") => {
+  const ids = Array.isArray(value?.vectors) ? value.vectors.map((v) => v?.id) : [];
+  if (!validate(value)) report(file, validate.errors ?? [], where, ids);
+  return validate.errors === null;
+};
+const jsonFiles = (dir, suffix = ".json") =>
+  readdirSync(join(root, dir))
+    .filter((f) => f.endsWith(suffix))
+    .sort()
+    .map((f) => join(root, dir, f));
+
+let files = 0;
+let textValidated = 0;
+let textNotJson = 0;
+for (const path of jsonFiles("vectors")) {
+  const file = relative(root, path);
+  const doc = load(path);
+  files += 1;
+  check(vectorsSchema, file, doc);
+  if (doc.number_of_vectors !== doc.vectors?.length) {
+    failures += 1;
+    console.error(`FAIL ${file}: number_of_vectors ${doc.number_of_vectors}, but ${doc.vectors?.length} vectors`);
+  }
+  const ids = new Set();
+  for (const v of doc.vectors ?? []) {
+    if (ids.has(v.id)) {
+      failures += 1;
+      console.error(`FAIL ${file}: duplicate vector id ${v.id}`);
+    }
+    ids.add(v.id);
+    if (doc.kind !== "evidence" || typeof v.input_text !== "string") continue;
+    let parsed;
+    try {
+      parsed = JSON.parse(v.input_text);
+    } catch {
+      textNotJson += 1;
+      continue;
+    }
+    textValidated += 1;
+    const { input_text: _, ...rest } = v;
+    check(evidenceVector, file, { ...rest, input: parsed }, ` (${v.id}, input_text parsed)`);
+  }
+}
+for (const path of jsonFiles("fixtures/worked-example", ".case.json")) {
+  files += 1;
+  check(caseSchema, relative(root, path), load(path));
+}
+for (const path of jsonFiles("conformance/baselines")) {
+  files += 1;
+  check(baselineSchema, relative(root, path), load(path));
+}
+console.log(
+  `${files} files checked against conformance/schema/ (${textValidated} CASE texts parsed and checked, ${textNotJson} not JSON by design): ${failures === 0 ? "all valid" : `${failures} failures`}`,
+);
+process.exit(failures === 0 ? 0 : 1);
