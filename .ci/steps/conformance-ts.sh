@@ -57,6 +57,17 @@ run simplewebauthn yes --impl 'node conformance/adapters/simplewebauthn/dist/har
 # The declared-only baseline fails by design: its baseline is the check.
 run declared-only no --impl 'python3 conformance/adapters/declared_only/harness.py'
 
+echo "--- the example harness of conformance/README.md still speaks the protocol"
+awk '/^```python$/{f=1;next} /^```$/{f=0} f' conformance/README.md >"$out/example_harness.py"
+status=0
+"$runner" run --impl "python3 $out/example_harness.py" >"$out/example.txt" || status=$?
+tail -n1 "$out/example.txt"
+# It fails strict-admission vectors by design (exit 1); exit 2 means the protocol broke.
+if [ "$status" -gt 1 ]; then
+    echo "the README's example harness no longer runs"
+    drift=1
+fi
+
 echo "--- the committed report is what the baselines give"
 "$runner" report --check || drift=1
 
