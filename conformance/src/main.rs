@@ -172,8 +172,8 @@ fn write_report(
     };
     let mut columns = Vec::new();
     for path in &paths {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading {}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         columns.push(report::Column {
             key: path
                 .file_stem()

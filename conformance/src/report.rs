@@ -101,9 +101,11 @@ impl Cell {
             return false;
         };
         let effective = |text: &str| {
-            serde_json::from_str::<Value>(text)
-                .ok()
-                .and_then(|v| v.get("effective").and_then(Value::as_str).map(str::to_owned))
+            serde_json::from_str::<Value>(text).ok().and_then(|v| {
+                v.get("effective")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
         };
         effective(expected.trim_start_matches("expected ")).as_deref() == Some("DENY")
             && effective(got).as_deref() == Some("ALLOW")
@@ -116,10 +118,7 @@ pub fn summary(v: &Value) -> String {
     let s = |k: &str| v.get(k).and_then(Value::as_str);
     if let Some(effective) = s("effective") {
         return match (effective, s("reason_code")) {
-            ("ALLOW", _) => format!(
-                "ALLOW {}",
-                s("identity_assurance_level").unwrap_or("?")
-            ),
+            ("ALLOW", _) => format!("ALLOW {}", s("identity_assurance_level").unwrap_or("?")),
             (e, Some(reason)) => format!("{e} {reason}"),
             (e, None) => e.to_owned(),
         };
@@ -541,8 +540,7 @@ mod tests {
         }
     }
 
-    const README: &str =
-        "# v\n## Flags\n| flag | meaning |\n|---|---|\n| `zeta` | last word first |\n| `alpha` | second |\n";
+    const README: &str = "# v\n## Flags\n| flag | meaning |\n|---|---|\n| `zeta` | last word first |\n| `alpha` | second |\n";
 
     fn fixture() -> (Vec<Loaded>, Vec<Column>) {
         let deny = json!({"effective": "DENY", "decision": "APPROVED", "reason_code": "stale", "identity_assurance_level": "declared"});
