@@ -16,7 +16,7 @@ mkdir -p "$out"
 node --version
 
 echo "--- npm ci (pinned by package-lock.json): the TypeScript harness and the schema validator"
-(cd conformance/adapters/simplewebauthn && npm ci --no-audit --no-fund --loglevel=error && npm run -s build)
+(cd conformance/adapters/simplewebauthn && npm ci --no-audit --no-fund --loglevel=error && npm test --silent >../../../target/conformance-ts/simplewebauthn-units.tap && tail -n 8 ../../../target/conformance-ts/simplewebauthn-units.tap)
 (cd conformance/schema && npm ci --no-audit --no-fund --loglevel=error)
 
 echo "--- schemas: their own tests, then every generated file"
