@@ -372,32 +372,60 @@ impl<'a> Report<'a> {
                 .into_iter()
                 .map(|(why, n)| format!("{why} ({})", vectors(n)))
                 .collect();
+            let title = if reasons.is_empty() {
+                String::new()
+            } else {
+                format!(" title=\"{}\"", esc(&reasons.join("\n")))
+            };
             let _ = writeln!(
                 s,
-                "<tr><td><code>{}</code></td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\" title=\"{}\">{}</td><td class=\"n\">{}</td></tr>",
+                "<tr><td><code>{}</code></td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\"{title}>{}</td><td class=\"n\">{}</td></tr>",
                 esc(&col.key),
                 esc(&col.baseline.implementation),
                 c.pass,
                 c.fail,
-                esc(&reasons.join("\n")),
                 c.skip + c.not_run,
                 c.wrong_allow
             );
         }
-        s.push_str("</tbody>\n</table>\n<h2>By flag</h2>\n<p>Each flag opens to its vectors; a vector with several flags appears under each. Counts are pass/fail/skip.</p>\n");
+        s.push_str("</tbody>\n</table>\n<h2>By flag</h2>\n<p>Counts are pass/fail/skip. A flag's name leads to its vectors below.</p>\n<table>\n<thead><tr><th>flag</th><th>vectors</th>");
+        for col in self.columns {
+            let _ = write!(
+                s,
+                "<th title=\"{}\">{}</th>",
+                esc(&col.baseline.implementation),
+                esc(&col.key)
+            );
+        }
+        s.push_str("</tr></thead>\n<tbody>\n");
+        for (flag, meaning) in &self.flags {
+            let _ = write!(
+                s,
+                "<tr><td title=\"{}\"><a href=\"#{}\"><code>{}</code></a></td><td class=\"n\">{}</td>",
+                esc(meaning.trim()),
+                anchor(flag),
+                esc(flag),
+                self.with_flag(flag).count()
+            );
+            for col in self.columns {
+                let c = self.counts(col, self.with_flag(flag));
+                // The cell takes the colour of its worst outcome.
+                let class = if c.fail > 0 {
+                    "fail"
+                } else if c.not_run > 0 {
+                    "notrun"
+                } else if c.pass == 0 {
+                    "skip"
+                } else {
+                    "pass"
+                };
+                let _ = write!(s, "<td class=\"{class}\">{}</td>", esc(&c.text()));
+            }
+            s.push_str("</tr>\n");
+        }
+        s.push_str("</tbody>\n</table>\n<h2>Vectors</h2>\n<p>Each flag opens to its vectors; a vector with several flags appears under each. Hover over a vector for its description, over a cell for the reason.</p>\n");
         for (flag, meaning) in &self.flags {
             let n = self.with_flag(flag).count();
-            let counts: Vec<String> = self
-                .columns
-                .iter()
-                .map(|col| {
-                    format!(
-                        "{} {}",
-                        col.key,
-                        self.counts(col, self.with_flag(flag)).text()
-                    )
-                })
-                .collect();
             let _ = writeln!(
                 s,
                 "<details id=\"{}\"><summary><code>{}</code> ({n}) <small>{}</small></summary>",
@@ -445,11 +473,7 @@ impl<'a> Report<'a> {
                 }
                 s.push_str("</tr>\n");
             }
-            let _ = writeln!(
-                s,
-                "</tbody>\n</table>\n<!-- {} -->\n</details>",
-                esc(&counts.join("; "))
-            );
+            s.push_str("</tbody>\n</table>\n</details>\n");
         }
         s.push_str("</body>\n</html>\n");
         s
