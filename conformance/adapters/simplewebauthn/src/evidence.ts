@@ -214,7 +214,6 @@ function decodeEntry(node: Node): Entry {
   if (isObj(e) && isStr(e.format) && e.format !== FORMAT) throw new Refused("unsupported_format", e.format);
   const malformed = (why: string) => new Refused("evidence_malformed", why);
   if (!isObj(e)) throw malformed("an entry must be an object");
-  if (hasDuplicate(node)) throw malformed("duplicate member in the entry");
   const keys = Object.keys(e);
   if (!REQUIRED.every((k) => keys.includes(k)) || !keys.every((k) => REQUIRED.includes(k) || OPTIONAL.includes(k))) {
     throw malformed("entry members");
@@ -455,7 +454,9 @@ async function verify(policy: Policy, action: Action, resultNode: Node, registry
   let result: Record<string, unknown>;
   if (resultNode.t === "str") result = { status: resultNode.v };
   else if (resultNode.t === "obj") {
-    if (hasDuplicateKeysAt(resultNode)) return malformed;
+    // Two members with one name, in the envelope or inside an entry, can be read two ways by two
+    // parsers: the result is unusable rather than read one way.
+    if (hasDuplicate(resultNode)) return malformed;
     result = plain(resultNode) as Record<string, unknown>;
   } else return malformed;
   const status = result.status;
