@@ -99,8 +99,9 @@ pub struct Vector {
     pub flags: Vec<String>,
     #[serde(flatten)]
     pub input: Input,
-    /// For evidence: `{"effective", "decision", "reason_code", "identity_assurance_level"}`;
-    /// for op_hash: `{"op_hash"}` or `{"error"}`.
+    /// For evidence: `{"effective", "decision", "reason_code", "identity_assurance_level"}`, or
+    /// `{"unusable_case": MEMBER}` for a CASE that gets no verdict at all; for op_hash:
+    /// `{"op_hash"}` or `{"error"}`.
     pub expected: Value,
 }
 
@@ -113,6 +114,18 @@ pub struct EvidenceExpected {
     pub reason_code: Option<String>,
     pub identity_assurance_level: String,
 }
+
+/// The expectation of an evidence vector whose CASE is unusable (no verdict; `countersign verify`
+/// exits 2): which CASE member makes it so. A result envelope that is unusable is not this: it is a
+/// verdict (`result_malformed`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnusableCase {
+    pub unusable_case: String,
+}
+
+/// The CASE members an `unusable_case` expectation may name.
+pub const UNUSABLE_CASE_MEMBERS: &[&str] = &["case", "action", "registry", "policy", "now"];
 
 /// A loaded vector with its kind.
 #[derive(Clone, Debug)]

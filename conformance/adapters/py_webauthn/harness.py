@@ -4,8 +4,9 @@ harness protocol (conformance/HARNESS.md, countersign-harness/1).
 
 The WebAuthn layer (clientDataJSON type/challenge/origin, rpIdHash, UP, UV, signature, counter) is
 checked by py_webauthn's verify_authentication_response. Everything Countersign adds on top
-(strict JSON admission, NFC, profiles, JCS and op_hash, the binding of nonce/op_hash/decision, BE
-against enrollment, freshness, replay inside one CASE, assurance, quorum) is written here from
+(strict JSON admission, NFC require/normalize, profiles, JCS and op_hash, the binding of
+nonce/op_hash/decision and of the operation, eligibility, BE against enrollment, exact freshness,
+replay inside one CASE, assurance, quorum, contradictory policies) is written here from
 docs/SPEC.md, without looking at the Rust code. Rules py_webauthn lacks are declared unsupported
 in the hello line, by flag, with the reason.
 
@@ -21,6 +22,7 @@ import json
 import re
 import sys
 import unicodedata
+from fractions import Fraction
 
 import cbor2
 import webauthn
@@ -56,6 +58,14 @@ class Refused(Exception):
 
 class Unusable(Exception):
     """The CASE itself cannot be used (not a verdict)."""
+
+
+class UnusableMember(Exception):
+    """The CASE is unusable because of one member (answered as {"unusable_case": member})."""
+
+    def __init__(self, member, detail=""):
+        super().__init__(f"{member}: {detail}")
+        self.member = member
 
 
 # --- strict JSON admission (SPEC §3, docs/spec/canon.md) -------------------------------------
@@ -126,7 +136,24 @@ def check_string(s):
             raise Refused("action_inadmissible", f"unassigned U+{cp:04X}")
 
 
-def admit_value(v, depth):
+def has_duplicate(v):
+    """Whether any object inside v (as strict_loads parsed it) named a member twice."""
+    if isinstance(v, dict):
+        return getattr(v, "duplicate", False) or any(has_duplicate(x) for x in v.values())
+    if isinstance(v, list):
+        return any(has_duplicate(x) for x in v)
+    return False
+
+
+def nfc_checked(s, nfc_mode):
+    """s in NFC; under nfc = require, a string NFC would change is refused (SPEC §3)."""
+    n = unicodedata.normalize("NFC", s)
+    if n != s and nfc_mode == "require":
+        raise Refused("action_inadmissible", "not NFC")
+    return n
+
+
+def admit_value(v, depth, nfc_mode="normalize"):
     """Check one parsed value and return it with every string and key in NFC."""
     if isinstance(v, (dict, list)):
         depth += 1
@@ -142,9 +169,9 @@ def admit_value(v, depth):
         return v
     if isinstance(v, str):
         check_string(v)
-        return unicodedata.normalize("NFC", v)
+        return nfc_checked(v, nfc_mode)
     if isinstance(v, list):
-        return [admit_value(x, depth) for x in v]
+        return [admit_value(x, depth, nfc_mode) for x in v]
     if getattr(v, "duplicate", False):
         raise Refused("action_inadmissible", "duplicate key")
     out = {}
@@ -153,7 +180,8 @@ def admit_value(v, depth):
         nk = unicodedata.normalize("NFC", k)
         if nk in out:
             raise Refused("action_inadmissible", "NFC key collision")
-        out[nk] = admit_value(x, depth)
+        nk = nfc_checked(k, nfc_mode)
+        out[nk] = admit_value(x, depth, nfc_mode)
     return out
 
 
@@ -167,8 +195,10 @@ EXACT = {"countersign.payment/1": {"amount", "currency", "source_account", "dest
          "countersign.tool-call/1": {"agent_id", "tool_name"}}
 
 
-def admit_fields(profile, raw):
-    """Admit the exact fields text under a built-in profile; return the NFC'd value."""
+def admit_fields(profile, raw, nfc_mode="normalize"):
+    """Admit the exact fields text under a built-in profile; return the NFC'd value.
+
+    op-hash documents normalize; a CASE's action is admitted under its policy's `nfc` member."""
     if isinstance(raw, str):
         raw = raw.encode("utf-8", "surrogatepass")
     if len(raw) > MAX_FIELDS_BYTES:
@@ -180,7 +210,7 @@ def admit_fields(profile, raw):
         raise Refused("action_inadmissible", f"not strict JSON: {e}")
     if not isinstance(value, dict):
         raise Refused("action_inadmissible", "fields must be an object")
-    admitted = admit_value(value, 0)
+    admitted = admit_value(value, 0, nfc_mode)
     spec = PROFILES[profile]
     names = [n for n, _ in spec]
     for k in value:
@@ -277,15 +307,23 @@ def b64url(text):
     return data
 
 
+RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)")
+
+
 def rfc3339(text):
-    if not isinstance(text, str) or not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)", text):
+    """An RFC 3339 timestamp as exact seconds since the epoch (a Fraction: nothing is rounded)."""
+    m = RFC3339.fullmatch(text) if isinstance(text, str) else None
+    if not m:
         raise ValueError("not RFC 3339")
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    whole = datetime.datetime.fromisoformat(m.group(1) + m.group(3).replace("Z", "+00:00"))
+    digits = m.group(2) or "0"
+    return Fraction(int(whole.timestamp())) + Fraction(int(digits), 10 ** len(digits))
 
 
 ENTRY_REQUIRED = {"format", "decision", "canonicalization_profile", "credential_id", "client_data_json",
                   "authenticator_data", "signature", "nonce", "op_hash", "assertion_at"}
 ENTRY_OPTIONAL = {"aaguid", "attestation_ref", "co_signatures"}
+UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 def decode_entry(e):
@@ -303,13 +341,19 @@ def decode_entry(e):
             raise Refused("evidence_malformed", k)
     if e["decision"] not in ("APPROVED", "DENIED"):
         raise Refused("evidence_malformed", "decision")
-    if e.get("aaguid") is not None and not isinstance(e["aaguid"], str):
+    # aaguid: absent or a UUID string; null is not absent.
+    if "aaguid" in e and not (isinstance(e["aaguid"], str) and UUID.fullmatch(e["aaguid"])):
         raise Refused("evidence_malformed", "aaguid")
     if e.get("attestation_ref") is not None and not isinstance(e["attestation_ref"], str):
         raise Refused("evidence_malformed", "attestation_ref")
     if "co_signatures" in e and not isinstance(e["co_signatures"], list):
         raise Refused("evidence_malformed", "co_signatures")
     out.update({k: e[k] for k in ("format", "decision", "canonicalization_profile", "assertion_at")})
+    # The timestamp is part of decoding the entry (before any signature work).
+    try:
+        out["at"] = rfc3339(e["assertion_at"])
+    except ValueError:
+        raise Refused("evidence_malformed", "assertion_at")
     return out
 
 
@@ -324,8 +368,11 @@ def parse_client_data(raw):
     for k in ("type", "challenge", "origin"):
         if not isinstance(cd.get(k), str):
             raise Refused("evidence_malformed", f"clientDataJSON {k}")
-    if "crossOrigin" in cd and not isinstance(cd["crossOrigin"], bool) and cd["crossOrigin"] is not None:
+    # Absent or of its type: null is a wrong type, not "absent".
+    if "crossOrigin" in cd and not isinstance(cd["crossOrigin"], bool):
         raise Refused("evidence_malformed", "crossOrigin")
+    if "topOrigin" in cd and not isinstance(cd["topOrigin"], str):
+        raise Refused("evidence_malformed", "topOrigin")
     try:
         cd["challenge_bytes"] = b64url(cd["challenge"])
     except ValueError:
@@ -386,15 +433,58 @@ def py_webauthn_check(entry, rec, policy, stored):
     return entry["authenticator_data"][32]
 
 
+DEFAULT_POLICY = {"require_evidence": True, "require_user_verification": True, "min_assurance": None, "quorum": 1,
+                  "max_age_seconds": 300, "clock_skew_seconds": 60, "allow_cross_origin": False, "top_origins": [],
+                  "aal3_aaguids": None, "nfc": "require", "profile_tools": {}, "approvers": None}
+
+
+def contradictory(policy):
+    """SPEC §8: a policy that demands and waives evidence at once, or that nobody could satisfy."""
+    if policy["require_evidence"] is False:
+        if policy["min_assurance"] not in (None, "declared"):
+            return "require_evidence false with min_assurance above declared"
+        if policy["quorum"] > 1:
+            return "require_evidence false with quorum above one"
+    if policy["approvers"] is not None:
+        if not policy["approvers"]:
+            return "approvers is empty"
+        if len(set(policy["approvers"])) < policy["quorum"]:
+            return "fewer eligible principals than the quorum"
+    return None
+
+
+def check_operation(action, profile, fields, policy):
+    """SPEC §6 step 3: the tool that runs is the one the evidence is about."""
+    tool = action.get("tool")
+    if "tool_name" in [n for n, _ in PROFILES[profile]]:
+        if tool is not None and fields.get("tool_name") != tool:
+            raise Refused("binding_mismatch", "tool differs from the signed tool_name")
+        return
+    bound = policy["profile_tools"].get(profile)
+    if tool is not None and bound != tool:
+        raise Refused("action_inadmissible", "profile not bound to this tool")
+    if tool is None and bound is not None:
+        raise Refused("action_inadmissible", "profile bound to a tool, action names none")
+
+
 def verify_case(raw):
     try:
         text = raw.decode("utf-8")
         case = json.loads(text)
-        action_fields = dict(members(dict(members(text))["action"]))["fields"]
+        spans = dict(members(text))
+        action_fields = dict(members(spans["action"]))["fields"]
+        result_text = spans["result"]
     except (UnicodeDecodeError, ValueError, KeyError) as e:
         raise Unusable(f"CASE: {e}")
+    policy = dict(DEFAULT_POLICY)
+    policy.update(case["policy"])
+    # The result envelope (SPEC §2.1): read strictly, a duplicate member anywhere is unusable.
+    try:
+        if has_duplicate(strict_loads(result_text)):
+            return verdict("DENY", None, "result_malformed")
+    except ValueError:
+        return verdict("DENY", None, "result_malformed")
     result = case["result"]
-    # The result envelope (SPEC §2.1).
     if isinstance(result, str):
         result = {"status": result}
     if not isinstance(result, dict) or result.get("status") not in ("APPROVED", "DENIED", "PENDING"):
@@ -403,15 +493,18 @@ def verify_case(raw):
         if result.get(k) is not None and not isinstance(result[k], str):
             return verdict("DENY", None, "result_malformed")
     evidence = result.get("approver_evidence")
-    if evidence is not None and not isinstance(evidence, list):
+    # Absent means none; anything else, null included, must be an array.
+    if "approver_evidence" in result and not isinstance(evidence, list):
         return verdict("DENY", None, "result_malformed")
     status = result["status"]
     if status == "PENDING" and result.get("approval_id") is None:
         return verdict("DENY", None, "result_malformed")
-    policy = {"require_evidence": True, "require_user_verification": True, "min_assurance": None, "quorum": 1,
-              "max_age_seconds": 300, "clock_skew_seconds": 60, "allow_cross_origin": False, "top_origins": [],
-              "aal3_aaguids": None}
-    policy.update(case["policy"])
+    # A usable result under an unusable policy: no verdict at all (SPEC §8, §11).
+    if policy["nfc"] not in ("require", "normalize"):
+        raise UnusableMember("policy", "nfc")
+    why = contradictory(policy)
+    if why:
+        raise UnusableMember("policy", why)
     now = rfc3339(case["now"])
     registry = {}
     for c in case["registry"]["credentials"]:
@@ -432,7 +525,8 @@ def verify_case(raw):
         profile = case["action"]["profile"]
         if profile not in PROFILES:
             raise Refused("profile_unknown", profile)
-        fields = admit_fields(profile, action_fields)
+        fields = admit_fields(profile, action_fields, policy["nfc"])
+        check_operation(case["action"], profile, fields, policy)
         approvers = []
         seen = []
         for e in evidence:
@@ -466,6 +560,9 @@ def verify_entry(e, profile, fields, registry, policy, now, seen):
         raise Refused("credential_unknown")
     if rec.get("revoked"):
         raise Refused("credential_revoked")
+    # Eligibility right after the lookup, before any key or signature work (SPEC §6 4.4).
+    if policy["approvers"] is not None and rec["principal"] not in policy["approvers"]:
+        raise Refused("approver_ineligible", rec["principal"])
     if cbor2.loads(rec["public_key"]).get(3) not in SUPPORTED_ALGS:
         raise Refused("unsupported_algorithm")
     # Binding (SPEC §6 4.5): the decision is read from the signed challenge.
@@ -494,12 +591,8 @@ def verify_entry(e, profile, fields, registry, policy, now, seen):
         raise
     if be_problem:
         raise Refused(be_problem)
-    # Freshness, then replay (SPEC §10).
-    try:
-        at = rfc3339(entry["assertion_at"])
-    except ValueError:
-        raise Refused("evidence_malformed", "assertion_at")
-    age = int((now - at).total_seconds())
+    # Freshness, then replay (SPEC §10): exact durations, never rounded.
+    age = now - entry["at"]
     if age < 0 and -age > policy["clock_skew_seconds"]:
         raise Refused("stale", "future")
     if age > policy["max_age_seconds"]:
@@ -543,6 +636,8 @@ def answer(req):
         if req.get("kind") == "evidence":
             return {"id": rid, "verdict": verify_case(raw)}
         return {"id": rid, "unsupported": f"kind {req.get('kind')!r}"}
+    except UnusableMember as e:
+        return {"id": rid, "verdict": {"unusable_case": e.member}}
     except Unusable as e:
         return {"id": rid, "error": str(e)}
     except Exception as e:  # a bug in this adapter: report it, keep serving

@@ -236,10 +236,28 @@ pub(crate) fn binding(out: &mut Out) {
     for (name, text, flag, expected) in variants {
         let mut c = base.clone();
         c.fields_text = Some(text.to_owned());
+        let mut flags = vec!["tool-call", flag];
+        if flag == "canon-nfc" {
+            // Admitted only by a verifier whose gateway executes the normalized form.
+            c.policy["nfc"] = json!("normalize");
+            flags.push("policy-nfc-normalize");
+            let mut require = base.clone();
+            require.fields_text = Some(text.to_owned());
+            out.ev(
+                &format!("binding::tool-call-{name}-nfc-require"),
+                &format!(
+                    "a tool call signed in one spelling, presented as: {name}, under the default \
+                     nfc = require: the strings are not NFC"
+                ),
+                &["tool-call", flag, "canon-nfc-require"],
+                require,
+                deny("action_inadmissible"),
+            );
+        }
         out.ev(
             &format!("binding::tool-call-{name}"),
             &format!("a tool call signed in one spelling, presented as: {name}"),
-            &["tool-call", flag],
+            &flags,
             c,
             expected,
         );
@@ -453,6 +471,57 @@ pub(crate) fn entry_structure(out: &mut Out) {
             allow("AAL2"),
         );
     }
+    let mut c = approve(a);
+    c.entry(0)["attestation_ref"] = Value::Null;
+    out.ev(
+        "entry::attestation-ref-null",
+        "attestation_ref null (a string or null)",
+        &["entry-informational"],
+        c,
+        allow("AAL2"),
+    );
+    // Informational members are still typed: aaguid is absent or a UUID string, attestation_ref
+    // a string or null.
+    for (name, member, value) in [
+        ("aaguid-null", "aaguid", Value::Null),
+        ("aaguid-not-uuid", "aaguid", json!("alice-authenticator")),
+        (
+            "aaguid-unhyphenated",
+            "aaguid",
+            json!("adce000235bcc60a648b0b25f1f05503"),
+        ),
+        ("aaguid-number", "aaguid", json!(16)),
+        ("attestation-ref-number", "attestation_ref", json!(1)),
+        (
+            "attestation-ref-object",
+            "attestation_ref",
+            json!({"uri": "x"}),
+        ),
+    ] {
+        let mut c = approve(a);
+        c.entry(0)[member] = value.clone();
+        out.ev(
+            &format!("entry::{name}"),
+            &format!("{member} is {value}: a wrong type for an informational member"),
+            &["entry-malformed", "entry-informational-type"],
+            c,
+            deny("evidence_malformed"),
+        );
+    }
+    // The timestamp is decoded with the entry, before any signature work.
+    let mut c = approve_tampered(a, |r| {
+        if let Some(b) = r.signature.last_mut() {
+            *b ^= 0x01;
+        }
+    });
+    c.entry(0)["assertion_at"] = json!("2026-11-20 09:59");
+    out.ev(
+        "entry::assertion-at-invalid-and-signature-flipped",
+        "assertion_at is not RFC 3339 and a signature bit is flipped: the entry does not decode",
+        &["entry-malformed", "check-order", "freshness"],
+        c,
+        deny("evidence_malformed"),
+    );
 }
 
 fn remove(e: &mut Value, member: &str) {

@@ -24,6 +24,8 @@ pub(crate) struct Case {
     /// Replaces the action's fields by this exact text in the CASE (lexical traps).
     pub fields_text: Option<String>,
     pub result: Value,
+    /// Replaces the result by this exact text in the CASE (duplicate members).
+    pub result_text: Option<String>,
     pub registry: Vec<CredentialRecord>,
     /// Raw registry entries appended after `registry` (keys the softkey cannot make).
     pub extra_credentials: Vec<Value>,
@@ -32,6 +34,7 @@ pub(crate) struct Case {
 }
 
 const FIELDS_PLACEHOLDER: &str = "\u{1}countersign-conformance fields\u{1}";
+const RESULT_PLACEHOLDER: &str = "\u{1}countersign-conformance result\u{1}";
 
 impl Case {
     /// A case for `action` with `status` and `entries`, the fixture keys `enrolled` registered.
@@ -49,6 +52,7 @@ impl Case {
             action,
             fields_text: None,
             result,
+            result_text: None,
             registry: enrolled.iter().map(|name| enroll(name)).collect(),
             extra_credentials: Vec::new(),
             policy: tk::policy_json(),
@@ -85,21 +89,35 @@ impl Case {
             .map(|r| serde_json::to_value(r).unwrap_or(Value::Null))
             .collect();
         credentials.extend(self.extra_credentials.iter().cloned());
+        let mut action = json!({"profile": self.action.profile, "fields": fields});
+        if let Some(tool) = &self.action.tool {
+            action["tool"] = json!(tool);
+        }
+        let result = match &self.result_text {
+            Some(_) => Value::String(RESULT_PLACEHOLDER.to_owned()),
+            None => self.result.clone(),
+        };
         let case = json!({
-            "action": {"profile": self.action.profile, "fields": fields},
-            "result": self.result,
+            "action": action,
+            "result": result,
             "registry": {"credentials": credentials},
             "policy": self.policy,
             "now": self.now,
         });
-        match &self.fields_text {
-            None => Input::Json(case),
-            Some(raw) => {
-                let text = serde_json::to_string(&case).unwrap_or_default();
-                let quoted = serde_json::to_string(FIELDS_PLACEHOLDER).unwrap_or_default();
-                Input::Text(text.replacen(&quoted, raw, 1))
+        if self.fields_text.is_none() && self.result_text.is_none() {
+            return Input::Json(case);
+        }
+        let mut text = serde_json::to_string(&case).unwrap_or_default();
+        for (placeholder, raw) in [
+            (FIELDS_PLACEHOLDER, &self.fields_text),
+            (RESULT_PLACEHOLDER, &self.result_text),
+        ] {
+            if let Some(raw) = raw {
+                let quoted = serde_json::to_string(placeholder).unwrap_or_default();
+                text = text.replacen(&quoted, raw, 1);
             }
         }
+        Input::Text(text)
     }
 }
 
@@ -233,6 +251,12 @@ pub(crate) fn expect(
         identity_assurance_level: level.to_owned(),
     };
     serde_json::to_value(e).unwrap_or(Value::Null)
+}
+
+/// A CASE that is unusable because of its member `member` (`countersign verify` exits 2): no
+/// verdict at all. Only contradictory policies use it today.
+pub(crate) fn unusable_case(member: &str) -> Value {
+    json!({ "unusable_case": member })
 }
 
 /// ALLOW of an APPROVED result at `level`.

@@ -8,6 +8,7 @@ mod binding;
 mod case;
 mod ophash;
 mod policy;
+mod rules;
 mod webauthn;
 
 use crate::vectors::{self, Input, Kind, SCHEMA, Vector, VectorFile};
@@ -72,6 +73,10 @@ pub fn files() -> anyhow::Result<Vec<(String, String)>> {
     policy::replay(&mut evidence);
     policy::quorum(&mut evidence);
     policy::check_order(&mut evidence);
+    rules::nfc(&mut evidence);
+    rules::operation(&mut evidence);
+    rules::eligibility(&mut evidence);
+    rules::contradictory(&mut evidence);
 
     let mut op_hash = Out::default();
     ophash::op_hash(&mut op_hash);
@@ -133,6 +138,7 @@ pub fn stale(root: &Path) -> anyhow::Result<Vec<String>> {
 
 const EVIDENCE_NOTES: &[&str] = &[
     "Each input is a CASE exactly as `countersign verify` takes it: {action, result, registry, policy, now}. `input_text` carries the exact CASE text where the action's lexical form matters.",
+    "expected is {\"unusable_case\": MEMBER} when the CASE itself is unusable because of that member (today only a contradictory policy): there is no verdict, `countersign verify` exits 2.",
     "expected.decision is the transport status, except that a verified refusal makes it DENIED; it is null when the result envelope is unusable (reason result_malformed).",
     "expected.identity_assurance_level is `declared` whenever no evidence verified; otherwise the level derived from the evidence (the weakest approver on ALLOW and policy denials, the refusing approver on a veto).",
     "Replay state is empty at the start of each vector; a nonce repeated inside one CASE is replayed.",

@@ -70,10 +70,42 @@ pub(crate) fn status(out: &mut Out) {
     );
     out.ev(
         "status::approved-null-evidence",
-        "APPROVED with approver_evidence null",
-        &["no-evidence"],
+        "APPROVED with approver_evidence null: not an array, so the envelope is unusable",
+        &["no-evidence", "result-malformed"],
         bare(json!({"status": "APPROVED", "approver_evidence": null})),
-        deny("evidence_missing"),
+        unusable(),
+    );
+    out.ev(
+        "status::denied-null-evidence",
+        "DENIED with approver_evidence null: not an array, so the envelope is unusable",
+        &["no-evidence", "result-malformed"],
+        bare(json!({"status": "DENIED", "approver_evidence": null})),
+        unusable(),
+    );
+    // Duplicate members: a first-wins reader and a last-wins reader would see different results.
+    let mut c = refuse(a);
+    let refusal = serde_json::to_string(&c.result).unwrap_or_default();
+    c.result_text = Some(refusal.replacen('{', r#"{"status":"APPROVED","#, 1));
+    out.ev(
+        "status::duplicate-status",
+        "the envelope names its status twice (APPROVED, then DENIED)",
+        &["result-malformed", "result-duplicate-member"],
+        c,
+        unusable(),
+    );
+    let mut c = approve(a);
+    let text = serde_json::to_string(&c.result).unwrap_or_default();
+    c.result_text = Some(text.replacen(
+        r#""decision":"APPROVED""#,
+        r#""decision":"DENIED","decision":"APPROVED""#,
+        1,
+    ));
+    out.ev(
+        "status::duplicate-member-in-entry",
+        "an evidence entry names its decision twice (DENIED, then APPROVED)",
+        &["result-malformed", "result-duplicate-member"],
+        c,
+        unusable(),
     );
     out.ev(
         "status::approved-transport-reason-ignored",
@@ -247,6 +279,24 @@ pub(crate) fn freshness(out: &mut Out) {
             "max-age-30",
             "2026-11-20T09:59:00Z",
             json!({"max_age_seconds": 30}),
+            deny("stale"),
+        ),
+        (
+            "age-300.5",
+            "2026-11-20T09:54:59.5Z",
+            json!({}),
+            deny("stale"),
+        ),
+        (
+            "age-300-and-1ns",
+            "2026-11-20T09:54:59.999999999Z",
+            json!({}),
+            deny("stale"),
+        ),
+        (
+            "future-60.5",
+            "2026-11-20T10:01:00.5Z",
+            json!({}),
             deny("stale"),
         ),
         (

@@ -816,6 +816,30 @@ pub(crate) fn client_data(out: &mut Out) {
             deny("evidence_malformed"),
             &["client-data-malformed", "cross-origin"][..],
         ),
+        (
+            "cross-origin-null",
+            format!(
+                r#"{{"type":"webauthn.get","challenge":"{ch}","origin":"{o}","crossOrigin":null}}"#
+            ),
+            deny("evidence_malformed"),
+            &["client-data-malformed"][..],
+        ),
+        (
+            "top-origin-null",
+            format!(
+                r#"{{"type":"webauthn.get","challenge":"{ch}","origin":"{o}","crossOrigin":false,"topOrigin":null}}"#
+            ),
+            deny("evidence_malformed"),
+            &["client-data-malformed"][..],
+        ),
+        (
+            "ignored-member-escaped-non-ascii",
+            format!(
+                r#"{{"type":"webauthn.get","challenge":"{ch}","origin":"{o}","other":"\u00ff"}}"#
+            ),
+            allow("AAL2"),
+            &["client-data-shape"][..],
+        ),
     ] {
         out.ev(
             &format!("clientdata::{name}"),
@@ -825,6 +849,22 @@ pub(crate) fn client_data(out: &mut Out) {
             expected,
         );
     }
+
+    // Invalid UTF-8 inside a member the verifier ignores: still not clientDataJSON.
+    let mut bytes =
+        format!(r#"{{"type":"webauthn.get","challenge":"{ch}","origin":"{o}","other":""#)
+            .into_bytes();
+    bytes.extend_from_slice(b"\xff\"}");
+    out.ev(
+        "clientdata::invalid-utf8-in-ignored-member",
+        "clientDataJSON with a 0xFF byte inside a member the verifier ignores, signed as is",
+        &["client-data-malformed", "client-data-utf8"],
+        approve_with(a, |s| {
+            s.nonce = countersign_testkit::nonce("cd");
+            s.request.client_data_override = Some(bytes);
+        }),
+        deny("evidence_malformed"),
+    );
 
     // The challenge's length.
     for (name, len) in [

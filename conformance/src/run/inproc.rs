@@ -23,7 +23,8 @@ fn evidence(bytes: &[u8], backend: &dyn SignatureBackend) -> Response {
         Ok(case) => case,
         // An unusable result envelope is a verdict of its own (docs/SPEC.md §2.1, §9).
         Err(CaseError::Result(_)) => return Response::Verdict(unusable_result()),
-        Err(e) => return Response::Error(format!("unusable CASE: {e}")),
+        // Any other unusable CASE gets no verdict; the answer names the member at fault.
+        Err(e) => return Response::Verdict(json!({"unusable_case": e.member()})),
     };
     let verdict = case.verify_with(backend, &mut MemoryReplayState::new());
     match serde_json::to_value(&verdict) {
@@ -52,9 +53,13 @@ pub fn unusable_result() -> Value {
 /// Reduce a verdict to the members a vector's `expected` names.
 ///
 /// Evidence verdicts may carry the level as `identity_assurance_level` or, as `countersign
-/// verify` prints it, `identity_assurance.level`; other members are ignored.
+/// verify` prints it, `identity_assurance.level`; other members are ignored. An answer with
+/// `unusable_case` (no verdict for an unusable CASE) is reduced to that member alone.
 pub fn compact(kind: Kind, verdict: &Value) -> Value {
     match kind {
+        Kind::Evidence if verdict.get("unusable_case").is_some() => {
+            json!({"unusable_case": verdict.get("unusable_case")})
+        }
         Kind::Evidence => {
             let level = verdict
                 .get("identity_assurance_level")

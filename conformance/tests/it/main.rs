@@ -65,6 +65,16 @@ fn vectors_are_well_formed_and_numerous() {
             v.vector.id
         );
         match v.kind {
+            Kind::Evidence if v.vector.expected.get("unusable_case").is_some() => {
+                let u: Result<vectors::UnusableCase, _> =
+                    serde_json::from_value(v.vector.expected.clone());
+                let u = u.unwrap_or_else(|err| panic!("{}: {err}", v.vector.id));
+                assert!(
+                    vectors::UNUSABLE_CASE_MEMBERS.contains(&u.unusable_case.as_str()),
+                    "{}",
+                    v.vector.id
+                );
+            }
             Kind::Evidence => {
                 let e: Result<vectors::EvidenceExpected, _> =
                     serde_json::from_value(v.vector.expected.clone());

@@ -1,7 +1,7 @@
 //! CASE: one self-contained verification question, as `countersign verify` and the conformance
 //! vectors take it: `{"action", "result", "registry", "policy", "now"}`.
 
-use crate::policy::Policy;
+use crate::policy::{Policy, PolicyError};
 use crate::registry::{CredentialRegistry, RegistryError};
 use crate::replay::ReplayState;
 use crate::result::{ApprovalResult, ResultError};
@@ -28,7 +28,9 @@ pub struct Case {
 pub enum CaseError {
     #[error("CASE is not a JSON object with action, result, registry, policy and now: {0}")]
     Shape(String),
-    #[error("CASE action must be {{\"profile\": string, \"fields\": object}}: {0}")]
+    #[error(
+        "CASE action must be {{\"profile\": string, \"fields\": object, \"tool\"?: string}}: {0}"
+    )]
     Action(String),
     #[error("CASE result: {0}")]
     Result(#[from] ResultError),
@@ -36,8 +38,26 @@ pub enum CaseError {
     Registry(#[from] RegistryError),
     #[error("CASE policy: {0}")]
     Policy(String),
+    /// The policy parsed but cannot be applied ([`Policy::validate`]).
+    #[error("CASE policy: {0}")]
+    ContradictoryPolicy(#[from] PolicyError),
     #[error("CASE now {0:?} is not an RFC 3339 timestamp")]
     Now(String),
+}
+
+impl CaseError {
+    /// The CASE member that makes the document unusable: `case` (its shape), `action`,
+    /// `result`, `registry`, `policy` or `now`. The conformance harness answers with it.
+    pub fn member(&self) -> &'static str {
+        match self {
+            Self::Shape(_) => "case",
+            Self::Action(_) => "action",
+            Self::Result(_) => "result",
+            Self::Registry(_) => "registry",
+            Self::Policy(_) | Self::ContradictoryPolicy(_) => "policy",
+            Self::Now(_) => "now",
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -60,6 +80,8 @@ struct RawAction<'a> {
     profile: String,
     #[serde(borrow)]
     fields: &'a RawValue,
+    #[serde(default)]
+    tool: Option<String>,
 }
 
 impl Case {
@@ -73,10 +95,14 @@ impl Case {
         let registry = CredentialRegistry::from_json(raw.registry.get().as_bytes())?;
         let policy: Policy =
             serde_json::from_str(raw.policy.get()).map_err(|e| CaseError::Policy(e.to_string()))?;
+        policy.validate()?;
         let now = OffsetDateTime::parse(&raw.now, &Rfc3339)
             .map_err(|_| CaseError::Now(raw.now.clone()))?;
+        let mut parsed_action =
+            Action::new(action.profile, action.fields.get().as_bytes().to_vec());
+        parsed_action.tool = action.tool;
         Ok(Self {
-            action: Action::new(action.profile, action.fields.get().as_bytes().to_vec()),
+            action: parsed_action,
             result,
             registry,
             policy,

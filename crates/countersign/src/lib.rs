@@ -22,6 +22,7 @@
 
 mod assurance;
 pub mod b64;
+mod binding;
 mod canon;
 mod case;
 mod policy;
@@ -35,12 +36,12 @@ pub mod webauthn;
 pub use assurance::{AssuranceBasis, AssuranceLevel, AssuranceSource, IdentityAssurance};
 pub use canon::{
     CanonError, CanonLimits, CanonicalFields, Decision, FieldKind, FieldSpec, MAX_DEPTH,
-    MAX_FIELDS_BYTES, OpHash, PAYMENT_DEFINITION, Profile, ProfileError, ProfileRegistry,
-    TOOL_CALL_DEFINITION, UNICODE_VERSION, admit_document, admit_fields, admit_json,
-    canonical_bytes, op_hash, op_hash_document,
+    MAX_FIELDS_BYTES, NfcMode, NonNfc, OpHash, PAYMENT_DEFINITION, Profile, ProfileError,
+    ProfileRegistry, TOOL_CALL_DEFINITION, UNICODE_VERSION, admit_document, admit_fields,
+    admit_fields_with, admit_json, canonical_bytes, nfc_changes, op_hash, op_hash_document,
 };
 pub use case::{Case, CaseError};
-pub use policy::{DEFAULT_CLOCK_SKEW_SECONDS, DEFAULT_MAX_AGE_SECONDS, Policy};
+pub use policy::{DEFAULT_CLOCK_SKEW_SECONDS, DEFAULT_MAX_AGE_SECONDS, Policy, PolicyError};
 pub use reason::ReasonCode;
 pub use registry::{
     Aaguid, AttestationRecord, CredentialRecord, CredentialRegistry, EnrolledCredential,

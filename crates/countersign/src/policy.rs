@@ -1,12 +1,15 @@
 //! Verifier policy: what evidence a verifier demands before it lets an action run.
 //!
 //! Defaults fail closed: evidence is required, user verification is required, one approver, five
-//! minutes maximum age. A policy with no allowed origins can never be satisfied.
+//! minutes maximum age, strings already in NFC, every enrolled principal eligible. A policy with no
+//! allowed origins can never be satisfied; a contradictory policy ([`Policy::validate`]) is refused
+//! where it is loaded.
 
 use crate::assurance::AssuranceLevel;
-use crate::canon::ProfileRegistry;
+use crate::canon::{NfcMode, ProfileRegistry};
 use crate::registry::Aaguid;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Default maximum age of an assertion, in seconds.
 pub const DEFAULT_MAX_AGE_SECONDS: u64 = 300;
@@ -48,12 +51,26 @@ pub struct Policy {
     /// AAGUIDs eligible for AAL3. Absent: any authenticator whose attestation chain verified.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aal3_aaguids: Option<Vec<Aaguid>>,
+    /// What admission does with action strings that NFC would change: refuse them (`require`, the
+    /// default) or normalize them (`normalize`, for a gateway that executes the NFC form).
+    #[serde(default, skip_serializing_if = "is_require")]
+    pub nfc: NfcMode,
+    /// For each profile that does not sign its operation (no `tool_name` field), the one tool
+    /// allowed to use it. See [`Policy::check_operation`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub profile_tools: BTreeMap<String, String>,
+    /// The principals allowed to decide. Absent: every credential of the registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvers: Option<Vec<String>>,
     /// The canonicalization profiles this verifier accepts, pinned by digest. Not part of the
     /// CASE wire form: a CASE verifier uses the built-in profiles.
     #[serde(skip, default = "ProfileRegistry::builtin")]
     pub profiles: ProfileRegistry,
 }
 
+fn is_require(mode: &NfcMode) -> bool {
+    *mode == NfcMode::Require
+}
 fn yes() -> bool {
     true
 }
@@ -85,9 +102,80 @@ impl Policy {
             allow_cross_origin: false,
             top_origins: Vec::new(),
             aal3_aaguids: None,
+            nfc: NfcMode::Require,
+            profile_tools: BTreeMap::new(),
+            approvers: None,
             profiles: ProfileRegistry::builtin(),
         }
     }
+
+    /// Refuse a policy whose members contradict each other, or that no evidence could ever
+    /// satisfy. Where a policy is loaded (a CASE, a configuration file) this makes it unusable;
+    /// [`crate::verify_evidence`] given one fails closed instead (it demands evidence).
+    ///
+    /// - `require_evidence = false` with `min_assurance` above `declared`, or with `quorum > 1`:
+    ///   a bare `"APPROVED"` carries no approver and no assurance, so the policy would both demand
+    ///   and waive the evidence;
+    /// - `approvers = []`: nobody could ever approve;
+    /// - `approvers` naming fewer distinct principals than `quorum`: the quorum can never be met.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        if !self.require_evidence {
+            if self
+                .min_assurance
+                .is_some_and(|m| m > AssuranceLevel::Declared)
+            {
+                return Err(PolicyError::Contradictory {
+                    members: "require_evidence, min_assurance",
+                    why: "a result without evidence has declared assurance, below the minimum",
+                });
+            }
+            if self.quorum > 1 {
+                return Err(PolicyError::Contradictory {
+                    members: "require_evidence, quorum",
+                    why: "a result without evidence names no approver, so no quorum above one",
+                });
+            }
+        }
+        if let Some(approvers) = &self.approvers {
+            if approvers.is_empty() {
+                return Err(PolicyError::Contradictory {
+                    members: "approvers",
+                    why: "an empty list lets nobody approve",
+                });
+            }
+            let mut distinct: Vec<&str> = approvers.iter().map(String::as_str).collect();
+            distinct.sort_unstable();
+            distinct.dedup();
+            if u32::try_from(distinct.len()).is_ok_and(|n| n < self.quorum) {
+                return Err(PolicyError::Contradictory {
+                    members: "approvers, quorum",
+                    why: "fewer eligible principals than the quorum requires",
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `principal` may decide under this policy.
+    pub fn is_eligible(&self, principal: &str) -> bool {
+        self.approvers
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|p| p == principal))
+    }
+}
+
+/// Why a policy is unusable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// Members that cannot all hold, or that no evidence could satisfy.
+    #[error("policy members {members} contradict each other: {why}")]
+    Contradictory {
+        /// The policy members involved, comma-separated, e.g. `require_evidence, quorum`.
+        members: &'static str,
+        /// Why they cannot all hold.
+        why: &'static str,
+    },
 }
 
 #[cfg(test)]

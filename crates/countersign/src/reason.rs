@@ -50,6 +50,8 @@ pub enum ReasonCode {
     CredentialUnknown,
     /// The credential was enrolled but has been revoked.
     CredentialRevoked,
+    /// The credential belongs to a principal the policy does not allow to decide.
+    ApproverIneligible,
     /// The BE flag contradicts what was recorded at enrollment.
     BackupEligibilityMismatch,
     /// The signature counter went backwards: a possible cloned authenticator.
@@ -90,6 +92,7 @@ impl ReasonCode {
         Self::UserNotVerified,
         Self::CredentialUnknown,
         Self::CredentialRevoked,
+        Self::ApproverIneligible,
         Self::BackupEligibilityMismatch,
         Self::CounterRegression,
         Self::Replayed,
@@ -122,6 +125,7 @@ impl ReasonCode {
             Self::UserNotVerified => "user_not_verified",
             Self::CredentialUnknown => "credential_unknown",
             Self::CredentialRevoked => "credential_revoked",
+            Self::ApproverIneligible => "approver_ineligible",
             Self::BackupEligibilityMismatch => "backup_eligibility_mismatch",
             Self::CounterRegression => "counter_regression",
             Self::Replayed => "replayed",

@@ -1,12 +1,13 @@
 //! The wire objects an approval callback returns: `ApprovalResult` and its evidence entries.
 //!
 //! Parsing is split in two on purpose. A result whose *envelope* is unusable (not JSON, unknown
-//! status) is a [`ResultError`]. An evidence entry that is malformed does not make the envelope
+//! status, a duplicate member anywhere, `approver_evidence` not an array) is a [`ResultError`]. An evidence entry that is malformed does not make the envelope
 //! unusable: it is kept as [`EvidenceSlot::Malformed`] so the verifier can answer a specific
 //! `evidence_malformed` DENY instead of refusing to look at the result at all.
 
 use crate::b64;
-use crate::canon::Decision;
+use crate::canon::{self, CanonError, Decision};
+use crate::registry::Aaguid;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -71,6 +72,10 @@ pub struct ApprovalResult {
 pub enum ResultError {
     #[error("approval result is not valid JSON: {0}")]
     NotJson(String),
+    /// Valid JSON that the strict parser refuses: a duplicate member (in the envelope or inside
+    /// an evidence entry), a lone surrogate, an integer beyond ±(2^53-1), and the like.
+    #[error("approval result is refused by strict JSON admission: {0}")]
+    Inadmissible(CanonError),
     #[error("approval result must be a status string or an object, got {0}")]
     WrongShape(&'static str),
     #[error("unknown approval status {0:?} (expected APPROVED, DENIED or PENDING)")]
@@ -96,9 +101,18 @@ impl ApprovalResult {
     }
 
     /// Parse JSON text.
+    ///
+    /// The text is read by the same strict parser as the action's fields (keys kept as sent), so
+    /// a duplicate member is refused wherever it is: a first-wins parser in a gateway and this
+    /// last-wins one would otherwise read two different results from one text.
     pub fn from_json(bytes: &[u8]) -> Result<Self, ResultError> {
-        let value: Value =
-            serde_json::from_slice(bytes).map_err(|e| ResultError::NotJson(e.to_string()))?;
+        let value = canon::parse_envelope(bytes).map_err(|e| match e {
+            CanonError::Syntax { .. }
+            | CanonError::TrailingData { .. }
+            | CanonError::InvalidUtf8 { .. }
+            | CanonError::TooLarge { .. } => ResultError::NotJson(e.to_string()),
+            other => ResultError::Inadmissible(other),
+        })?;
         Self::from_value(&value)
     }
 
@@ -124,8 +138,9 @@ impl ApprovalResult {
             Some(_) => return Err(invalid("status", "must be a string")),
             None => return Err(invalid("status", "is missing")),
         };
+        // `null` is not an array: it is refused like any other non-array, not read as "none".
         let approver_evidence = match object.get("approver_evidence") {
-            None | Some(Value::Null) => Vec::new(),
+            None => Vec::new(),
             Some(Value::Array(entries)) => entries.iter().map(EvidenceSlot::from_value).collect(),
             Some(_) => return Err(invalid("approver_evidence", "must be an array")),
         };
@@ -225,8 +240,14 @@ pub struct EvidenceEntry {
     pub authenticator_data: Vec<u8>,
     #[serde(with = "b64::bytes")]
     pub signature: Vec<u8>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Absent, or an AAGUID in its 8-4-4-4-12 form (`null` and other strings are malformed).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "aaguid_text"
+    )]
     pub aaguid: Option<String>,
+    /// A string, `null` or absent.
     #[serde(default)]
     pub attestation_ref: Option<String>,
     #[serde(with = "b64::bytes")]
@@ -236,6 +257,18 @@ pub struct EvidenceEntry {
     pub assertion_at: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub co_signatures: Vec<Value>,
+}
+
+/// `aaguid` when present: a string that parses as an AAGUID, kept as written.
+fn aaguid_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let text = String::deserialize(d)?;
+    match Aaguid::parse(&text) {
+        Some(_) => Ok(Some(text)),
+        None => Err(serde::de::Error::custom(format!(
+            "aaguid {:?} is not an 8-4-4-4-12 hexadecimal UUID",
+            text.chars().take(64).collect::<String>()
+        ))),
+    }
 }
 
 #[cfg(test)]
@@ -285,6 +318,60 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn null_evidence_and_duplicate_members_make_the_envelope_unusable() {
+        assert!(matches!(
+            ApprovalResult::from_json(br#"{"status":"APPROVED","approver_evidence":null}"#),
+            Err(ResultError::InvalidField {
+                field: "approver_evidence",
+                ..
+            })
+        ));
+        assert!(
+            ApprovalResult::from_json(br#"{"status":"APPROVED","approver_evidence":[]}"#).is_ok()
+        );
+        assert!(matches!(
+            ApprovalResult::from_json(br#"{"status":"DENIED","status":"APPROVED"}"#),
+            Err(ResultError::Inadmissible(CanonError::DuplicateKey { .. }))
+        ));
+        assert!(matches!(
+            ApprovalResult::from_json(
+                br#"{"status":"APPROVED","approver_evidence":[{"decision":"DENIED","decision":"APPROVED"}]}"#
+            ),
+            Err(ResultError::Inadmissible(CanonError::DuplicateKey { path, .. })) if path == "/approver_evidence/0"
+        ));
+    }
+
+    #[test]
+    fn aaguid_and_attestation_ref_are_type_checked() {
+        let entry = |extra: Value| {
+            let mut v = json!({"format": WEBAUTHN_ASSERTION_FORMAT, "decision": "APPROVED",
+                "canonicalization_profile": "p", "credential_id": "AA", "client_data_json": "AA",
+                "authenticator_data": "AA", "signature": "AA", "nonce": "AA", "op_hash": "AA",
+                "assertion_at": "2026-01-01T00:00:00Z"});
+            if let (Some(o), Value::Object(e)) = (v.as_object_mut(), extra) {
+                o.extend(e);
+            }
+            matches!(EvidenceSlot::from_value(&v), EvidenceSlot::Decoded(_))
+        };
+        assert!(entry(json!({})));
+        assert!(entry(
+            json!({"aaguid": "adce0002-35bc-c60a-648b-0b25f1f05503"})
+        ));
+        assert!(entry(json!({"attestation_ref": null})));
+        assert!(entry(json!({"attestation_ref": "att_1"})));
+        for bad in [
+            json!({"aaguid": null}),
+            json!({"aaguid": 7}),
+            json!({"aaguid": "not-a-uuid"}),
+            json!({"aaguid": "adce000235bcc60a648b0b25f1f05503"}),
+            json!({"attestation_ref": 7}),
+            json!({"attestation_ref": {}}),
+        ] {
+            assert!(!entry(bad.clone()), "{bad}");
+        }
     }
 
     #[test]

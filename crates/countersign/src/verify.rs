@@ -26,23 +26,36 @@ use time::format_description::well_known::Rfc3339;
 const NONCE_LEN: usize = 32;
 const CHALLENGE_LEN: usize = NONCE_LEN + 32;
 
-/// The action a gateway is about to authorize: a profile id and the raw JSON text of its fields.
+/// The action a gateway is about to authorize: a profile id, the raw JSON text of its fields and,
+/// optionally, the tool (operation) it will run them with.
 ///
 /// The fields stay raw until verification because admission (duplicate keys, lone surrogates,
-/// number ranges) must look at the bytes, not at an already-parsed value.
+/// number ranges, NFC) must look at the bytes, not at an already-parsed value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Action {
     pub profile: String,
     pub fields_json: Vec<u8>,
+    /// The tool the gateway will run. Checked against the signed `tool_name` of a profile that
+    /// signs its operation, or against the policy's `profile_tools` binding of one that does not
+    /// ([`Policy::check_operation`]).
+    pub tool: Option<String>,
 }
 
 impl Action {
-    /// An action from a profile id and the JSON text of its fields.
+    /// An action from a profile id and the JSON text of its fields, with no tool named.
     pub fn new(profile: impl Into<String>, fields_json: impl Into<Vec<u8>>) -> Self {
         Self {
             profile: profile.into(),
             fields_json: fields_json.into(),
+            tool: None,
         }
+    }
+
+    /// The same action, run by the tool `name`.
+    #[must_use]
+    pub fn with_tool(mut self, name: impl Into<String>) -> Self {
+        self.tool = Some(name.into());
+        self
     }
 }
 
@@ -127,6 +140,30 @@ pub enum VerifyError {
     },
     #[error("{got} distinct principal(s) approved, the policy requires {required}")]
     QuorumNotMet { required: u32, got: u32 },
+    #[error("the action runs tool {tool:?} but its signed tool_name is {signed:?}")]
+    OperationMismatch { tool: String, signed: String },
+    #[error("{}", operation_not_bound(profile, tool, bound.as_deref()))]
+    OperationNotBound {
+        profile: String,
+        tool: String,
+        bound: Option<String>,
+    },
+    #[error(
+        "the action names no tool, and profile {profile:?} is bound to tool {bound:?} by the policy"
+    )]
+    OperationUnnamed { profile: String, bound: String },
+}
+
+fn operation_not_bound(profile: &str, tool: &str, bound: Option<&str>) -> String {
+    match bound {
+        Some(bound) => format!(
+            "tool {tool:?} may not use profile {profile:?}: the policy binds it to tool {bound:?}"
+        ),
+        None => format!(
+            "tool {tool:?} may not use profile {profile:?}: the profile does not sign its operation \
+             and the policy's profile_tools binds it to no tool"
+        ),
+    }
 }
 
 impl VerifyError {
@@ -139,6 +176,10 @@ impl VerifyError {
             Self::StatusContradictsEvidence { .. } => ReasonCode::BindingMismatch,
             Self::InsufficientAssurance { .. } => ReasonCode::InsufficientAssurance,
             Self::QuorumNotMet { .. } => ReasonCode::QuorumNotMet,
+            Self::OperationMismatch { .. } => ReasonCode::BindingMismatch,
+            Self::OperationNotBound { .. } | Self::OperationUnnamed { .. } => {
+                ReasonCode::ActionInadmissible
+            }
         }
     }
 }
@@ -161,6 +202,13 @@ pub enum EvidenceError {
     CredentialRevoked {
         credential_id: String,
         principal: String,
+    },
+    #[error(
+        "credential {credential_id} belongs to {principal}, who is not among the policy's approvers"
+    )]
+    Ineligible {
+        principal: String,
+        credential_id: String,
     },
     #[error("credential {credential_id}: {source}")]
     UnusableKey {
@@ -188,18 +236,33 @@ pub enum EvidenceError {
     Assertion(AssertionError),
     #[error("assertion_at {0:?} is not an RFC 3339 timestamp")]
     AssertionAtInvalid(String),
-    #[error("assertion is {age_seconds}s old, the policy allows {max_age_seconds}s")]
+    #[error("assertion is {}s old, the policy allows {max_age_seconds}s", seconds(*age))]
     Stale {
-        age_seconds: i64,
+        /// Exactly how old (`now - assertion_at`), never rounded.
+        age: std::time::Duration,
         max_age_seconds: u64,
     },
-    #[error("assertion is dated {ahead_seconds}s in the future, beyond the {skew_seconds}s skew")]
+    #[error(
+        "assertion is dated {}s in the future, beyond the {skew_seconds}s skew",
+        seconds(*ahead)
+    )]
     FutureDated {
-        ahead_seconds: i64,
+        /// Exactly how far ahead (`assertion_at - now`), never rounded.
+        ahead: std::time::Duration,
         skew_seconds: u64,
     },
     #[error("nonce {0} was already spent")]
     Replayed(String),
+}
+
+/// A duration in seconds with its fraction, as short as exact: `300`, `300.5`, `0.000000001`.
+fn seconds(d: std::time::Duration) -> String {
+    let nanos = d.subsec_nanos();
+    if nanos == 0 {
+        return d.as_secs().to_string();
+    }
+    let fraction = format!("{nanos:09}");
+    format!("{}.{}", d.as_secs(), fraction.trim_end_matches('0'))
 }
 
 impl EvidenceError {
@@ -219,6 +282,7 @@ impl EvidenceError {
             | Self::ActionMismatch { .. } => ReasonCode::BindingMismatch,
             Self::CredentialUnknown(_) => ReasonCode::CredentialUnknown,
             Self::CredentialRevoked { .. } => ReasonCode::CredentialRevoked,
+            Self::Ineligible { .. } => ReasonCode::ApproverIneligible,
             Self::UnusableKey { .. } => ReasonCode::UnsupportedAlgorithm,
             Self::Assertion(e) => e.reason_code(),
             Self::Stale { .. } | Self::FutureDated { .. } => ReasonCode::Stale,
@@ -390,7 +454,7 @@ impl<'a> Context<'a> {
         }
         let mut bound = match self.bind_action() {
             Ok(bound) => bound,
-            Err(e) => return Outcome::deny_with(result, VerifyError::Action(e)),
+            Err(e) => return Outcome::deny_with(result, e),
         };
         let mut verified: Vec<Verified> = Vec::with_capacity(result.approver_evidence.len());
         for (index, slot) in result.approver_evidence.iter().enumerate() {
@@ -413,7 +477,10 @@ impl<'a> Context<'a> {
     fn decide_without_evidence(&self, result: &ApprovalResult) -> Outcome {
         let assurance = IdentityAssurance::declared(result.identity_assurance.as_ref());
         match result.status {
-            ApprovalStatus::Approved if self.policy.require_evidence => {
+            // A contradictory policy (Policy::validate) fails closed: it demands evidence.
+            ApprovalStatus::Approved
+                if self.policy.require_evidence || self.policy.validate().is_err() =>
+            {
                 Outcome::deny_with(result, VerifyError::EvidenceMissing { status: "APPROVED" })
             }
             ApprovalStatus::Approved => Outcome::Allow {
@@ -440,13 +507,16 @@ impl<'a> Context<'a> {
         }
     }
 
-    fn bind_action(&self) -> Result<Bound<'a>, CanonError> {
+    /// SPEC §6 step 3: resolve the profile, admit the fields under the policy's NFC rule, and check
+    /// the operation the action will run (crate::binding).
+    fn bind_action(&self) -> Result<Bound<'a>, VerifyError> {
         let policy: &'a Policy = self.policy;
-        let profile = policy
-            .profiles
-            .get(&self.action.profile)
-            .ok_or_else(|| CanonError::UnknownProfile(self.action.profile.clone()))?;
-        let fields = canon::admit_fields(profile, &self.action.fields_json)?;
+        let profile = policy.profiles.get(&self.action.profile).ok_or_else(|| {
+            VerifyError::Action(CanonError::UnknownProfile(self.action.profile.clone()))
+        })?;
+        let fields = canon::admit_fields_with(profile, &self.action.fields_json, policy.nfc)
+            .map_err(VerifyError::Action)?;
+        policy.check_operation_admitted(self.action, profile, Some(&fields))?;
         Ok(Bound {
             profile,
             fields,
@@ -478,6 +548,10 @@ impl<'a> Context<'a> {
         if entry.format != WEBAUTHN_ASSERTION_FORMAT {
             return Err(EvidenceError::UnsupportedFormat(entry.format.clone()));
         }
+        // Decoding the entry includes its timestamp: an undecodable one is malformed whatever
+        // else is wrong, before any lookup or signature work.
+        let assertion_at = OffsetDateTime::parse(&entry.assertion_at, &Rfc3339)
+            .map_err(|_| EvidenceError::AssertionAtInvalid(entry.assertion_at.clone()))?;
         self.check_profile(entry, bound.profile)?;
         let credential = self.enrolled_credential(entry)?;
         let key = credential.key().map_err(|e| EvidenceError::UnusableKey {
@@ -529,7 +603,7 @@ impl<'a> Context<'a> {
                 );
             }
         }
-        self.check_freshness(&entry.assertion_at)?;
+        self.check_freshness(assertion_at)?;
         let assurance = IdentityAssurance::derive(
             verified.flags,
             credential,
@@ -589,6 +663,14 @@ impl<'a> Context<'a> {
                 principal: credential.principal().to_owned(),
             });
         }
+        // Eligibility before any signature work: evidence from a principal who may not decide
+        // is refused whatever it says, approvals and refusals alike.
+        if !self.policy.is_eligible(credential.principal()) {
+            return Err(EvidenceError::Ineligible {
+                principal: credential.principal().to_owned(),
+                credential_id: b64::encode(&entry.credential_id),
+            });
+        }
         Ok(credential)
     }
 
@@ -599,21 +681,20 @@ impl<'a> Context<'a> {
             .map_or(recorded, |seen| seen.max(recorded))
     }
 
-    fn check_freshness(&mut self, assertion_at: &str) -> Result<(), EvidenceError> {
-        let at = OffsetDateTime::parse(assertion_at, &Rfc3339)
-            .map_err(|_| EvidenceError::AssertionAtInvalid(assertion_at.to_owned()))?;
-        let age_seconds = (self.now - at).whole_seconds();
+    /// Exact durations, never truncated: 300.5 s old is older than a 300 s maximum age.
+    fn check_freshness(&mut self, at: OffsetDateTime) -> Result<(), EvidenceError> {
+        let age = self.now - at;
         let max_age = self.policy.max_age_seconds;
         let skew = self.policy.clock_skew_seconds;
-        if age_seconds < 0 && age_seconds.unsigned_abs() > skew {
+        if age.is_negative() && age.unsigned_abs() > std::time::Duration::from_secs(skew) {
             return self.enforce_or_report(EvidenceError::FutureDated {
-                ahead_seconds: -age_seconds,
+                ahead: age.unsigned_abs(),
                 skew_seconds: skew,
             });
         }
-        if age_seconds > 0 && age_seconds.unsigned_abs() > max_age {
+        if age.is_positive() && age.unsigned_abs() > std::time::Duration::from_secs(max_age) {
             return self.enforce_or_report(EvidenceError::Stale {
-                age_seconds,
+                age: age.unsigned_abs(),
                 max_age_seconds: max_age,
             });
         }

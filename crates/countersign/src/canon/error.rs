@@ -95,6 +95,9 @@ pub enum CanonError {
     },
     #[error("field {field:?} is exact and its value is not already in NFC")]
     FieldNotNfc { field: String },
+    /// A key or string value that NFC would change, refused under [`super::NfcMode::Require`].
+    #[error("{0}")]
+    NotNfc(super::NonNfc),
 
     // --- the op-hash document and the registry ----------------------------------------------
     #[error("unknown canonicalization profile {0:?}")]

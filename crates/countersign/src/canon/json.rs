@@ -67,6 +67,14 @@ impl CanonLimits {
         self.allow_floats
     }
 
+    /// An approval result: evidence entries are a few kilobytes each; their caps are not the
+    /// action's.
+    pub(crate) const ENVELOPE: Self = Self {
+        max_bytes: super::MAX_ENVELOPE_BYTES,
+        max_depth: MAX_DEPTH,
+        allow_floats: true,
+    };
+
     /// The op-hash document wraps `fields` one level down and adds a few short members around it.
     /// The `fields` value itself is still held to the field caps (see [`parse_document`]).
     pub(crate) const DOCUMENT: Self = Self {
@@ -85,6 +93,18 @@ impl Default for CanonLimits {
 /// Parse one JSON text under `limits`.
 pub(crate) fn parse(raw: &[u8], limits: CanonLimits) -> Result<Value, CanonError> {
     let mut p = Parser::new(raw, limits)?;
+    let value = p.value(0)?;
+    p.finish()?;
+    Ok(value)
+}
+
+/// Parse one JSON text under `limits`, keeping object keys exactly as decoded (not NFC).
+///
+/// Used where the strings as submitted matter: the NFC admission rule refuses (or lists) keys
+/// that normalization would change, so it must see them before anything normalizes them.
+pub(crate) fn parse_raw_keys(raw: &[u8], limits: CanonLimits) -> Result<Value, CanonError> {
+    let mut p = Parser::new(raw, limits)?;
+    p.raw_keys = true;
     let value = p.value(0)?;
     p.finish()?;
     Ok(value)
@@ -120,6 +140,8 @@ struct Parser<'a> {
     limits: CanonLimits,
     record_members: bool,
     members: Vec<Member>,
+    /// Keep keys as decoded instead of normalizing them (see [`parse_raw_keys`]).
+    raw_keys: bool,
 }
 
 impl<'a> Parser<'a> {
@@ -141,6 +163,7 @@ impl<'a> Parser<'a> {
             limits,
             record_members: false,
             members: Vec::new(),
+            raw_keys: false,
         };
         p.skip_ws();
         Ok(p)
@@ -259,7 +282,7 @@ impl<'a> Parser<'a> {
                 return Err(self.syntax("a string key"));
             }
             let raw_key = self.string()?;
-            let (key, renamed_from) = if text::is_nfc(&raw_key) {
+            let (key, renamed_from) = if self.raw_keys || text::is_nfc(&raw_key) {
                 (raw_key, None)
             } else {
                 (text::nfc_owned(raw_key.clone()), Some(raw_key))

@@ -19,11 +19,13 @@ mod error;
 mod fields;
 mod jcs;
 mod json;
+mod nfc;
 mod profile;
 mod text;
 
 pub use error::CanonError;
 pub use json::CanonLimits;
+pub use nfc::{NfcMode, NonNfc};
 pub use profile::{
     FieldKind, FieldSpec, PAYMENT_DEFINITION, Profile, ProfileError, ProfileRegistry,
     TOOL_CALL_DEFINITION,
@@ -110,6 +112,15 @@ impl CanonicalFields {
     }
 }
 
+/// Largest approval result envelope read by [`parse_envelope`].
+pub(crate) const MAX_ENVELOPE_BYTES: usize = 1024 * 1024;
+
+/// Parse an approval-result envelope with the strict parser: no duplicate member anywhere, keys
+/// kept as sent (not normalized), floats allowed, at most [`MAX_ENVELOPE_BYTES`].
+pub(crate) fn parse_envelope(raw: &[u8]) -> Result<Value, CanonError> {
+    json::parse_raw_keys(raw, CanonLimits::ENVELOPE)
+}
+
 /// Strictly admit any JSON text (no profile): parse under `limits`, then NFC every string.
 pub fn admit_json(raw: &[u8], limits: CanonLimits) -> Result<Value, CanonError> {
     let mut value = json::parse(raw, limits)?;
@@ -117,11 +128,52 @@ pub fn admit_json(raw: &[u8], limits: CanonLimits) -> Result<Value, CanonError> 
     Ok(value)
 }
 
-/// Admit the raw JSON text of an action's `fields` under `profile`.
+/// Admit the raw JSON text of an action's `fields` under `profile`, normalizing every string that
+/// is not `exact` to NFC (what `op-hash` computes over).
+///
+/// A verifier that authorizes the action itself uses [`admit_fields_with`], whose default
+/// ([`NfcMode::Require`]) refuses strings that normalization would change.
 pub fn admit_fields(profile: &Profile, raw: &[u8]) -> Result<CanonicalFields, CanonError> {
+    admit_fields_with(profile, raw, NfcMode::Normalize)
+}
+
+/// Admit the raw JSON text of an action's `fields` under `profile` with an NFC admission rule.
+///
+/// Under [`NfcMode::Require`], any decoded key or string value that NFC would change is refused
+/// with [`CanonError::NotNfc`] (the first one in the fields' key order, named by its JSON pointer
+/// and the code points that NFC changes); the admitted fields are then byte for byte the strings
+/// the gateway submitted. Under [`NfcMode::Normalize`] they are normalized, as [`admit_fields`].
+pub fn admit_fields_with(
+    profile: &Profile,
+    raw: &[u8],
+    mode: NfcMode,
+) -> Result<CanonicalFields, CanonError> {
     let limits = CanonLimits::STRICT.with_floats(profile.allow_floats);
-    let value = json::parse(raw, limits)?;
+    let value = match mode {
+        NfcMode::Normalize => json::parse(raw, limits)?,
+        NfcMode::Require => {
+            // Keys must be seen as submitted: the normalizing parser would have fixed them.
+            let value = json::parse_raw_keys(raw, limits)?;
+            if let Some(first) = nfc::find(&value, true).into_iter().next() {
+                return Err(CanonError::NotNfc(first));
+            }
+            value
+        }
+    };
     admit_parsed(profile, value)
+}
+
+/// Every key and string value of an action's `fields` that NFC would change, with its JSON pointer
+/// and the code points that change, keys in code point order (as the admitted object holds them).
+///
+/// For an approver page under [`NfcMode::Normalize`], which must mark what normalization changed
+/// on the value as submitted. Fields that are inadmissible even when normalized are refused with
+/// the error [`admit_fields`] gives.
+pub fn nfc_changes(profile: &Profile, raw: &[u8]) -> Result<Vec<NonNfc>, CanonError> {
+    admit_fields(profile, raw)?;
+    let limits = CanonLimits::STRICT.with_floats(profile.allow_floats);
+    let value = json::parse_raw_keys(raw, limits)?;
+    Ok(nfc::find(&value, false))
 }
 
 fn admit_parsed(profile: &Profile, mut value: Value) -> Result<CanonicalFields, CanonError> {

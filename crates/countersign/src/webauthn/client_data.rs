@@ -8,6 +8,10 @@
 //! - A member we read (`type`, `challenge`, `origin`, `crossOrigin`, `topOrigin`) that appears twice
 //!   is refused: JSON parsers disagree on which duplicate wins, and a verifier must not read a value
 //!   the client did not mean.
+//! - The whole text must be UTF-8, ignored members included: a skipped member is still part of the
+//!   signed bytes, and a parser that reads it (or replaces invalid bytes) would see another text.
+//! - `crossOrigin` and `topOrigin` are either absent or of their type (boolean, string): `null` is
+//!   a wrong type like any other, not another spelling of "absent".
 //! - `challenge` is base64url without padding, decoded strictly (no padding, no `+` or `/`, no
 //!   non-zero trailing bits), as the specification defines it. Every browser emits exactly this
 //!   form, so one challenge has one spelling.
@@ -48,10 +52,20 @@ struct Wire<'a> {
     challenge: Cow<'a, str>,
     #[serde(borrow)]
     origin: Cow<'a, str>,
-    #[serde(rename = "crossOrigin", default)]
+    #[serde(rename = "crossOrigin", default, deserialize_with = "present")]
     cross_origin: Option<bool>,
-    #[serde(rename = "topOrigin", default, borrow)]
-    top_origin: Option<Cow<'a, str>>,
+    #[serde(rename = "topOrigin", default, deserialize_with = "present")]
+    top_origin: Option<String>,
+}
+
+/// A member that may be absent (`default` gives `None`) but, when present, must have its type:
+/// unlike `Option`'s own impl, `null` is refused.
+fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
 }
 
 impl ClientData {
@@ -63,8 +77,12 @@ impl ClientData {
     }
 
     pub(crate) fn parse_strict(bytes: &[u8]) -> Result<Self, ClientDataError> {
+        // serde_json validates UTF-8 only inside the strings it decodes, so check all of it first.
+        let text = std::str::from_utf8(bytes).map_err(|e| ClientDataError::InvalidUtf8 {
+            offset: e.valid_up_to(),
+        })?;
         // serde's derived visitor refuses a duplicate of any member it reads and skips the rest.
-        let wire: Wire<'_> = serde_json::from_slice(bytes).map_err(|e| ClientDataError::Json {
+        let wire: Wire<'_> = serde_json::from_str(text).map_err(|e| ClientDataError::Json {
             detail: e.to_string(),
         })?;
         let challenge = URL_SAFE_NO_PAD
@@ -77,7 +95,7 @@ impl ClientData {
             challenge,
             origin: wire.origin.into_owned(),
             cross_origin: wire.cross_origin,
-            top_origin: wire.top_origin.map(Cow::into_owned),
+            top_origin: wire.top_origin,
         })
     }
 
@@ -214,6 +232,12 @@ pub enum ClientDataError {
         /// The JSON parser's description.
         detail: String,
     },
+    /// The text is not UTF-8 (anywhere, including members the verifier ignores).
+    #[error("clientDataJSON is not UTF-8 (invalid byte at {offset})")]
+    InvalidUtf8 {
+        /// The offset of the first invalid byte.
+        offset: usize,
+    },
     /// `challenge` is not unpadded base64url.
     #[error("clientDataJSON challenge {challenge:?} is not unpadded base64url")]
     ChallengeEncoding {
@@ -268,6 +292,7 @@ impl ClientDataError {
     pub fn reason_code(&self) -> ReasonCode {
         match self {
             Self::Json { .. }
+            | Self::InvalidUtf8 { .. }
             | Self::ChallengeEncoding { .. }
             | Self::WrongType { .. }
             | Self::TopOriginWithoutCrossOrigin { .. } => ReasonCode::EvidenceMalformed,
@@ -308,6 +333,49 @@ mod tests {
         assert_eq!(cd.cross_origin, None);
         assert_eq!(cd.top_origin, None);
         assert!(cd.check_type().is_ok());
+    }
+
+    #[test]
+    fn invalid_utf8_is_refused_even_in_an_ignored_member() {
+        let mut bytes =
+            br#"{"type":"webauthn.get","challenge":"AQID","origin":"https://example.org","x":"#
+                .to_vec();
+        bytes.extend_from_slice(b"\"\xff\"}");
+        let offset = bytes.len() - 3;
+        let e = ClientData::parse_strict(&bytes);
+        assert_eq!(e, Err(ClientDataError::InvalidUtf8 { offset }));
+        assert_eq!(
+            e.map_err(|e| e.reason_code()),
+            Err(ReasonCode::EvidenceMalformed)
+        );
+        // The same member with valid text is ignored.
+        assert!(
+            parse(&format!(
+                "{}{}",
+                &GOOD[..GOOD.len() - 1],
+                r#","x":"\u00ff"}"#
+            ))
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn null_cross_origin_and_top_origin_are_wrong_types() {
+        for bad in [
+            r#"{"type":"webauthn.get","challenge":"AQID","origin":"https://example.org","crossOrigin":null}"#,
+            r#"{"type":"webauthn.get","challenge":"AQID","origin":"https://example.org","topOrigin":null}"#,
+        ] {
+            assert!(
+                matches!(parse(bad), Err(ClientDataError::Json { .. })),
+                "{bad}"
+            );
+        }
+        let ok = parse(
+            r#"{"type":"webauthn.get","challenge":"AQID","origin":"https://example.org","crossOrigin":false,"topOrigin":"https://a.example"}"#,
+        )
+        .unwrap();
+        assert_eq!(ok.cross_origin, Some(false));
+        assert_eq!(ok.top_origin.as_deref(), Some("https://a.example"));
     }
 
     #[test]

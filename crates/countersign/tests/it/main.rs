@@ -2,7 +2,9 @@
 
 #[path = "../canon/mod.rs"]
 mod canon;
+mod policy_rules;
 mod props;
+mod strict_evidence;
 mod verify;
 #[path = "../webauthn/mod.rs"]
 mod webauthn;

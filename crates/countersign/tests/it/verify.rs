@@ -14,28 +14,28 @@ use serde_json::json;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-fn now() -> OffsetDateTime {
+pub(super) fn now() -> OffsetDateTime {
     OffsetDateTime::parse(kit::NOW, &Rfc3339).unwrap()
 }
 
-fn policy() -> Policy {
+pub(super) fn policy() -> Policy {
     Policy::new(kit::RP_ID, [kit::ORIGIN])
 }
 
-fn registry_of(records: Vec<CredentialRecord>) -> CredentialRegistry {
+pub(super) fn registry_of(records: Vec<CredentialRecord>) -> CredentialRegistry {
     CredentialRegistry::from_document(kit::registry(records)).unwrap()
 }
 
-fn alice() -> countersign_softkey::SoftKey {
+pub(super) fn alice() -> countersign_softkey::SoftKey {
     kit::key("alice-es256")
 }
 
-fn alice_registry() -> CredentialRegistry {
+pub(super) fn alice_registry() -> CredentialRegistry {
     registry_of(vec![kit::enroll(&alice(), "alice@example.com")])
 }
 
 /// Verify on every backend with a fresh replay state each; the verdicts must agree.
-fn verify(
+pub(super) fn verify(
     policy: &Policy,
     action: &Action,
     result: &ApprovalResult,
@@ -78,13 +78,13 @@ fn verify(
     first
 }
 
-fn approve_a(signing: Signing) -> (Action, ApprovalResult) {
+pub(super) fn approve_a(signing: Signing) -> (Action, ApprovalResult) {
     let action = kit::payment_action("account-A");
     let entry = kit::evidence(&alice(), &action, &signing);
     (action, kit::result(ApprovalStatus::Approved, [entry]))
 }
 
-fn assert_deny(verdict: &Verdict, reason: ReasonCode) {
+pub(super) fn assert_deny(verdict: &Verdict, reason: ReasonCode) {
     assert_eq!(
         verdict.effective,
         Effect::Deny,
@@ -93,7 +93,7 @@ fn assert_deny(verdict: &Verdict, reason: ReasonCode) {
     assert_eq!(verdict.reason_code, Some(reason), "{verdict:?}");
 }
 
-fn assert_allow(verdict: &Verdict) {
+pub(super) fn assert_allow(verdict: &Verdict) {
     assert_eq!(
         verdict.effective,
         Effect::Allow,
@@ -102,7 +102,7 @@ fn assert_allow(verdict: &Verdict) {
     assert_eq!(verdict.reason_code, None);
 }
 
-fn evidence_error(verdict: &Verdict) -> &EvidenceError {
+pub(super) fn evidence_error(verdict: &Verdict) -> &EvidenceError {
     match &verdict.error {
         Some(VerifyError::Evidence { error, .. }) => error,
         other => panic!("expected an evidence error, got {other:?}"),
