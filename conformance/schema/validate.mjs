@@ -7,8 +7,8 @@
 //   conformance/baselines/*.json           baseline.schema.json
 //
 // Evidence vectors whose CASE travels as exact text (`input_text`) are parsed and validated as if
-// their input were a JSON value, unless the text is not JSON at all (then only the envelope is
-// checked, and the count says so). Usage: node conformance/schema/validate.mjs [REPO_ROOT]
+// their input were a JSON value, unless parsing would lose what the text is about: text that is
+// not JSON, or that names a member twice (JSON.parse keeps one of the two). Those are counted. Usage: node conformance/schema/validate.mjs [REPO_ROOT]
 // Exit 0 when everything validates, 1 otherwise.
 
 import { readdirSync, readFileSync } from "node:fs";
@@ -50,9 +50,35 @@ const jsonFiles = (dir, suffix = ".json") =>
     .sort()
     .map((f) => join(root, dir, f));
 
+/** Whether any object in the JSON text names a member twice (keys compared after unescaping). */
+function hasDuplicateMember(text) {
+  const stack = []; // one Set of keys per open object, null per open array
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === "{") stack.push(new Set());
+    else if (c === "[") stack.push(null);
+    else if (c === "}" || c === "]") stack.pop();
+    else if (c === '"') {
+      let j = i + 1;
+      while (text[j] !== '"') j += text[j] === "\\" ? 2 : 1;
+      const str = JSON.parse(text.slice(i, j + 1));
+      i = j;
+      let k = j + 1;
+      while (" \t\r\n".includes(text[k])) k++;
+      const keys = stack[stack.length - 1];
+      if (text[k] === ":" && keys) {
+        if (keys.has(str)) return true;
+        keys.add(str);
+      }
+    }
+  }
+  return false;
+}
+
 let files = 0;
 let textValidated = 0;
 let textNotJson = 0;
+let textDuplicates = 0;
 for (const path of jsonFiles("vectors")) {
   const file = relative(root, path);
   const doc = load(path);
@@ -77,6 +103,10 @@ for (const path of jsonFiles("vectors")) {
       textNotJson += 1;
       continue;
     }
+    if (hasDuplicateMember(v.input_text)) {
+      textDuplicates += 1;
+      continue;
+    }
     textValidated += 1;
     const { input_text: _, ...rest } = v;
     check(evidenceVector, file, { ...rest, input: parsed }, ` (${v.id}, input_text parsed)`);
@@ -91,6 +121,6 @@ for (const path of jsonFiles("conformance/baselines")) {
   check(baselineSchema, relative(root, path), load(path));
 }
 console.log(
-  `${files} files checked against conformance/schema/ (${textValidated} CASE texts parsed and checked, ${textNotJson} not JSON by design): ${failures === 0 ? "all valid" : `${failures} failures`}`,
+  `${files} files checked against conformance/schema/ (${textValidated} CASE texts parsed and checked; not parsed by design: ${textNotJson} not JSON, ${textDuplicates} with a duplicate member): ${failures === 0 ? "all valid" : `${failures} failures`}`,
 );
 process.exit(failures === 0 ? 0 : 1);

@@ -113,7 +113,7 @@ impl Cell {
 }
 
 /// A verdict in a few words: `ALLOW AAL2`, `DENY stale`, `op_hash Vxyn2PnZ…`, `error
-/// action_inadmissible`; anything else as compact JSON.
+/// action_inadmissible`, `unusable policy`; anything else as compact JSON.
 pub fn summary(v: &Value) -> String {
     let s = |k: &str| v.get(k).and_then(Value::as_str);
     if let Some(effective) = s("effective") {
@@ -128,6 +128,9 @@ pub fn summary(v: &Value) -> String {
     }
     if let Some(e) = s("error") {
         return format!("error {e}");
+    }
+    if let Some(member) = s("unusable_case") {
+        return format!("unusable {member}");
     }
     v.to_string()
 }
@@ -601,6 +604,15 @@ mod tests {
             Cell::Fail("error: harness died".into()).short(),
             "FAIL: error"
         );
+        assert_eq!(
+            summary(&json!({"unusable_case": "policy"})),
+            "unusable policy"
+        );
+        assert_eq!(
+            summary(&json!({"error": "profile_unknown"})),
+            "error profile_unknown"
+        );
+        assert_eq!(summary(&json!({"something": 1})), r#"{"something":1}"#);
     }
 
     #[test]

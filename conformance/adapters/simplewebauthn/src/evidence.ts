@@ -13,8 +13,19 @@ import { admitFields, opHash, PROFILES, Refused, type Decision, type NfcMode, ty
 import { decodeUtf8, hasDuplicate, JsonError, member, parse, plain, type Node } from "./json.js";
 import { exceeds, parseTime, secondsBetween, type Instant } from "./time.js";
 
-/** The CASE itself cannot be used (`countersign verify` exits 2): not a verdict. */
-export class Unusable extends Error {}
+/** The CASE member at fault when the CASE itself cannot be used. */
+export type CaseMember = "case" | "action" | "registry" | "policy" | "now";
+
+/** The CASE itself cannot be used (`countersign verify` exits 2): there is no verdict, and the
+ * harness answers `{"unusable_case": member}` (HARNESS.md §3). */
+export class Unusable extends Error {
+  constructor(
+    readonly member: CaseMember,
+    detail: string,
+  ) {
+    super(detail);
+  }
+}
 
 export interface Verdict {
   effective: "ALLOW" | "DENY";
@@ -69,12 +80,12 @@ const isStr = (v: unknown): v is string => typeof v === "string";
 const isStrs = (v: unknown): v is string[] => Array.isArray(v) && v.every(isStr);
 const isUint = (v: unknown): v is number => typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
 
-function only(o: Record<string, unknown>, allowed: string[], what: string): void {
-  for (const k of Object.keys(o)) if (!allowed.includes(k)) throw new Unusable(`${what}: unknown member ${k}`);
+function only(o: Record<string, unknown>, allowed: string[], what: CaseMember): void {
+  for (const k of Object.keys(o)) if (!allowed.includes(k)) throw new Unusable(what, `${what}: unknown member ${k}`);
 }
 
 function readPolicy(v: unknown): Policy {
-  if (!isObj(v)) throw new Unusable("policy must be an object");
+  if (!isObj(v)) throw new Unusable("policy", "policy must be an object");
   // Unknown members are refused (SPEC §8): a misspelt "quorom" must not silently mean quorum 1.
   only(
     v,
@@ -97,7 +108,7 @@ function readPolicy(v: unknown): Policy {
     profile_tools: new Map(),
     approvers: null,
   };
-  const bad = (k: string) => new Unusable(`policy.${k} has the wrong type`);
+  const bad = (k: string) => new Unusable("policy", `policy.${k} has the wrong type`);
   if (!isStr(v.rp_id)) throw bad("rp_id");
   p.rp_id = v.rp_id;
   if (!isStrs(v.origins)) throw bad("origins");
@@ -142,29 +153,33 @@ function readPolicy(v: unknown): Policy {
   // Contradictory policies are refused rather than guessed at: an ALLOW without evidence cannot
   // meet an assurance floor or a quorum, and an empty approver list can never approve.
   if (!p.require_evidence && ((p.min_assurance !== null && p.min_assurance !== "declared") || p.quorum > 1)) {
-    throw new Unusable("contradictory policy: require_evidence false with min_assurance or quorum > 1");
+    throw new Unusable("policy", "contradictory policy: require_evidence false with min_assurance or quorum > 1");
   }
-  if (p.approvers !== null && p.approvers.length === 0) throw new Unusable("contradictory policy: approvers is empty");
+  // Fewer distinct eligible principals than the quorum (none at all included): nobody could ever
+  // satisfy the policy.
+  if (p.approvers !== null && new Set(p.approvers).size < Math.max(p.quorum, 1)) {
+    throw new Unusable("policy", "contradictory policy: fewer distinct approvers than the quorum");
+  }
   return p;
 }
 
 function readRegistry(v: unknown): Map<string, Credential> {
-  if (!isObj(v) || !Array.isArray(v.credentials)) throw new Unusable("registry.credentials must be an array");
+  if (!isObj(v) || !Array.isArray(v.credentials)) throw new Unusable("registry", "registry.credentials must be an array");
   const out = new Map<string, Credential>();
   for (const c of v.credentials) {
     if (!isObj(c) || !isStr(c.credential_id) || !isStr(c.principal) || !isStr(c.public_key)) {
-      throw new Unusable("registry record: credential_id, principal and public_key are required strings");
+      throw new Unusable("registry", "registry record: credential_id, principal and public_key are required strings");
     }
     let id: Buffer, key: Buffer;
     try {
       id = b64url(c.credential_id);
       key = b64url(c.public_key);
     } catch {
-      throw new Unusable("registry record: not base64url");
+      throw new Unusable("registry", "registry record: not base64url");
     }
     const att = c.attestation;
     const hex = id.toString("hex");
-    if (out.has(hex)) throw new Unusable("registry: a credential id enrolled twice");
+    if (out.has(hex)) throw new Unusable("registry", "registry: a credential id enrolled twice");
     out.set(hex, {
       credential_id: id,
       principal: c.principal,
@@ -409,22 +424,23 @@ export async function verifyCase(bytes: Uint8Array): Promise<Verdict> {
   try {
     root = parse(decodeUtf8(bytes), 512, true);
   } catch (e) {
-    throw new Unusable(`CASE: ${(e as Error).message}`);
+    throw new Unusable("case", `CASE: ${(e as Error).message}`);
   }
   if (root.t !== "obj" || root.members.some(([k], i) => root.t === "obj" && root.members.findIndex(([m]) => m === k) !== i)) {
-    throw new Unusable("CASE must be an object without duplicate members");
+    throw new Unusable("case", "CASE must be an object without duplicate members");
   }
   const text = decodeUtf8(bytes);
   const top = plain(root) as Record<string, unknown>;
-  only(top, ["action", "result", "registry", "policy", "now"], "CASE");
+  only(top, ["action", "result", "registry", "policy", "now"], "case");
   const actionNode = member(root, "action");
   const resultNode = member(root, "result");
-  if (actionNode === undefined || actionNode.t !== "obj" || resultNode === undefined) throw new Unusable("action and result are required");
+  if (resultNode === undefined) throw new Unusable("case", "result is required");
+  if (actionNode === undefined || actionNode.t !== "obj") throw new Unusable("action", "action must be an object");
   const a = plain(actionNode) as Record<string, unknown>;
   only(a, ["profile", "fields", "tool"], "action");
   const fieldsNode = member(actionNode, "fields");
-  if (hasDuplicateKeysAt(actionNode) || !isStr(a.profile) || fieldsNode === undefined) throw new Unusable("action: profile and fields are required");
-  if ("tool" in a && a.tool !== null && !isStr(a.tool)) throw new Unusable("action.tool must be a string");
+  if (hasDuplicateKeysAt(actionNode) || !isStr(a.profile) || fieldsNode === undefined) throw new Unusable("action", "action: profile and fields are required");
+  if ("tool" in a && a.tool !== null && !isStr(a.tool)) throw new Unusable("action", "action.tool must be a string");
   const action: Action = {
     profile: a.profile,
     fieldsBytes: Buffer.from(text.slice(fieldsNode.start, fieldsNode.end), "utf8"),
@@ -432,12 +448,12 @@ export async function verifyCase(bytes: Uint8Array): Promise<Verdict> {
   };
   const policy = readPolicy(top.policy);
   const registry = readRegistry(top.registry);
-  if (!isStr(top.now)) throw new Unusable("now must be an RFC 3339 string");
+  if (!isStr(top.now)) throw new Unusable("now", "now must be an RFC 3339 string");
   let now: Instant;
   try {
     now = parseTime(top.now);
   } catch {
-    throw new Unusable("now is not RFC 3339");
+    throw new Unusable("now", "now is not RFC 3339");
   }
   return verify(policy, action, resultNode, registry, now);
 }

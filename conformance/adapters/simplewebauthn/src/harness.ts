@@ -57,7 +57,7 @@ async function answer(req: Request): Promise<object> {
     if (req.kind === "evidence") return { id, verdict: await verifyCase(bytes) };
     return { id, unsupported: `kind ${JSON.stringify(req.kind)}` };
   } catch (e) {
-    if (e instanceof Unusable) return { id, error: `unusable CASE: ${e.message}` };
+    if (e instanceof Unusable) return { id, verdict: { unusable_case: e.member } };
     return { id, error: `adapter error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}` };
   }
 }
