@@ -94,7 +94,8 @@ impl Cell {
         }
     }
 
-    /// A failure that says ALLOW where the vector says DENY: the action would have run.
+    /// A failure that says ALLOW where the vector says DENY or that there is no verdict (an
+    /// unusable CASE): the action would have run.
     fn wrong_allow(&self) -> bool {
         let Self::Fail(why) = self else { return false };
         let Some((expected, got)) = why.rsplit_once(", got ") else {
@@ -107,7 +108,8 @@ impl Cell {
                     .map(str::to_owned)
             })
         };
-        effective(expected.trim_start_matches("expected ")).as_deref() == Some("DENY")
+        // DENY, or no verdict at all (an unusable CASE, on which nothing runs).
+        effective(expected.trim_start_matches("expected ")).as_deref() != Some("ALLOW")
             && effective(got).as_deref() == Some("ALLOW")
     }
 }
@@ -269,7 +271,7 @@ impl<'a> Report<'a> {
         }
         let _ = writeln!(
             s,
-            "\n*wrong ALLOW*: vectors whose answer is DENY but the implementation said ALLOW: the action would have run.\n"
+            "\n*wrong ALLOW*: vectors whose answer is DENY (or no verdict: an unusable CASE) but the implementation said ALLOW: the action would have run.\n"
         );
         let _ = writeln!(s, "## What each implementation does not check\n");
         for col in self.columns {
@@ -367,7 +369,7 @@ impl<'a> Report<'a> {
             self.vectors.len()
         );
         s.push_str("<p class=\"legend\"><span class=\"pass\" style=\"background:#e3f5e1\">pass</span><span style=\"background:#fbd9d6\">FAIL: what it answered</span><span style=\"background:#f1f1f1\">skip (declared unsupported)</span><span style=\"background:#fff5cc\">not run (baseline older than the vector)</span></p>\n");
-        s.push_str("<h2>Implementations</h2>\n<table>\n<thead><tr><th>column</th><th>implementation</th><th>pass</th><th>fail</th><th>skip</th><th title=\"the vector says DENY, the implementation said ALLOW: the action would have run\">wrong ALLOW</th></tr></thead>\n<tbody>\n");
+        s.push_str("<h2>Implementations</h2>\n<table>\n<thead><tr><th>column</th><th>implementation</th><th>pass</th><th>fail</th><th>skip</th><th title=\"the vector says DENY (or the CASE is unusable), the implementation said ALLOW: the action would have run\">wrong ALLOW</th></tr></thead>\n<tbody>\n");
         for col in self.columns {
             let c = self.counts(col, self.vectors.iter());
             let reasons: Vec<String> = self
@@ -600,6 +602,10 @@ mod tests {
         );
         assert_eq!(Cell::of(&columns[2].baseline, "a::two"), Cell::NotRun);
         assert!(!Cell::of(&columns[0].baseline, "a::one").wrong_allow());
+        let unusable = r#"expected {"unusable_case":"policy"}, got {"effective":"ALLOW","decision":"APPROVED","reason_code":null,"identity_assurance_level":"declared"}"#;
+        assert!(Cell::Fail(unusable.into()).wrong_allow());
+        let weaker = r#"expected {"effective":"ALLOW","identity_assurance_level":"AAL3"}, got {"effective":"ALLOW","identity_assurance_level":"AAL2"}"#;
+        assert!(!Cell::Fail(weaker.into()).wrong_allow());
         assert_eq!(
             Cell::Fail("error: harness died".into()).short(),
             "FAIL: error"
