@@ -128,6 +128,50 @@ fn verify_exit_codes_follow_the_verdict() {
 }
 
 #[test]
+fn verify_exits_2_for_a_contradictory_policy_or_an_unusable_result() {
+    let worked: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            repo().join("fixtures/worked-example/approve-account-a.case.json"),
+        )
+        .expect("fixture"),
+    )
+    .expect("fixture JSON");
+    let run = |case: &serde_json::Value| countersign(&["verify", "-"], &case.to_string());
+
+    // require_evidence = false beside a quorum of two: refused where it is loaded, no verdict.
+    let mut contradictory = worked.clone();
+    contradictory["policy"]["require_evidence"] = false.into();
+    contradictory["policy"]["quorum"] = 2.into();
+    contradictory["result"] = "APPROVED".into();
+    let out = run(&contradictory);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert!(stdout(&out).is_empty());
+    assert!(
+        stderr(&out).contains("require_evidence, quorum"),
+        "{}",
+        stderr(&out)
+    );
+    // The same bare APPROVED under a consistent evidence-optional policy is a verdict.
+    contradictory["policy"]["quorum"] = 1.into();
+    assert_eq!(run(&contradictory).status.code(), Some(0));
+
+    // approver_evidence: null is not an array: the result envelope is unusable.
+    let mut null = worked.clone();
+    null["result"]["approver_evidence"] = serde_json::Value::Null;
+    assert_eq!(run(&null).status.code(), Some(2));
+
+    // A duplicate member in the result envelope: unusable, whichever one a reader would keep.
+    let text = worked.to_string().replacen(
+        r#""status":"APPROVED""#,
+        r#""status":"DENIED","status":"APPROVED""#,
+        1,
+    );
+    assert_ne!(text, worked.to_string());
+    let out = countersign(&["verify", "-"], &text);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+}
+
+#[test]
 fn both_backends_give_the_same_verdict() {
     let path = "fixtures/worked-example/approve-account-a.case.json";
     let pure = verdict(&countersign(
