@@ -426,7 +426,7 @@ export async function verifyCase(bytes: Uint8Array): Promise<Verdict> {
   } catch (e) {
     throw new Unusable("case", `CASE: ${(e as Error).message}`);
   }
-  if (root.t !== "obj" || root.members.some(([k], i) => root.t === "obj" && root.members.findIndex(([m]) => m === k) !== i)) {
+  if (root.t !== "obj" || hasDuplicateKeysAt(root)) {
     throw new Unusable("case", "CASE must be an object without duplicate members");
   }
   const text = decodeUtf8(bytes);
