@@ -32,6 +32,14 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/pip" install -q --disable-pip-version-check -r conformance/adapters/py_webauthn/requirements.txt
 
+echo "--- every bundled harness's hello line against the protocol schema"
+for harness in 'target/debug/countersign harness' \
+    "$venv/bin/python conformance/adapters/py_webauthn/harness.py" \
+    'node conformance/adapters/simplewebauthn/dist/harness.js' \
+    'python3 conformance/adapters/declared_only/harness.py'; do
+    node conformance/schema/validate.mjs --hello "$harness"
+done
+
 drift=0
 # run NAME MUST_PASS [runner options...]: run, keep the output under target/, compare the baseline.
 run() {

@@ -12,10 +12,12 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..", "..");
 const load = (p) => JSON.parse(readFileSync(p, "utf8"));
 const ajv = new Ajv2020({ allErrors: true, strict: true, strictTypes: false, strictRequired: false, validateFormats: false });
-for (const name of ["case", "vectors", "baseline"]) ajv.addSchema(load(join(here, `${name}.schema.json`)));
+for (const name of ["case", "vectors", "baseline", "harness"]) ajv.addSchema(load(join(here, `${name}.schema.json`)));
 const evidence = ajv.getSchema("urn:countersign:schema:vectors:1#/$defs/evidence_vector");
 const ophash = ajv.getSchema("urn:countersign:schema:vectors:1#/$defs/op_hash_vector");
 const baseline = ajv.getSchema("urn:countersign:schema:baseline:1");
+const hello = ajv.getSchema("urn:countersign:schema:harness:1#/$defs/hello");
+const answer = ajv.getSchema("urn:countersign:schema:harness:1#/$defs/answer");
 
 const find = (file, id) => load(join(root, "vectors", file)).vectors.find((v) => v.id === id);
 const allow = find("evidence.json", "worked::approve-account-a");
@@ -61,6 +63,15 @@ const cases = [
   ["an error expected for a document with a fourth member", ophash, (() => { const v = copy(ophashVector); v.input.extra = 1; v.expected = { error: "action_inadmissible" }; return v; })(), true],
   ["a baseline", baseline, { implementation: "x", passed: 1, failed: 0, skipped: 1, results: { "a::b": "pass", "a::c": "skip: flag x: y" } }, true],
   ["a baseline with an unknown outcome", baseline, { implementation: "x", passed: 1, failed: 0, skipped: 0, results: { "a::b": "passed" } }, false],
+  ["a hello", hello, { protocol: "countersign-harness/1", implementation: "x 1", kinds: ["evidence"], unsupported_flags: { "alg-es384": "no P-384" } }, true],
+  ["a hello of another protocol version", hello, { protocol: "countersign-harness/2", implementation: "x 1", kinds: ["evidence"] }, false],
+  ["a hello with an unknown kind", hello, { protocol: "countersign-harness/1", implementation: "x 1", kinds: ["evidence", "grants"] }, false],
+  ["an evidence answer", answer, { id: "a::b", verdict: { effective: "DENY", decision: null, reason_code: "result_malformed", identity_assurance_level: "declared" } }, true],
+  ["an evidence answer with the level nested", answer, { id: "a::b", verdict: { effective: "ALLOW", decision: "APPROVED", reason_code: null, identity_assurance: { level: "AAL2", source: "evidence" } } }, true],
+  ["an evidence answer without a level", answer, { id: "a::b", verdict: { effective: "ALLOW", decision: "APPROVED", reason_code: null } }, false],
+  ["an unusable_case answer", answer, { id: "a::b", verdict: { unusable_case: "policy" } }, true],
+  ["an op_hash answer", answer, { id: "a::b", verdict: { op_hash: "BGRSLPZLL2svNANMgId1lbsb9BQk53r6A8u83ilTeR4" } }, true],
+  ["an answer both unsupported and failed", answer, { id: "a::b", unsupported: "x", error: "y" }, false],
 ];
 
 let missed = 0;

@@ -5,33 +5,47 @@
 //   vectors/*.json                         vectors.schema.json (and case.schema.json for CASE inputs)
 //   fixtures/worked-example/*.case.json    case.schema.json
 //   conformance/baselines/*.json           baseline.schema.json
+//   every vector, as the runner sends it   harness.schema.json#/$defs/request
 //
 // Evidence vectors whose CASE travels as exact text (`input_text`) are parsed and validated as if
 // their input were a JSON value, unless parsing would lose what the text is about: text that is
 // not JSON, or that names a member twice (JSON.parse keeps one of the two). Those are counted. Usage: node conformance/schema/validate.mjs [REPO_ROOT]
 // Exit 0 when everything validates, 1 otherwise.
 
+import { execSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import Ajv2020 from "ajv/dist/2020.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const root = process.argv[2] ?? join(here, "..", "..");
+const helloOf = process.argv[2] === "--hello" ? process.argv[3] : undefined;
+const root = helloOf === undefined ? (process.argv[2] ?? join(here, "..", "..")) : join(here, "..", "..");
 const load = (p) => JSON.parse(readFileSync(p, "utf8"));
 
 // Formats are annotations in 2020-12; the schemas say what they need with patterns.
 // strict: unknown keywords are schema bugs; strictTypes off: a subschema inside if/then need not
 // repeat the type its parent already states, nor list a required member its parent declares.
 const ajv = new Ajv2020({ allErrors: true, strict: true, strictTypes: false, strictRequired: false, validateFormats: false });
-for (const name of ["case", "vectors", "baseline"]) ajv.addSchema(load(join(here, `${name}.schema.json`)));
+for (const name of ["case", "vectors", "baseline", "harness"]) ajv.addSchema(load(join(here, `${name}.schema.json`)));
 const validator = (name) => ajv.getSchema(`urn:countersign:schema:${name}:1`);
 const caseSchema = validator("case");
 const vectorsSchema = validator("vectors");
 const baselineSchema = validator("baseline");
 const evidenceVector = ajv.getSchema("urn:countersign:schema:vectors:1#/$defs/evidence_vector");
+const request = ajv.getSchema("urn:countersign:schema:harness:1#/$defs/request");
 
 let failures = 0;
+
+if (helloOf !== undefined) {
+  // The harness sees its stdin closed at once, prints its hello and exits (HARNESS.md §1).
+  const first = execSync(helloOf, { cwd: root, input: "", encoding: "utf8", shell: "/bin/sh" }).split("\n")[0];
+  const hello = ajv.getSchema("urn:countersign:schema:harness:1#/$defs/hello");
+  const ok = hello(JSON.parse(first));
+  console.log(`${ok ? "valid" : "INVALID"} hello: ${first.slice(0, 100)}${first.length > 100 ? "..." : ""}`);
+  if (!ok) console.error(JSON.stringify(hello.errors));
+  process.exit(ok ? 0 : 1);
+}
 const report = (file, errors, where = "", ids = []) => {
   failures += 1;
   // Name vectors by id, not by index.
@@ -95,6 +109,9 @@ for (const path of jsonFiles("vectors")) {
       console.error(`FAIL ${file}: duplicate vector id ${v.id}`);
     }
     ids.add(v.id);
+    // The request the runner makes of it (HARNESS.md §2): the vector without its answer.
+    const { description: _d, expected: _e, ...req } = v;
+    check(request, file, { ...req, kind: doc.kind }, ` (${v.id}, as a harness request)`);
     if (doc.kind !== "evidence" || typeof v.input_text !== "string") continue;
     let parsed;
     try {
