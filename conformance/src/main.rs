@@ -56,6 +56,9 @@ enum Command {
         /// Baselines to show, in column order (default: the committed ones under
         /// conformance/baselines/, see conformance/README.md).
         baselines: Vec<PathBuf>,
+        /// One more baseline after those (repeatable): how an assessor adds their column.
+        #[arg(long = "with")]
+        with: Vec<PathBuf>,
         /// Directory holding evidence.json and op_hash.json.
         #[arg(long)]
         vectors: Option<PathBuf>,
@@ -145,15 +148,17 @@ fn run_cli(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Report {
             baselines,
+            with,
             vectors: dir,
             out,
             check,
-        } => write_report(baselines, dir, out, check),
+        } => write_report(baselines, with, dir, out, check),
     }
 }
 
 fn write_report(
     baselines: Vec<PathBuf>,
+    with: Vec<PathBuf>,
     dir: Option<PathBuf>,
     out: Option<PathBuf>,
     check: bool,
@@ -162,7 +167,7 @@ fn write_report(
     let all = vectors::load_dir(&dir.unwrap_or_else(|| root.join("vectors")))?;
     let readme =
         std::fs::read_to_string(root.join("vectors/README.md")).context("vectors/README.md")?;
-    let paths = if baselines.is_empty() {
+    let mut paths: Vec<PathBuf> = if baselines.is_empty() {
         report::DEFAULT_COLUMNS
             .iter()
             .map(|k| root.join("conformance/baselines").join(format!("{k}.json")))
@@ -170,6 +175,7 @@ fn write_report(
     } else {
         baselines
     };
+    paths.extend(with);
     let mut columns = Vec::new();
     for path in &paths {
         let text =
