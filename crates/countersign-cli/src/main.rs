@@ -43,7 +43,9 @@ enum Command {
     /// The output is unpadded base64url and a newline (hex with --hex). The input goes through the
     /// same strict admission as verification: duplicate keys, lone surrogates, out-of-range integers,
     /// unassigned code points, unknown profiles and fields outside the profile are refused with exit
-    /// code 2 and the reason on stderr.
+    /// code 2 and the reason on stderr. Strings are normalized to NFC, as op_hash is defined; verify
+    /// instead refuses an action whose strings are not already NFC, unless its policy has
+    /// "nfc": "normalize".
     OpHash {
         /// Print lowercase hex instead of base64url.
         #[arg(long)]
@@ -53,10 +55,11 @@ enum Command {
     },
     /// Verify a CASE file and print one JSON verdict.
     ///
-    /// CASE is {"action": {"profile", "fields"}, "result": ApprovalResult or bare status string,
-    /// "registry": {"credentials": [...]}, "policy": {...}, "now": RFC 3339}. The verdict is
+    /// CASE is {"action": {"profile", "fields", "tool"?}, "result": ApprovalResult or bare status
+    /// string, "registry": {"credentials": [...]}, "policy": {...}, "now": RFC 3339}. The verdict is
     /// {"effective": "ALLOW"|"DENY", "decision", "reason_code", "identity_assurance": {"level", ...},
-    /// "approvers": [...]}. Exit 0 on ALLOW, 1 on DENY, 2 when the CASE itself is unusable.
+    /// "approvers": [...]}. Exit 0 on ALLOW, 1 on DENY, 2 when the CASE itself is unusable (a
+    /// contradictory policy, an unusable result envelope, a malformed member).
     /// Replay state (spent nonces, counters) lives in memory for the one run.
     Verify {
         /// The CASE file, or - for stdin.

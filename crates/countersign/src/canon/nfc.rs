@@ -10,7 +10,7 @@
 use super::error::excerpt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::fmt;
+use std::fmt::{self, Write as _};
 use unicode_normalization::char::canonical_combining_class;
 use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
 
@@ -78,8 +78,8 @@ fn walk(value: &Value, path: &mut String, first_only: bool, out: &mut Vec<NonNfc
                     return;
                 }
                 let len = path.len();
-                path.push('/');
-                path.push_str(&i.to_string());
+                // Writing into a String cannot fail.
+                let _ = write!(path, "/{i}");
                 walk(item, path, first_only, out);
                 path.truncate(len);
             }
