@@ -4,7 +4,7 @@ use super::approvals::RegistryReader;
 use crate::error::ApiError;
 use crate::service::AppState;
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
@@ -17,11 +17,36 @@ pub(crate) const OPENAPI: &str = include_str!("openapi.json");
 pub(super) fn router() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/readyz", get(readyz))
         .route("/openapi.json", get(openapi))
         .route("/v1/registry", get(registry))
         .route("/v1/service-key", get(service_key))
         .route("/v1/audit/head", get(audit_head))
         .route("/v1/audit/checkpoint", get(audit_checkpoint))
+}
+
+/// Readiness, unlike `/healthz` (the process answers): the store is reachable, its schema is
+/// current and the audit chain accepts a write. 503 with the reason otherwise, so a load
+/// balancer stops routing here while the process stays up to recover.
+async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+    let store = state.store().clone();
+    // The store's own message ("database is locked", "connection refused"): this answer is for
+    // the operator and the load balancer, and says which check failed without a log search.
+    let outcome = match tokio::task::spawn_blocking(move || store.ready()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("the readiness probe did not finish".to_owned()),
+    };
+    match outcome {
+        Ok(()) => (StatusCode::OK, Json(json!({"status": "ready"}))),
+        Err(detail) => {
+            tracing::warn!(%detail, "not ready");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({"status": "not_ready", "code": "not_ready", "detail": detail})),
+            )
+        }
+    }
 }
 
 async fn openapi() -> impl IntoResponse {
