@@ -18,6 +18,7 @@ pub(super) fn router() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
         .route("/v1/registry", get(registry))
         .route("/v1/service-key", get(service_key))
@@ -47,6 +48,20 @@ async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
             )
         }
     }
+}
+
+/// Prometheus text exposition. Unauthenticated like `/healthz`: it carries counts, reason codes
+/// and configured tool names only, never request data; restrict it at the network edge if
+/// even those should stay private (docs/OPERATIONS.md §6).
+async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+    let text = state.metrics_text().await?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    ))
 }
 
 async fn openapi() -> impl IntoResponse {

@@ -8,6 +8,7 @@ mod approver;
 mod enroll;
 mod gateway;
 mod gateway_auth;
+mod metrics;
 mod waiters;
 
 pub use approver::{AssertionBody, DecisionChallenge, LoginChallenge, LoginResponse, ReviewView};
@@ -53,6 +54,7 @@ struct Inner {
     waiters: Arc<waiters::Waiters>,
     mirror: Option<Mutex<AuditMirror>>,
     notifier: Option<Notifier>,
+    metrics: metrics::Metrics,
     /// The registration ceremony; `None` when the configuration cannot enroll (logged).
     enroller: Option<crate::enroll::Enroller>,
     /// Group memberships granted by redeemed invites: group to principals.
@@ -159,6 +161,7 @@ impl AppState {
                 public_url,
                 audit_origin,
                 waiters,
+                metrics: metrics::Metrics::new(parts.config.tools.iter().map(|t| t.name.clone())),
                 config: parts.config,
                 store: parts.store,
                 clock: parts.clock,
@@ -305,6 +308,17 @@ impl AppState {
         Ok(RegistryDocument { credentials })
     }
 
+    pub(crate) fn metrics(&self) -> &metrics::Metrics {
+        &self.inner.metrics
+    }
+
+    /// The Prometheus text exposition, with the pending count read from the store now.
+    pub async fn metrics_text(&self) -> Result<String, ApiError> {
+        let pending = self.blocking(|s| s.pending_count()).await?;
+        let waiters = self.long_poll_stats().waiting;
+        Ok(self.inner.metrics.render(pending, waiters))
+    }
+
     /// Run a store call on the blocking pool.
     pub(crate) async fn blocking<T: Send + 'static>(
         &self,
@@ -406,6 +420,10 @@ impl AppState {
                 break;
             }
             for id in &ids {
+                self.inner.metrics.settled(
+                    countersign::ApprovalStatus::Denied.as_str(),
+                    Some(countersign::ReasonCode::ExpiredUnanswered.as_str()),
+                );
                 self.wake_long_polls(id);
             }
         }
