@@ -22,6 +22,7 @@ pub(crate) struct Metrics {
     verifications: Family<Labels, Counter>,
     verify_seconds: Histogram,
     grants: Counter,
+    commit_seconds: Histogram,
     pending: Gauge,
     waiters: Gauge,
 }
@@ -36,6 +37,8 @@ impl Metrics {
         // on current hardware; the tail buckets catch a starved blocking pool.
         let verify_seconds = Histogram::new(exponential_buckets(0.000_25, 2.0, 12));
         let grants = Counter::default();
+        // Store commits: ~50 µs (SQLite, normal sync) to ~1 s (a stalled disk or database).
+        let commit_seconds = Histogram::new(exponential_buckets(0.000_05, 2.0, 15));
         let pending = Gauge::default();
         let waiters = Gauge::default();
         registry.register(
@@ -81,6 +84,7 @@ impl Metrics {
             verifications,
             verify_seconds,
             grants,
+            commit_seconds,
             pending,
             waiters,
         }
@@ -121,6 +125,10 @@ impl Metrics {
                 ("reason_code", reason_code.unwrap_or("none").to_owned()),
             ])
             .inc();
+    }
+
+    pub(crate) fn committed(&self, seconds: f64) {
+        self.commit_seconds.observe(seconds);
     }
 
     pub(crate) fn grant_collected(&self) {

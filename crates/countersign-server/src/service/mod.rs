@@ -337,7 +337,13 @@ impl AppState {
     ) -> Result<T, ApiError> {
         let state = self.clone();
         Ok(tokio::task::spawn_blocking(move || {
-            let out = f(state.inner.store.as_ref())?;
+            let started = std::time::Instant::now();
+            let out = f(state.inner.store.as_ref());
+            state
+                .inner
+                .metrics
+                .committed(started.elapsed().as_secs_f64());
+            let out = out?;
             state.sync_audit_file();
             Ok::<_, StoreError>(out)
         })

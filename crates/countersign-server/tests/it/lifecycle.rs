@@ -553,4 +553,9 @@ async fn metrics_move_with_a_lifecycle_and_label_only_configured_tools() {
     );
     assert!(!after.contains("x-invented-by-the-request"), "{after}");
     assert_eq!(series(&after, "countersign_long_poll_waiters"), Some(0.0));
+    // create, decision, grant, and the second create: four store commits at least.
+    assert!(
+        series(&after, "countersign_store_commit_seconds_count") >= Some(4.0),
+        "{after}"
+    );
 }
