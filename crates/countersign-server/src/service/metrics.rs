@@ -62,6 +62,11 @@ impl Metrics {
             verify_seconds.clone(),
         );
         registry.register(
+            "store_commit_seconds",
+            "Time of one store transaction that may append audit lines",
+            commit_seconds.clone(),
+        );
+        registry.register(
             "grants_collected",
             "Single-use grants collected",
             grants.clone(),
