@@ -28,8 +28,19 @@ pub(crate) struct Metrics {
 }
 
 impl Metrics {
-    pub(crate) fn new(tools: impl IntoIterator<Item = String>) -> Self {
+    /// `webhook_attempts`: the notifier's counter, when a webhook is configured.
+    pub(crate) fn new(
+        tools: impl IntoIterator<Item = String>,
+        webhook_attempts: Option<Family<Labels, Counter>>,
+    ) -> Self {
         let mut registry = Registry::with_prefix("countersign");
+        if let Some(attempts) = webhook_attempts {
+            registry.register(
+                "webhook_attempts",
+                "Webhook delivery attempts, by outcome",
+                attempts,
+            );
+        }
         let created = Family::<Labels, Counter>::default();
         let settled = Family::<Labels, Counter>::default();
         let verifications = Family::<Labels, Counter>::default();

@@ -161,7 +161,10 @@ impl AppState {
                 public_url,
                 audit_origin,
                 waiters,
-                metrics: metrics::Metrics::new(parts.config.tools.iter().map(|t| t.name.clone())),
+                metrics: metrics::Metrics::new(
+                    parts.config.tools.iter().map(|t| t.name.clone()),
+                    notifier.as_ref().map(|n| n.attempts.clone()),
+                ),
                 config: parts.config,
                 store: parts.store,
                 clock: parts.clock,
