@@ -24,6 +24,7 @@ pub(crate) struct Metrics {
     grants: Counter,
     commit_seconds: Histogram,
     pending: Gauge,
+    oldest_pending: Gauge,
     waiters: Gauge,
 }
 
@@ -51,6 +52,7 @@ impl Metrics {
         // Store commits: ~50 µs (SQLite, normal sync) to ~1 s (a stalled disk or database).
         let commit_seconds = Histogram::new(exponential_buckets(0.000_05, 2.0, 15));
         let pending = Gauge::default();
+        let oldest_pending = Gauge::default();
         let waiters = Gauge::default();
         registry.register(
             "approvals_created",
@@ -88,6 +90,11 @@ impl Metrics {
             pending.clone(),
         );
         registry.register(
+            "oldest_pending_age_seconds",
+            "Age of the oldest PENDING approval (0 when none is pending)",
+            oldest_pending.clone(),
+        );
+        registry.register(
             "long_poll_waiters",
             "Long polls waiting on a settlement now",
             waiters.clone(),
@@ -102,6 +109,7 @@ impl Metrics {
             grants,
             commit_seconds,
             pending,
+            oldest_pending,
             waiters,
         }
     }
@@ -152,8 +160,9 @@ impl Metrics {
     }
 
     /// The text exposition, with the gauges read at scrape time set first.
-    pub(crate) fn render(&self, pending: u64, waiters: usize) -> String {
+    pub(crate) fn render(&self, pending: u64, oldest_age_s: i64, waiters: usize) -> String {
         self.pending.set(i64::try_from(pending).unwrap_or(i64::MAX));
+        self.oldest_pending.set(oldest_age_s);
         self.waiters.set(i64::try_from(waiters).unwrap_or(i64::MAX));
         let mut out = String::new();
         // Writing into a String cannot fail.

@@ -317,9 +317,13 @@ impl AppState {
 
     /// The Prometheus text exposition, with the pending count read from the store now.
     pub async fn metrics_text(&self) -> Result<String, ApiError> {
-        let pending = self.blocking(|s| s.pending_count()).await?;
+        let (pending, oldest) = self
+            .blocking(|s| Ok((s.pending_count()?, s.oldest_pending()?)))
+            .await?;
+        // By the service clock, which also decides expiry.
+        let age = oldest.map_or(0, |t| self.now_ms().saturating_sub(t).max(0) / 1000);
         let waiters = self.long_poll_stats().waiting;
-        Ok(self.inner.metrics.render(pending, waiters))
+        Ok(self.inner.metrics.render(pending, age, waiters))
     }
 
     /// Run a store call on the blocking pool.

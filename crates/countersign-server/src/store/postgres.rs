@@ -1259,6 +1259,17 @@ impl Store for PostgresStore {
         })
     }
 
+    fn oldest_pending(&self) -> Result<Option<i64>, StoreError> {
+        self.one(|tx| {
+            Ok(tx
+                .query_opt(
+                    "SELECT MIN(created_at) FROM approvals WHERE status = 'PENDING'",
+                    &[],
+                )?
+                .and_then(|r| r.get::<_, Option<i64>>(0)))
+        })
+    }
+
     fn ready(&self) -> Result<(), StoreError> {
         let expected = i32::try_from(MIGRATIONS.len()).unwrap_or(i32::MAX);
         self.run(move |w| {

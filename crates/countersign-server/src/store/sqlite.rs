@@ -1188,6 +1188,17 @@ impl Store for SqliteStore {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
+    fn oldest_pending(&self) -> Result<Option<i64>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        query_row(
+            &conn,
+            "SELECT MIN(created_at) FROM approvals WHERE status = 'PENDING'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(db)
+    }
+
     fn ready(&self) -> Result<(), StoreError> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         // IMMEDIATE takes the write lock: a read-only or locked-out database fails here, not

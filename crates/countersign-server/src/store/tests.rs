@@ -1001,7 +1001,9 @@ fn postgres_first_use_of_a_counter_is_serialized() {
 #[test]
 fn ready_probes_without_writing() {
     for (s, _guard) in stores("ready_probes") {
+        assert_eq!(s.oldest_pending().unwrap(), None);
         s.create(&new("a", 100), &[]).unwrap();
+        assert!(s.oldest_pending().unwrap().is_some());
         let head = s.audit_head().unwrap();
         s.ready().unwrap();
         s.ready().unwrap();

@@ -487,6 +487,10 @@ async fn metrics_move_with_a_lifecycle_and_label_only_configured_tools() {
     let before = scrape(&app).await;
     assert_eq!(series(&before, "countersign_approvals_pending"), Some(0.0));
     assert_eq!(
+        series(&before, "countersign_oldest_pending_age_seconds"),
+        Some(0.0)
+    );
+    assert_eq!(
         series(&before, "countersign_grants_collected_total"),
         Some(0.0)
     );
@@ -503,6 +507,13 @@ async fn metrics_move_with_a_lifecycle_and_label_only_configured_tools() {
         "{mid}"
     );
     assert_eq!(series(&mid, "countersign_approvals_pending"), Some(1.0));
+    app.advance(30);
+    let later = scrape(&app).await;
+    assert_eq!(
+        series(&later, "countersign_oldest_pending_age_seconds"),
+        Some(30.0),
+        "{later}"
+    );
 
     let token = alice.login(&app).await;
     let body = alice.prepare(&app, &token, &id, Decision::Approved).await;
