@@ -6,9 +6,11 @@
 //! - [`run`] checks this repository's library in process (on every signature backend), or any
 //!   implementation through the JSON-lines harness protocol of `conformance/HARNESS.md`.
 //! - [`flags`] reads the closed flag registry of `vectors/README.md`.
+//! - [`report`] renders the committed baselines side by side (`conformance/report/`).
 
 pub mod flags;
 pub mod generate;
+pub mod report;
 pub mod run;
 pub mod vectors;
 

@@ -2,7 +2,7 @@
 
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
-use countersign_conformance::{flags, generate, repo_root, run, vectors};
+use countersign_conformance::{flags, generate, repo_root, report, run, vectors};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -50,6 +50,25 @@ enum Command {
     },
     /// Print a side-by-side table of baselines (vectors where they differ).
     Compare { baselines: Vec<PathBuf> },
+    /// Write the side-by-side report (REPORT.md and report.html): every vector down, every
+    /// baseline across, grouped by flag.
+    Report {
+        /// Baselines to show, in column order (default: the committed ones under
+        /// conformance/baselines/, see conformance/README.md).
+        baselines: Vec<PathBuf>,
+        /// One more baseline after those (repeatable): how an assessor adds their column.
+        #[arg(long = "with")]
+        with: Vec<PathBuf>,
+        /// Directory holding evidence.json and op_hash.json.
+        #[arg(long)]
+        vectors: Option<PathBuf>,
+        /// Where to write the two files (default: conformance/report/).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Write nothing; exit 1 when the files in --out differ from what would be written.
+        #[arg(long)]
+        check: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -127,7 +146,89 @@ fn run_cli(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", run::compare(&loaded));
             Ok(ExitCode::SUCCESS)
         }
+        Command::Report {
+            baselines,
+            with,
+            vectors: dir,
+            out,
+            check,
+        } => write_report(baselines, with, dir, out, check),
     }
+}
+
+fn write_report(
+    baselines: Vec<PathBuf>,
+    with: Vec<PathBuf>,
+    dir: Option<PathBuf>,
+    out: Option<PathBuf>,
+    check: bool,
+) -> anyhow::Result<ExitCode> {
+    let root = repo_root();
+    let all = vectors::load_dir(&dir.unwrap_or_else(|| root.join("vectors")))?;
+    let readme =
+        std::fs::read_to_string(root.join("vectors/README.md")).context("vectors/README.md")?;
+    let mut paths: Vec<PathBuf> = if baselines.is_empty() {
+        report::DEFAULT_COLUMNS
+            .iter()
+            .map(|k| root.join("conformance/baselines").join(format!("{k}.json")))
+            .collect()
+    } else {
+        baselines
+    };
+    paths.extend(with);
+    let mut columns = Vec::new();
+    for path in &paths {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        columns.push(report::Column {
+            key: path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            baseline: serde_json::from_str(&text)
+                .with_context(|| format!("parsing {}", path.display()))?,
+        });
+    }
+    let out = out.unwrap_or_else(|| root.join("conformance/report"));
+    let files = report::render(&all, &columns, &readme);
+    if check {
+        let mut stale = false;
+        for (name, text) in &files {
+            let path = out.join(name);
+            if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+                eprintln!(
+                    "stale report: {} (run `countersign-conformance report`)",
+                    path.display()
+                );
+                stale = true;
+            }
+        }
+        println!(
+            "{}",
+            if stale {
+                "report is NOT up to date"
+            } else {
+                "report is up to date"
+            }
+        );
+        return Ok(if stale {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        });
+    }
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    for (name, text) in &files {
+        let path = out.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    println!(
+        "wrote {} for {} implementations under {}",
+        report::FILES.join(" and "),
+        columns.len(),
+        out.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn check() -> anyhow::Result<ExitCode> {

@@ -65,6 +65,23 @@ pub(crate) struct Notifier {
     url: String,
     public_url: String,
     http: reqwest::Client,
+    /// Attempts by outcome, registered in the service's metrics (`webhook_attempts`).
+    pub(crate) attempts: prometheus_client::metrics::family::Family<
+        Vec<(&'static str, String)>,
+        prometheus_client::metrics::counter::Counter,
+    >,
+}
+
+impl Attempt {
+    /// The metrics label: a closed set (statuses grouped by class).
+    fn label(self) -> &'static str {
+        match self {
+            Self::Delivered => "delivered",
+            Self::NoAnswer => "no_answer",
+            Self::Status(s) if s < 500 => "status_4xx",
+            Self::Status(_) => "status_5xx",
+        }
+    }
 }
 
 impl Notifier {
@@ -77,6 +94,7 @@ impl Notifier {
             url,
             public_url: public_url.trim_end_matches('/').to_owned(),
             http,
+            attempts: prometheus_client::metrics::family::Family::default(),
         }
     }
 
@@ -122,6 +140,9 @@ impl Notifier {
                     Attempt::NoAnswer
                 }
             };
+            self.attempts
+                .get_or_create(&vec![("outcome", last.label().to_owned())])
+                .inc();
             if last == Attempt::Delivered {
                 return;
             }

@@ -4,7 +4,7 @@ use super::approvals::RegistryReader;
 use crate::error::ApiError;
 use crate::service::AppState;
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
@@ -17,11 +17,51 @@ pub(crate) const OPENAPI: &str = include_str!("openapi.json");
 pub(super) fn router() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
         .route("/v1/registry", get(registry))
         .route("/v1/service-key", get(service_key))
         .route("/v1/audit/head", get(audit_head))
         .route("/v1/audit/checkpoint", get(audit_checkpoint))
+}
+
+/// Readiness, unlike `/healthz` (the process answers): the store is reachable, its schema is
+/// current and the audit chain accepts a write. 503 with the reason otherwise, so a load
+/// balancer stops routing here while the process stays up to recover.
+async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+    let store = state.store().clone();
+    // The store's own message ("database is locked", "connection refused"): this answer is for
+    // the operator and the load balancer, and says which check failed without a log search.
+    let outcome = match tokio::task::spawn_blocking(move || store.ready()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("the readiness probe did not finish".to_owned()),
+    };
+    match outcome {
+        Ok(()) => (StatusCode::OK, Json(json!({"status": "ready"}))),
+        Err(detail) => {
+            tracing::warn!(%detail, "not ready");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({"status": "not_ready", "code": "not_ready", "detail": detail})),
+            )
+        }
+    }
+}
+
+/// Prometheus text exposition. Unauthenticated like `/healthz`: it carries counts, reason codes
+/// and configured tool names only, never request data; restrict it at the network edge if
+/// even those should stay private (docs/OPERATIONS.md §6).
+async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+    let text = state.metrics_text().await?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    ))
 }
 
 async fn openapi() -> impl IntoResponse {

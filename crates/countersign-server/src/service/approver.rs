@@ -510,6 +510,7 @@ impl AppState {
         let policy = self.policy(&record.tool_name);
         let action = Action::new(record.profile.clone(), record.fields_json.clone())
             .with_tool(record.tool_name.clone());
+        let started = std::time::Instant::now();
         let verdict = verify_evidence(
             &policy,
             &action,
@@ -517,6 +518,11 @@ impl AppState {
             &registry,
             &mut replay,
             from_ms(now),
+        );
+        self.metrics().verified(
+            if verdict.is_allow() { "ALLOW" } else { "DENY" },
+            verdict.reason_code.map(ReasonCode::as_str),
+            started.elapsed().as_secs_f64(),
         );
         let refused = verdict.reason_code == Some(ReasonCode::ApproverRefused);
         let (Some(approver), true) = (verdict.approvers.first(), verdict.is_allow() || refused)

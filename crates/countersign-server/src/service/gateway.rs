@@ -305,6 +305,11 @@ impl AppState {
         ];
         let stored = approval.clone();
         self.committing(move |s| s.create(&stored, &events)).await?;
+        self.metrics().created(&req.tool_name, status.as_str());
+        if status != ApprovalStatus::Pending {
+            self.metrics()
+                .settled(status.as_str(), reason.map(ReasonCode::as_str));
+        }
         if status == ApprovalStatus::Pending
             && let Some(notifier) = self.notifier()
         {
@@ -431,6 +436,16 @@ impl AppState {
     ) -> Result<ApprovalResult, ApiError> {
         match outcome {
             SettleOutcome::Settled(record) => {
+                self.metrics().settled(
+                    record.status.as_str(),
+                    // Parsed back to a reason code: a stored string that is not one is "none"
+                    // rather than a new label value.
+                    record
+                        .reason_code
+                        .as_deref()
+                        .and_then(ReasonCode::from_wire)
+                        .map(ReasonCode::as_str),
+                );
                 self.wake_long_polls(&record.id);
                 Ok(self.result_of(&record))
             }
@@ -499,12 +514,15 @@ impl AppState {
             })
             .await?;
         match outcome {
-            GrantOutcome::Granted { collected_at } => Ok(GrantReceipt {
-                approval_id: id.to_owned(),
-                fingerprint: req.fingerprint,
-                collected_at: rfc3339(from_ms(collected_at)),
-                checkpoint: head.and_then(|h| self.sign_checkpoint(h).ok()),
-            }),
+            GrantOutcome::Granted { collected_at } => {
+                self.metrics().grant_collected();
+                Ok(GrantReceipt {
+                    approval_id: id.to_owned(),
+                    fingerprint: req.fingerprint,
+                    collected_at: rfc3339(from_ms(collected_at)),
+                    checkpoint: head.and_then(|h| self.sign_checkpoint(h).ok()),
+                })
+            }
             GrantOutcome::NotFound => Err(ApiError::not_found("approval")),
             GrantOutcome::NotApproved(record) => {
                 // A request whose window closed unanswered is settled first, so the refusal

@@ -8,6 +8,7 @@ mod approver;
 mod enroll;
 mod gateway;
 mod gateway_auth;
+mod metrics;
 mod waiters;
 
 pub use approver::{AssertionBody, DecisionChallenge, LoginChallenge, LoginResponse, ReviewView};
@@ -53,6 +54,7 @@ struct Inner {
     waiters: Arc<waiters::Waiters>,
     mirror: Option<Mutex<AuditMirror>>,
     notifier: Option<Notifier>,
+    metrics: metrics::Metrics,
     /// The registration ceremony; `None` when the configuration cannot enroll (logged).
     enroller: Option<crate::enroll::Enroller>,
     /// Group memberships granted by redeemed invites: group to principals.
@@ -159,6 +161,10 @@ impl AppState {
                 public_url,
                 audit_origin,
                 waiters,
+                metrics: metrics::Metrics::new(
+                    parts.config.tools.iter().map(|t| t.name.clone()),
+                    notifier.as_ref().map(|n| n.attempts.clone()),
+                ),
                 config: parts.config,
                 store: parts.store,
                 clock: parts.clock,
@@ -305,6 +311,21 @@ impl AppState {
         Ok(RegistryDocument { credentials })
     }
 
+    pub(crate) fn metrics(&self) -> &metrics::Metrics {
+        &self.inner.metrics
+    }
+
+    /// The Prometheus text exposition, with the pending count read from the store now.
+    pub async fn metrics_text(&self) -> Result<String, ApiError> {
+        let (pending, oldest) = self
+            .blocking(|s| Ok((s.pending_count()?, s.oldest_pending()?)))
+            .await?;
+        // By the service clock, which also decides expiry.
+        let age = oldest.map_or(0, |t| self.now_ms().saturating_sub(t).max(0) / 1000);
+        let waiters = self.long_poll_stats().waiting;
+        Ok(self.inner.metrics.render(pending, age, waiters))
+    }
+
     /// Run a store call on the blocking pool.
     pub(crate) async fn blocking<T: Send + 'static>(
         &self,
@@ -323,7 +344,13 @@ impl AppState {
     ) -> Result<T, ApiError> {
         let state = self.clone();
         Ok(tokio::task::spawn_blocking(move || {
-            let out = f(state.inner.store.as_ref())?;
+            let started = std::time::Instant::now();
+            let out = f(state.inner.store.as_ref());
+            state
+                .inner
+                .metrics
+                .committed(started.elapsed().as_secs_f64());
+            let out = out?;
             state.sync_audit_file();
             Ok::<_, StoreError>(out)
         })
@@ -406,6 +433,10 @@ impl AppState {
                 break;
             }
             for id in &ids {
+                self.inner.metrics.settled(
+                    countersign::ApprovalStatus::Denied.as_str(),
+                    Some(countersign::ReasonCode::ExpiredUnanswered.as_str()),
+                );
                 self.wake_long_polls(id);
             }
         }

@@ -460,4 +460,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     fn audit_lines_after(&self, seq: u64, limit: usize) -> Result<Vec<(u64, String)>, StoreError>;
     /// Number of PENDING approvals.
     fn pending_count(&self) -> Result<u64, StoreError>;
+    /// `created_at` (ms) of the oldest PENDING approval, if any.
+    fn oldest_pending(&self) -> Result<Option<i64>, StoreError>;
+    /// Readiness (`GET /readyz`): the store answers, its schema is the one this build writes
+    /// (every migration applied), and it would accept a write to the audit chain right now.
+    /// Probes with a write transaction that is rolled back, so it changes nothing.
+    fn ready(&self) -> Result<(), StoreError>;
 }

@@ -1258,6 +1258,43 @@ impl Store for PostgresStore {
             Ok(u64::try_from(n).unwrap_or(0))
         })
     }
+
+    fn oldest_pending(&self) -> Result<Option<i64>, StoreError> {
+        self.one(|tx| {
+            Ok(tx
+                .query_opt(
+                    "SELECT MIN(created_at) FROM approvals WHERE status = 'PENDING'",
+                    &[],
+                )?
+                .and_then(|r| r.get::<_, Option<i64>>(0)))
+        })
+    }
+
+    fn ready(&self) -> Result<(), StoreError> {
+        let expected = i32::try_from(MIGRATIONS.len()).unwrap_or(i32::MAX);
+        self.run(move |w| {
+            let client = w.client()?;
+            // Dropped without commit: rolled back, so the probe changes nothing.
+            let mut tx = client.transaction().map_err(db)?;
+            let applied: i32 = tx
+                .query_one(
+                    "SELECT COALESCE(MAX(version), 0) FROM countersign_migrations",
+                    &[],
+                )
+                .map_err(db)?
+                .get(0);
+            if applied != expected {
+                return Err(StoreError::Database(format!(
+                    "schema at migration {applied}, this build expects {expected}"
+                )));
+            }
+            // A write to the audit chain head that changes nothing: fails on a read-only
+            // database or a standby.
+            tx.execute("UPDATE audit_head SET seq = seq", &[])
+                .map_err(db)?;
+            Ok(())
+        })
+    }
 }
 
 /// A schema of its own for one test or benchmark run, dropped (with everything in it) on drop.

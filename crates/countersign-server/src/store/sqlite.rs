@@ -1187,6 +1187,36 @@ impl Store for SqliteStore {
         .map_err(db)?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
+
+    fn oldest_pending(&self) -> Result<Option<i64>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        query_row(
+            &conn,
+            "SELECT MIN(created_at) FROM approvals WHERE status = 'PENDING'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(db)
+    }
+
+    fn ready(&self) -> Result<(), StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        // IMMEDIATE takes the write lock: a read-only or locked-out database fails here, not
+        // at the next request's commit.
+        conn.execute_batch("BEGIN IMMEDIATE").map_err(db)?;
+        let probe = (|| {
+            // The newest column `add_columns` adds: present means the schema is current.
+            conn.prepare_cached("SELECT gateway FROM approvals LIMIT 0")
+                .map_err(db)?;
+            head(&conn)?;
+            // A write to the audit chain that touches no row: proves the table accepts writes.
+            conn.execute("DELETE FROM audit WHERE seq < 0", [])
+                .map_err(db)?;
+            Ok(())
+        })();
+        let rollback = conn.execute_batch("ROLLBACK").map_err(db);
+        probe.and(rollback)
+    }
 }
 
 #[cfg(test)]

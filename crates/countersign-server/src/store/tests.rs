@@ -997,3 +997,34 @@ fn postgres_first_use_of_a_counter_is_serialized() {
     assert_eq!(a.replay_snapshot(&[0; 32], b"cred").unwrap().1, Some(5));
     assert_one_chain(a.as_ref());
 }
+
+#[test]
+fn ready_probes_without_writing() {
+    for (s, _guard) in stores("ready_probes") {
+        assert_eq!(s.oldest_pending().unwrap(), None);
+        s.create(&new("a", 100), &[]).unwrap();
+        assert!(s.oldest_pending().unwrap().is_some());
+        let head = s.audit_head().unwrap();
+        s.ready().unwrap();
+        s.ready().unwrap();
+        assert_eq!(s.audit_head().unwrap(), head, "the probe rolled back");
+    }
+}
+
+#[test]
+fn ready_fails_when_a_migration_is_missing() {
+    let Some(schema) = postgres("ready_migration") else {
+        return;
+    };
+    let store = PostgresStore::connect(&schema.url(), sealer(), 1).unwrap();
+    store.ready().unwrap();
+    let mut other = ::postgres::Client::connect(&schema.url(), ::postgres::NoTls).unwrap();
+    other
+        .batch_execute(
+            "DELETE FROM countersign_migrations \
+             WHERE version = (SELECT MAX(version) FROM countersign_migrations)",
+        )
+        .unwrap();
+    let e = store.ready().unwrap_err().to_string();
+    assert!(e.contains("this build expects"), "{e}");
+}

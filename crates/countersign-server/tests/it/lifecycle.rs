@@ -464,3 +464,109 @@ async fn long_poll_returns_when_the_verdict_lands() {
     // answers the verdict; only a 60 s stall could make it answer PENDING.
     assert_eq!(polled.body["status"], "APPROVED", "{:?}", polled.body);
 }
+
+/// The value of the series `name{labels}` in a Prometheus text exposition, if present.
+fn series(text: &str, name_and_labels: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name_and_labels)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+async fn scrape(app: &TestApp) -> String {
+    let r = app.anon.get(app.url("/metrics")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let kind = r.headers()["content-type"].to_str().unwrap().to_owned();
+    assert!(kind.starts_with("text/plain; version=0.0.4"), "{kind}");
+    r.text().await.unwrap()
+}
+
+#[tokio::test]
+async fn metrics_move_with_a_lifecycle_and_label_only_configured_tools() {
+    let alice = Approver::alice();
+    let app = TestApp::default_with(&[&alice]).await;
+    let before = scrape(&app).await;
+    assert_eq!(series(&before, "countersign_approvals_pending"), Some(0.0));
+    assert_eq!(
+        series(&before, "countersign_oldest_pending_age_seconds"),
+        Some(0.0)
+    );
+    assert_eq!(
+        series(&before, "countersign_grants_collected_total"),
+        Some(0.0)
+    );
+
+    let params = payment_fields("A");
+    let id = app.create_pending(params.clone()).await;
+    let mid = scrape(&app).await;
+    assert_eq!(
+        series(
+            &mid,
+            r#"countersign_approvals_created_total{tool="payments.transfer",status="PENDING"}"#
+        ),
+        Some(1.0),
+        "{mid}"
+    );
+    assert_eq!(series(&mid, "countersign_approvals_pending"), Some(1.0));
+    app.advance(30);
+    let later = scrape(&app).await;
+    assert_eq!(
+        series(&later, "countersign_oldest_pending_age_seconds"),
+        Some(30.0),
+        "{later}"
+    );
+
+    let token = alice.login(&app).await;
+    let body = alice.prepare(&app, &token, &id, Decision::Approved).await;
+    assert_eq!(alice.submit(&app, &token, &id, &body).await.status, 200);
+    let fp = fingerprint(&action(&params));
+    let grant = app
+        .post(
+            &format!("/v1/approvals/{id}/grant"),
+            &json!({"fingerprint": fp}),
+        )
+        .await;
+    assert_eq!(grant.status, 200, "{:?}", grant.body);
+
+    // A tool name the configuration does not list is counted as "other", never as itself.
+    let invented = app
+        .create("x-invented-by-the-request", json!({"a": "b"}))
+        .await;
+    assert!(invented.status < 500, "{:?}", invented.body);
+
+    let after = scrape(&app).await;
+    assert_eq!(
+        series(
+            &after,
+            r#"countersign_approvals_settled_total{status="APPROVED",reason_code="none"}"#
+        ),
+        Some(1.0),
+        "{after}"
+    );
+    assert_eq!(
+        series(
+            &after,
+            r#"countersign_verifications_total{verdict="ALLOW",reason_code="none"}"#
+        ),
+        Some(1.0),
+        "{after}"
+    );
+    assert_eq!(
+        series(&after, "countersign_verification_seconds_count"),
+        Some(1.0)
+    );
+    assert_eq!(
+        series(&after, "countersign_grants_collected_total"),
+        Some(1.0)
+    );
+    assert!(
+        after.contains(r#"countersign_approvals_created_total{tool="other","#),
+        "{after}"
+    );
+    assert!(!after.contains("x-invented-by-the-request"), "{after}");
+    assert_eq!(series(&after, "countersign_long_poll_waiters"), Some(0.0));
+    // create, decision, grant, and the second create: four store commits at least.
+    assert!(
+        series(&after, "countersign_store_commit_seconds_count") >= Some(4.0),
+        "{after}"
+    );
+}

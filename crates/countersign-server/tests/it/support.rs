@@ -165,6 +165,12 @@ impl TestApp {
         self.send(self.http.post(self.url(path)).json(body)).await
     }
 
+    /// GET `path`, unauthenticated, as text.
+    pub async fn get_text(&self, path: &str) -> String {
+        let r = self.anon.get(self.url(path)).send().await.unwrap();
+        r.text().await.unwrap()
+    }
+
     pub async fn get(&self, path: &str) -> Reply {
         self.send(self.http.get(self.url(path))).await
     }

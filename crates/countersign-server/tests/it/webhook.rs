@@ -120,5 +120,12 @@ async fn a_receiver_that_fails_for_a_while_still_gets_the_notification_once() {
         assert_eq!(key.as_deref(), Some(id.as_str()), "one idempotency key");
         assert_eq!(body, &attempts[0].2, "the same body every time");
     }
+    // The two failed attempts were counted before the third was sent (the delivered one may
+    // still be on its way back, so it is not asserted).
+    let metrics = app.get_text("/metrics").await;
+    assert!(
+        metrics.contains("countersign_webhook_attempts_total{outcome=\"status_5xx\"} 2"),
+        "{metrics}"
+    );
     server.abort();
 }
