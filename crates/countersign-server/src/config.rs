@@ -371,7 +371,7 @@ impl Config {
                 tool: rule.name.clone(),
                 profile: id.to_owned(),
             })?;
-            if signs_operation(profile) {
+            if countersign::signs_operation(profile) {
                 continue;
             }
             if let Some(first) = bound.insert(id, &rule.name) {
@@ -394,7 +394,7 @@ impl Config {
             .filter_map(|rule| {
                 let id = rule.profile.as_deref()?;
                 let profile = pinned.get(id)?;
-                (!signs_operation(profile)).then(|| (id.to_owned(), rule.name.clone()))
+                (!countersign::signs_operation(profile)).then(|| (id.to_owned(), rule.name.clone()))
             })
             .collect()
     }
@@ -440,12 +440,6 @@ impl Config {
         policy.approvers = eligible;
         policy
     }
-}
-
-/// Whether a profile signs the operation itself (has a `tool_name` field): then evidence for one
-/// tool cannot be presented for another, and any number of tools may share the profile.
-pub fn signs_operation(profile: &countersign::Profile) -> bool {
-    profile.field("tool_name").is_some()
 }
 
 #[cfg(test)]

@@ -85,7 +85,9 @@ impl Policy {
     }
 }
 
-/// Whether `profile` signs its operation: its field list has a field named `tool_name`.
-pub(crate) fn signs_operation(profile: &Profile) -> bool {
+/// Whether `profile` signs its operation: its field list has a field named `tool_name`. Then
+/// evidence for one tool cannot be presented for another, and any number of tools may share the
+/// profile; otherwise the verifier's `profile_tools` must bind it to one tool.
+pub fn signs_operation(profile: &Profile) -> bool {
     profile.field(OPERATION_FIELD).is_some()
 }

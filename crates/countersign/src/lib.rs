@@ -34,6 +34,7 @@ mod verify;
 pub mod webauthn;
 
 pub use assurance::{AssuranceBasis, AssuranceLevel, AssuranceSource, IdentityAssurance};
+pub use binding::signs_operation;
 pub use canon::{
     CanonError, CanonLimits, CanonicalFields, Decision, FieldKind, FieldSpec, MAX_DEPTH,
     MAX_FIELDS_BYTES, NfcMode, NonNfc, OpHash, PAYMENT_DEFINITION, Profile, ProfileError,

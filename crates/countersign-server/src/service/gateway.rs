@@ -228,7 +228,7 @@ impl AppState {
         // A profile that signs its operation has its `tool_name` built from this request's
         // tool_name just above, so the binding holds by construction (and the core re-checks it
         // at every verdict); checking it here would only admit the fields a second time.
-        if !crate::config::signs_operation(profile) {
+        if !countersign::signs_operation(profile) {
             let action = Action::new(profile_id.clone(), fields_json.as_bytes().to_vec())
                 .with_tool(req.tool_name.clone());
             policy.check_operation(&action, profile).map_err(|e| {
