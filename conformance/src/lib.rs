@@ -5,9 +5,11 @@
 //!   byte from the fixture seeds.
 //! - [`run`] checks this repository's library in process (on every signature backend), or any
 //!   implementation through the JSON-lines harness protocol of `conformance/HARNESS.md`.
+//! - [`coverage`] counts, for every reason code and flag, the vectors on each side.
 //! - [`flags`] reads the closed flag registry of `vectors/README.md`.
 //! - [`report`] renders the committed baselines side by side (`conformance/report/`).
 
+pub mod coverage;
 pub mod flags;
 pub mod generate;
 pub mod report;

@@ -2,7 +2,7 @@
 
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
-use countersign_conformance::{flags, generate, repo_root, report, run, vectors};
+use countersign_conformance::{coverage, flags, generate, repo_root, report, run, vectors};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -24,8 +24,9 @@ enum Command {
         #[arg(long)]
         root: Option<PathBuf>,
     },
-    /// Fail when the committed vectors differ from what the generator produces, or the flag
-    /// registry is not closed.
+    /// Fail when the committed vectors differ from what the generator produces, the flag
+    /// registry is not closed, or a reason code or flag lacks a positive or a negative vector
+    /// (see `coverage` in conformance/README.md).
     Check,
     /// Run the vectors against our library in process (default) or a harness (--impl).
     Run {
@@ -251,6 +252,12 @@ fn check() -> anyhow::Result<ExitCode> {
     }
     for f in documented.keys().filter(|f| !used.contains(*f)) {
         eprintln!("flag {f} is documented but no vector uses it");
+        ok = false;
+    }
+    let all = vectors::load_dir(&root.join("vectors"))?;
+    let registry: std::collections::BTreeSet<String> = documented.keys().cloned().collect();
+    for gap in coverage::measure(&all, &registry).gaps() {
+        eprintln!("coverage: {gap}");
         ok = false;
     }
     println!(

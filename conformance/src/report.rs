@@ -5,6 +5,7 @@
 //! baselines), holds no timestamp and orders everything by a fixed rule, so regenerating it from
 //! the same inputs gives the same bytes: CI regenerates it and fails on any difference.
 
+use crate::coverage::{Coverage, Row};
 use crate::run::Baseline;
 use crate::vectors::{Kind, Loaded};
 use serde_json::Value;
@@ -176,6 +177,8 @@ pub struct Report<'a> {
     pub columns: &'a [Column],
     /// Flags in the registry's order, with their meaning.
     pub flags: Vec<(String, String)>,
+    /// Both sides of every reason code and flag (the table CI checks).
+    pub coverage: Coverage,
 }
 
 impl<'a> Report<'a> {
@@ -197,10 +200,13 @@ impl<'a> Report<'a> {
         extra.dedup();
         flags.extend(extra.into_iter().map(|f| (f, String::new())));
         flags.retain(|(f, _)| vectors.iter().any(|v| v.vector.flags.contains(f)));
+        let registry = meanings.into_keys().collect();
+        let coverage = crate::coverage::measure(vectors, &registry);
         Self {
             vectors,
             columns,
             flags,
+            coverage,
         }
     }
 
@@ -285,6 +291,7 @@ impl<'a> Report<'a> {
                 let _ = writeln!(s, "  - {} ({})", md(&why), vectors(n));
             }
         }
+        s.push_str(&self.coverage_markdown());
         let _ = writeln!(s, "\n## By flag\n");
         let _ = writeln!(s, "Each cell is pass/fail/skip.\n");
         let _ = write!(s, "| flag | vectors |");
@@ -341,6 +348,101 @@ impl<'a> Report<'a> {
         s
     }
 
+    /// The coverage tables in Markdown: every reason code, then every flag, with the vectors on
+    /// each side and what is missing.
+    fn coverage_markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "\n## Coverage\n");
+        let _ = writeln!(s, "{COVERAGE_INTRO}\n");
+        let gaps = self.coverage.gaps();
+        if gaps.is_empty() {
+            let _ = writeln!(s, "No gaps.\n");
+        } else {
+            let _ = writeln!(s, "**Gaps** (CI fails on these):\n");
+            for g in gaps {
+                let _ = writeln!(s, "- {}", md(&g));
+            }
+            s.push('\n');
+        }
+        let _ = writeln!(
+            s,
+            "| reason code | expect it | accepting vectors of its rule | rule flags |\n|---|---:|---:|---|"
+        );
+        for r in &self.coverage.codes {
+            let _ = writeln!(
+                s,
+                "| `{}` | {} | {} | {}{} |",
+                r.name,
+                r.positive,
+                r.negative,
+                md(&r.note),
+                gap_md(r)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\n| flag | accepting | refusing | note |\n|---|---:|---:|---|"
+        );
+        for r in &self.coverage.flags {
+            let _ = writeln!(
+                s,
+                "| `{}` | {} | {} | {}{} |",
+                r.name,
+                r.positive,
+                r.negative,
+                md(&r.note),
+                gap_md(r)
+            );
+        }
+        s
+    }
+
+    /// The coverage tables in HTML.
+    fn coverage_html(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "<h2>Coverage</h2>\n<p>{}</p>", esc(COVERAGE_INTRO));
+        let gaps = self.coverage.gaps();
+        if gaps.is_empty() {
+            s.push_str("<p>No gaps.</p>\n");
+        } else {
+            s.push_str("<p><strong>Gaps</strong> (CI fails on these):</p>\n<ul>\n");
+            for g in gaps {
+                let _ = writeln!(s, "<li>{}</li>", esc(&g));
+            }
+            s.push_str("</ul>\n");
+        }
+        for (head, rows) in [
+            (
+                "<th>reason code</th><th>expect it</th><th>accepting vectors of its rule</th><th>rule flags</th>",
+                &self.coverage.codes,
+            ),
+            (
+                "<th>flag</th><th>accepting</th><th>refusing</th><th>note</th>",
+                &self.coverage.flags,
+            ),
+        ] {
+            let _ = writeln!(s, "<table>\n<thead><tr>{head}</tr></thead>\n<tbody>");
+            for r in rows {
+                let class = if r.gap.is_some() {
+                    " class=\"fail\""
+                } else {
+                    ""
+                };
+                let _ = writeln!(
+                    s,
+                    "<tr{class}><td><code>{}</code></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}{}</td></tr>",
+                    esc(&r.name),
+                    r.positive,
+                    r.negative,
+                    esc(&r.note),
+                    esc(&gap_md(r))
+                );
+            }
+            s.push_str("</tbody>\n</table>\n");
+        }
+        s
+    }
+
     /// `report.html`: one file, no scripts, no external resources.
     pub fn html(&self) -> String {
         let mut s = String::new();
@@ -393,7 +495,9 @@ impl<'a> Report<'a> {
                 c.wrong_allow
             );
         }
-        s.push_str("</tbody>\n</table>\n<h2>By flag</h2>\n<p>Counts are pass/fail/skip. A flag's name leads to its vectors below.</p>\n<table>\n<thead><tr><th>flag</th><th>vectors</th>");
+        s.push_str("</tbody>\n</table>\n");
+        s.push_str(&self.coverage_html());
+        s.push_str("<h2>By flag</h2>\n<p>Counts are pass/fail/skip. A flag's name leads to its vectors below.</p>\n<table>\n<thead><tr><th>flag</th><th>vectors</th>");
         for col in self.columns {
             let _ = write!(
                 s,
@@ -482,6 +586,18 @@ impl<'a> Report<'a> {
         }
         s.push_str("</body>\n</html>\n");
         s
+    }
+}
+
+const COVERAGE_INTRO: &str = "A vector accepts when it expects ALLOW or an op_hash, and refuses otherwise. \
+A reason code needs a vector that expects it and an accepting vector carrying a flag of its rule (a near miss the check lets through). \
+A flag needs an accepting and a refusing vector, unless it names one side by definition: then the note says why and which flag holds the other side.";
+
+/// A row's gap, as a suffix for its note cell.
+fn gap_md(r: &Row) -> String {
+    match &r.gap {
+        Some(g) => format!(" **GAP: {g}**"),
+        None => String::new(),
     }
 }
 

@@ -6,6 +6,7 @@
 
 mod binding;
 mod case;
+mod near;
 mod ophash;
 mod policy;
 mod rules;
@@ -76,7 +77,14 @@ pub fn files() -> anyhow::Result<Vec<(String, String)>> {
     rules::nfc(&mut evidence);
     rules::operation(&mut evidence);
     rules::eligibility(&mut evidence);
+    rules::eligibility_more(&mut evidence);
     rules::contradictory(&mut evidence);
+    rules::policy_shape(&mut evidence);
+    near::envelope(&mut evidence);
+    near::entries(&mut evidence);
+    near::freshness(&mut evidence);
+    near::near_misses(&mut evidence);
+    near::client_data(&mut evidence);
 
     let mut op_hash = Out::default();
     ophash::op_hash(&mut op_hash);

@@ -140,6 +140,90 @@ pub(crate) fn op_hash(out: &mut Out) {
     lexical(out);
     unicode(out);
     caps_and_documents(out);
+    near_misses(out);
+}
+
+/// The admitted side of rules whose vectors above mostly refuse: inputs that come close to a
+/// refusal and must not be refused.
+fn near_misses(out: &mut Out) {
+    let t = |p: Value| tool(p);
+    let ok: Vec<(&str, &str, Value, &[&str])> = vec![
+        (
+            "same-key-in-sibling-objects",
+            "the key x in two sibling objects: a duplicate only within one object",
+            t(json!({"a": {"x": 1}, "b": {"x": 2}})),
+            &["canon-duplicate-key"],
+        ),
+        (
+            "keys-differ-by-case",
+            "keys k and K: distinct (no case folding)",
+            t(json!({"k": 1, "K": 2})),
+            &["canon-duplicate-key"],
+        ),
+        (
+            "keys-distinct-after-nfc",
+            "keys \u{e9} and e: distinct after NFC",
+            t(json!({"\u{e9}": 1, "e": 2})),
+            &["canon-nfc-collision", "canon-nfc"],
+        ),
+        (
+            "nfc-twins-in-sibling-objects",
+            "\u{e9} composed in one object, decomposed in its sibling: equal after NFC, but in two objects",
+            t(json!({"a": {"\u{e9}": 1}, "b": {"e\u{301}": 2}})),
+            &["canon-nfc-collision", "canon-nfc"],
+        ),
+        (
+            "noncharacter-block-neighbours",
+            "U+FDCF and U+FDF0, just outside the noncharacter block U+FDD0..U+FDEF",
+            t(json!({"k": "\u{FDCF}\u{FDF0}"})),
+            &["canon-noncharacter"],
+        ),
+        (
+            "noncharacter-plane-end-neighbours",
+            "U+FFFD and U+10FFFD, just below the noncharacters U+FFFE and U+10FFFE",
+            t(json!({"k": "\u{FFFD}\u{10FFFD}"})),
+            &["canon-noncharacter", "canon-unassigned"],
+        ),
+        (
+            "literals",
+            "true, false, null, an empty array and an empty object as values",
+            t(json!({"t": true, "f": false, "n": null, "e": [], "o": {}})),
+            &["canon-syntax"],
+        ),
+    ];
+    for (name, desc, fields, flags) in ok {
+        out.oh(
+            &format!("ophash::tool-{name}"),
+            desc,
+            flags,
+            TOOL,
+            "APPROVED",
+            fields.clone(),
+            Hash(fields),
+        );
+    }
+    out.oh_text(
+        "ophash::text-raw-multibyte-utf8",
+        "raw two-, three- and four-byte UTF-8, up to U+10FFFD, the last code point before the \
+         final noncharacters",
+        &["canon-utf8"],
+        TOOL,
+        &tool_text("{\"k\":\"\u{e9}\u{20ac}\u{1f600}\u{10FFFD}\"}"),
+        Hash(t(json!({"k": "\u{e9}\u{20ac}\u{1f600}\u{10FFFD}"}))),
+    );
+    let fields = t(json!({"a": 1}));
+    let text = format!(
+        "{{\"profile\":\"{TOOL}\",\"decision\":\"APPROVED\",\"fields\": \n\t {} \r\n}}",
+        tool_text(r#"{"a":1}"#)
+    );
+    let exp = expected(TOOL, "APPROVED", &Hash(fields));
+    out.op(
+        "ophash::document-whitespace-around-fields",
+        "whitespace around the fields value belongs to the document (SPEC §13): admitted",
+        &["document", "canon-whitespace"],
+        crate::vectors::Input::Text(text),
+        exp,
+    );
 }
 
 fn worked_and_fields(out: &mut Out) {
@@ -600,9 +684,9 @@ fn lexical(out: &mut Out) {
         ("escape-nfd", "NFD spelled with escapes", tool_text(r#"{"k":"e\u0301"}"#), t(json!({"k": "\u{e9}"})), &["canon-escape", "canon-nfc"]),
         ("surrogate-pair", "a surrogate pair escape is one code point", tool_text(r#"{"k":"\ud83d\ude00"}"#), t(json!({"k": "\u{1f600}"})), &["canon-surrogate", "canon-escape"]),
         ("surrogate-pair-upper", "a surrogate pair in upper-case hex", tool_text(r#"{"k":"\uD83D\uDE00"}"#), t(json!({"k": "\u{1f600}"})), &["canon-surrogate", "canon-escape"]),
-        ("negative-zero", "-0 is the integer zero", tool_text(r#"{"n":-0}"#), t(json!({"n": 0})), &["canon-big-integer"]),
+        ("negative-zero", "-0 is the integer zero", tool_text(r#"{"n":-0}"#), t(json!({"n": 0})), &["canon-big-integer", "canon-float"]),
         ("max-safe-text", "9007199254740991 as text", tool_text(r#"{"n":9007199254740991}"#), t(json!({"n": 9007199254740991i64})), &["canon-big-integer"]),
-        ("escaped-nul", "\\u0000 is admitted", tool_text(r#"{"k":"\u0000"}"#), t(json!({"k": "\u{0}"})), &["canon-escape"]),
+        ("escaped-nul", "\\u0000 is admitted", tool_text(r#"{"k":"\u0000"}"#), t(json!({"k": "\u{0}"})), &["canon-escape", "canon-control-char"]),
     ];
     for (name, desc, text, f, flags) in ok {
         out.oh_text(

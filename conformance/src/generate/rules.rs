@@ -8,7 +8,7 @@ use countersign::Decision::{Approved, Denied};
 use serde_json::{Value, json};
 
 /// Strings that NFC changes although they look like their normal form.
-const NOT_NFC: [(&str, &str, &str); 4] = [
+const NOT_NFC: [(&str, &str, &str); 7] = [
     ("kelvin", "\u{212A}evin", "KELVIN SIGN U+212A, shown as K"),
     (
         "ohm",
@@ -24,6 +24,21 @@ const NOT_NFC: [(&str, &str, &str); 4] = [
         "cjk-compatibility",
         "\u{F900}",
         "CJK COMPATIBILITY IDEOGRAPH U+F900, normalized to U+8C48",
+    ),
+    (
+        "angstrom",
+        "\u{212B}ngstrom",
+        "ANGSTROM SIGN U+212B, normalized to U+00C5",
+    ),
+    (
+        "hangul-jamo",
+        "\u{1100}\u{1161}",
+        "the conjoining jamo U+1100 U+1161, composed by NFC to the syllable U+AC00",
+    ),
+    (
+        "combining-order",
+        "a\u{301}\u{323}",
+        "a with U+0301 before U+0323, which canonical ordering swaps (and NFC composes)",
     ),
 ];
 
@@ -81,6 +96,40 @@ pub(crate) fn nfc(out: &mut Out) {
         c,
         allow("AAL2"),
     );
+    // What normalize does not forgive: keys that collide once normalized, and code points that
+    // are refused in any spelling.
+    for (name, params, what) in [
+        (
+            "collision-under-normalize",
+            "{\"K\":1,\"\u{212A}\":2}",
+            "keys K and KELVIN SIGN, equal after NFC",
+        ),
+        (
+            "unassigned-under-normalize",
+            "{\"user\":\"\u{378}\"}",
+            "the unassigned code point U+0378",
+        ),
+        (
+            "noncharacter-under-normalize",
+            "{\"user\":\"\u{FDD0}\"}",
+            "the noncharacter U+FDD0",
+        ),
+    ] {
+        let action = tool(json!({"K": 1}));
+        let entry = good(a, &action, Approved);
+        let mut c = Case::new(action, "APPROVED", vec![entry], &[a]);
+        c.fields_text = Some(format!(
+            r#"{{"agent_id":"agent-7","tool_name":"payments.transfer","params":{params}}}"#
+        ));
+        c.policy["nfc"] = json!("normalize");
+        out.ev(
+            &format!("nfc::{name}"),
+            &format!("params with {what}; nfc = normalize: still inadmissible"),
+            &["tool-call", "policy-nfc-normalize", "action-inadmissible"],
+            c,
+            deny("action_inadmissible"),
+        );
+    }
 }
 
 const PAYMENT: &str = "countersign.payment/1";
@@ -183,6 +232,53 @@ pub(crate) fn operation(out: &mut Out) {
             expected,
         );
     }
+    // A profile that signs its operation is bound by tool_name alone: profile_tools does not
+    // speak for it.
+    let mut c = base.clone();
+    c.action.tool = Some("payments.transfer".into());
+    c.policy["profile_tools"] = json!({"countersign.tool-call/1": "admin.console"});
+    out.ev(
+        "operation::tool-call-profile-tools-not-consulted",
+        "tool-call evidence for payments.transfer run by payments.transfer; profile_tools binds \
+         the tool-call profile to admin.console, which a profile that signs its tool ignores",
+        &["tool-call", "operation-binding", "policy-profile-tools"],
+        c,
+        allow("AAL2"),
+    );
+    let mut c = base.clone();
+    c.action.tool = Some(String::new());
+    out.ev(
+        "operation::tool-call-empty-tool",
+        "tool-call evidence for payments.transfer; the action names the empty string as its tool",
+        &["tool-call", "operation-binding"],
+        c,
+        deny("binding_mismatch"),
+    );
+    // Refusals are bound the same way: a refusal of another operation says nothing about this one.
+    let action = tool(json!({"to": "acct-9", "amount_cents": 125000}));
+    let entry = good(a, &action, Denied);
+    let mut c = Case::new(action, "DENIED", vec![entry], &[a]);
+    c.action.tool = Some("payments.refund".into());
+    out.ev(
+        "operation::tool-call-refusal-other-tool",
+        "a refusal signed for payments.transfer, the action runs payments.refund",
+        &["tool-call", "operation-binding", "refusal"],
+        c,
+        deny_as("DENIED", "binding_mismatch", "declared"),
+    );
+    let action = pay(ACCOUNT_A);
+    let entry = good(a, &action, Denied);
+    let mut c = Case::new(action, "DENIED", vec![entry], &[a]);
+    c.action.tool = Some("refunds.issue".into());
+    c.policy["profile_tools"] = json!({PAYMENT: "payments.transfer"});
+    out.ev(
+        "operation::typed-refusal-wrong-tool",
+        "a verified refusal of the payment, run by refunds.issue while profile_tools binds the \
+         payment profile to payments.transfer: the operation is checked before any entry",
+        &["operation-binding", "policy-profile-tools", "refusal"],
+        c,
+        deny_as("DENIED", "action_inadmissible", "declared"),
+    );
     // The binding is checked with the action, before any entry: a bound profile with the wrong
     // tool is refused even when the evidence is also for another action.
     let mut c = payment_run_by(a, Some("refunds.issue"), bound);
@@ -261,6 +357,229 @@ pub(crate) fn eligibility(out: &mut Out) {
     );
 }
 
+/// Eligibility beside the other per-entry checks, and where it does not apply.
+pub(crate) fn eligibility_more(out: &mut Out) {
+    let (a, b) = ("alice-es256", "bob-eddsa");
+    let action = pay(ACCOUNT_A);
+    let entries = vec![good(a, &action, Approved), good(b, &action, Denied)];
+    let mut c = Case::new(action, "DENIED", entries, &[a, b]);
+    c.policy["approvers"] = json!(["alice", "bob"]);
+    out.ev(
+        "eligibility::eligible-refusal-vetoes",
+        "alice approves, bob refuses; both are eligible: his refusal is a verified veto",
+        &["policy-approvers", "refusal-veto"],
+        c,
+        deny_as("DENIED", "approver_refused", "AAL2"),
+    );
+    let action = pay(ACCOUNT_A);
+    let entries = vec![good(a, &action, Approved), good(b, &action, Approved)];
+    let mut c = Case::new(action, "APPROVED", entries, &[a, b]);
+    c.policy["approvers"] = json!(["alice", "bob"]);
+    c.policy["quorum"] = json!(2);
+    out.ev(
+        "eligibility::two-eligible-quorum-2",
+        "alice and bob approve, both eligible, quorum 2",
+        &["policy-approvers", "quorum"],
+        c,
+        allow("AAL2"),
+    );
+    let mut c = approve(a);
+    c.policy["approvers"] = json!(["alice", "zed"]);
+    out.ev(
+        "eligibility::approver-named-without-credential",
+        "alice approves; approvers names alice and zed, who has no credential: a list may name \
+         principals not yet enrolled",
+        &["policy-approvers"],
+        c,
+        allow("AAL2"),
+    );
+    let action = pay(ACCOUNT_A);
+    let entry = good("carol-es256", &action, Approved);
+    let mut c = Case::new(action, "APPROVED", vec![entry], &[a]);
+    c.policy["approvers"] = json!(["alice"]);
+    out.ev(
+        "eligibility::unknown-before-eligibility",
+        "carol, not enrolled, approves; only alice is eligible: the credential lookup fails first",
+        &["policy-approvers", "credential-unknown", "check-order"],
+        c,
+        deny("credential_unknown"),
+    );
+    let action = pay(ACCOUNT_A);
+    let entry = good(b, &action, Approved);
+    let mut c = Case::new(action, "APPROVED", vec![entry], &[a, b]);
+    c.record(b).revoked = true;
+    c.policy["approvers"] = json!(["alice"]);
+    out.ev(
+        "eligibility::revoked-before-eligibility",
+        "bob's revoked credential approves; only alice is eligible: revocation is reported first",
+        &["policy-approvers", "credential-revoked", "check-order"],
+        c,
+        deny("credential_revoked"),
+    );
+    let action = pay(ACCOUNT_A);
+    let id = b"conformance es512 credential".to_vec();
+    let entry = signed_with(
+        a,
+        &action,
+        Approved,
+        |_| {},
+        |r| r.credential_id = id.clone(),
+    );
+    let mut c = Case::new(action, "APPROVED", vec![entry], &[a]);
+    c.extra_credentials.push(json!({
+        "credential_id": b64(&id),
+        "principal": "erin",
+        "public_key": b64(&es512_cose_key()),
+    }));
+    c.policy["approvers"] = json!(["alice"]);
+    out.ev(
+        "eligibility::ineligible-before-algorithm",
+        "erin's ES512 credential; only alice is eligible: eligibility is checked before the \
+         key's algorithm",
+        &["policy-approvers", "alg-unsupported", "check-order"],
+        c,
+        deny("approver_ineligible"),
+    );
+    let mut c = Case::new(pay(ACCOUNT_A), "DENIED", vec![], &[a]);
+    c.result["reason_code"] = json!("expired_unanswered");
+    c.policy["approvers"] = json!(["alice"]);
+    out.ev(
+        "eligibility::no-evidence-nothing-to-check",
+        "DENIED without evidence, transport reason expired_unanswered, approvers alice: no \
+         entry, so no eligibility check; the transport reason is carried",
+        &["policy-approvers", "no-evidence", "transport-reason"],
+        c,
+        deny_as("DENIED", "expired_unanswered", "declared"),
+    );
+}
+
+/// Policies that are not policies: unknown members, and members of the wrong type (`null`
+/// included) where a boolean, an array, an integer or one of a few words is required. Each makes
+/// the CASE unusable (SPEC §8, §11).
+pub(crate) fn policy_shape(out: &mut Out) {
+    let a = "alice-es256";
+    let mut c = approve(a);
+    c.policy = json!({"rp_id": "pay.example.com", "origins": ["https://pay.example.com"]});
+    out.ev(
+        "policy::required-members-only",
+        "a valid approval under a policy with rp_id and origins only: every other member takes \
+         its default (evidence and UV required, quorum 1, 300 s, 60 s skew)",
+        &["policy-shape"],
+        c,
+        allow("AAL2"),
+    );
+    let mut c = approve(a);
+    c.policy = json!({
+        "rp_id": "pay.example.com",
+        "origins": ["https://pay.example.com"],
+        "require_evidence": true,
+        "require_user_verification": true,
+        "min_assurance": "AAL2",
+        "quorum": 1,
+        "max_age_seconds": 300,
+        "clock_skew_seconds": 60,
+        "allow_cross_origin": false,
+        "top_origins": [],
+        "aal3_aaguids": ["00000000-0000-0000-0000-000000000001"],
+        "nfc": "require",
+        "profile_tools": {},
+        "approvers": ["alice"],
+    });
+    out.ev(
+        "policy::every-member",
+        "a valid approval under a policy that spells out every member with a legal value",
+        &["policy-shape", "policy-approvers", "min-assurance"],
+        c,
+        allow("AAL2"),
+    );
+    for (name, member, value, what) in [
+        ("unknown-member", "quorom", json!(2), "a misspelt quorum"),
+        (
+            "require-evidence-null",
+            "require_evidence",
+            Value::Null,
+            "null where a boolean is required",
+        ),
+        (
+            "require-user-verification-null",
+            "require_user_verification",
+            Value::Null,
+            "null where a boolean is required",
+        ),
+        (
+            "allow-cross-origin-null",
+            "allow_cross_origin",
+            Value::Null,
+            "null where a boolean is required",
+        ),
+        (
+            "require-evidence-string",
+            "require_evidence",
+            json!("false"),
+            "the string \"false\" where a boolean is required",
+        ),
+        (
+            "origins-null",
+            "origins",
+            Value::Null,
+            "null where an array is required",
+        ),
+        (
+            "top-origins-null",
+            "top_origins",
+            Value::Null,
+            "null where an array is required",
+        ),
+        (
+            "origins-string",
+            "origins",
+            json!("https://pay.example.com"),
+            "a string where an array is required",
+        ),
+        ("quorum-negative", "quorum", json!(-1), "a negative quorum"),
+        (
+            "quorum-fraction",
+            "quorum",
+            json!(1.5),
+            "a fractional quorum",
+        ),
+        (
+            "max-age-fraction",
+            "max_age_seconds",
+            json!(300.5),
+            "a fractional max_age_seconds",
+        ),
+        (
+            "min-assurance-unknown",
+            "min_assurance",
+            json!("AAL4"),
+            "a level that does not exist",
+        ),
+        (
+            "nfc-unknown",
+            "nfc",
+            json!("NFKC"),
+            "an NFC mode that does not exist",
+        ),
+        (
+            "profile-tools-not-string",
+            "profile_tools",
+            json!({"countersign.payment/1": 1}),
+            "a tool that is not a string",
+        ),
+    ] {
+        let mut c = approve(a);
+        c.policy[member] = value.clone();
+        out.ev(
+            &format!("policy::{name}"),
+            &format!("a valid approval under a policy whose {member} is {value}: {what}; the CASE is unusable"),
+            &["policy-shape"],
+            c,
+            unusable_case("policy"),
+        );
+    }
+}
+
 pub(crate) fn contradictory(out: &mut Out) {
     let a = "alice-es256";
     let bare = || {
@@ -307,6 +626,78 @@ pub(crate) fn contradictory(out: &mut Out) {
             unusable_case("policy"),
         );
     }
+    for (name, policy, description) in [
+        (
+            "evidence-optional-min-aal1",
+            json!({"require_evidence": false, "min_assurance": "AAL1"}),
+            "require_evidence false with min_assurance AAL1",
+        ),
+        (
+            "evidence-optional-min-aal3",
+            json!({"require_evidence": false, "min_assurance": "AAL3"}),
+            "require_evidence false with min_assurance AAL3",
+        ),
+        (
+            "quorum-3-two-approvers",
+            json!({"approvers": ["alice", "bob"], "quorum": 3}),
+            "quorum 3 and two eligible principals",
+        ),
+    ] {
+        let mut c = bare();
+        if let (Some(p), Some(extra)) = (c.policy.as_object_mut(), policy.as_object()) {
+            for (k, v) in extra {
+                p.insert(k.clone(), v.clone());
+            }
+        }
+        out.ev(
+            &format!("contradictory::{name}"),
+            &format!("a bare \"APPROVED\" under a policy with {description}: the CASE is unusable"),
+            &["policy-contradictory", "bare-string"],
+            c,
+            unusable_case("policy"),
+        );
+    }
+    let mut c = approve(a);
+    c.policy["require_evidence"] = json!(false);
+    c.policy["min_assurance"] = json!("AAL2");
+    out.ev(
+        "contradictory::valid-evidence-does-not-rescue",
+        "a valid AAL2 approval under require_evidence false with min_assurance AAL2: the policy \
+         is contradictory whatever the result, so the CASE is unusable",
+        &["policy-contradictory"],
+        c,
+        unusable_case("policy"),
+    );
+    let action = pay(ACCOUNT_A);
+    let entries = vec![
+        good(a, &action, Approved),
+        good("bob-eddsa", &action, Approved),
+    ];
+    let mut c = Case::new(action, "APPROVED", entries, &[a, "bob-eddsa"]);
+    c.policy["approvers"] = json!(["alice", "bob", "alice"]);
+    c.policy["quorum"] = json!(2);
+    out.ev(
+        "contradictory::repeated-approver-quorum-reachable",
+        "approvers alice, bob, alice with quorum 2: two distinct principals, consistent; both \
+         approve",
+        &["policy-contradictory", "policy-approvers", "quorum"],
+        c,
+        allow("AAL2"),
+    );
+    let mut c = bare();
+    c.policy["require_evidence"] = json!(false);
+    c.policy["quorum"] = json!(0);
+    out.ev(
+        "contradictory::evidence-optional-quorum-0",
+        "a bare \"APPROVED\", require_evidence false with quorum 0 (read as 1): consistent",
+        &[
+            "policy-contradictory",
+            "bare-string",
+            "policy-evidence-optional",
+        ],
+        c,
+        allow("declared"),
+    );
     let mut c = bare();
     c.policy["require_evidence"] = json!(false);
     c.policy["min_assurance"] = json!("declared");

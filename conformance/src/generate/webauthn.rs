@@ -101,7 +101,13 @@ pub(crate) fn algorithms(out: &mut Out) {
         out.ev(
             &format!("alg::{alg}-up-only"),
             &format!("{alg}: user presence only, UV not required: AAL1"),
-            &[flag, "flags-uv", "policy-uv-optional", "assurance-level"],
+            &[
+                flag,
+                "flags-up",
+                "flags-uv",
+                "policy-uv-optional",
+                "assurance-level",
+            ],
             c,
             allow("AAL1"),
         );

@@ -4,7 +4,7 @@
 use countersign::ReasonCode;
 use countersign_conformance::run::{self, Outcome};
 use countersign_conformance::vectors::{self, Kind, Loaded};
-use countersign_conformance::{flags, generate, repo_root};
+use countersign_conformance::{coverage, flags, generate, repo_root};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Reason codes no vector can pin, with why. Empty: see vectors/README.md.
@@ -50,7 +50,7 @@ fn flag_registry_is_closed() {
 #[test]
 fn vectors_are_well_formed_and_numerous() {
     let all = all();
-    assert!(all.len() >= 300, "only {} vectors", all.len());
+    assert!(all.len() >= 600, "only {} vectors", all.len());
     let mut ids = BTreeSet::new();
     for v in &all {
         assert!(
@@ -172,5 +172,17 @@ fn our_library_agrees_with_every_vector_on_every_backend() {
         failures.is_empty(),
         "{} failures:\n{failures:#?}",
         failures.len()
+    );
+}
+
+#[test]
+fn every_reason_code_and_flag_has_a_positive_and_a_negative_vector() {
+    let readme = std::fs::read_to_string(repo_root().join("vectors/README.md")).unwrap_or_default();
+    let documented: BTreeSet<String> = flags::documented(&readme).into_keys().collect();
+    let gaps = coverage::measure(&all(), &documented).gaps();
+    assert!(
+        gaps.is_empty(),
+        "coverage gaps (add vectors through the generator; see vectors/README.md#coverage):\n{}",
+        gaps.join("\n")
     );
 }
