@@ -438,6 +438,42 @@ DEFAULT_POLICY = {"require_evidence": True, "require_user_verification": True, "
                   "aal3_aaguids": None, "nfc": "require", "profile_tools": {}, "approvers": None}
 
 
+def policy_shape_error(raw):
+    """SPEC §8 and §11: a policy with an unknown member or a member of the wrong type is unusable.
+    `null` is a value, not an absence, except where the member is itself optional with no
+    default (min_assurance, aal3_aaguids, approvers)."""
+    if not isinstance(raw, dict):
+        return "policy is not an object"
+    unknown = set(raw) - set(DEFAULT_POLICY) - {"rp_id", "origins"}
+    if unknown:
+        return f"unknown members {sorted(unknown)}"
+    strs = lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)
+    count = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    checks = {
+        "rp_id": lambda v: isinstance(v, str),
+        "origins": strs,
+        "require_evidence": lambda v: isinstance(v, bool),
+        "require_user_verification": lambda v: isinstance(v, bool),
+        "allow_cross_origin": lambda v: isinstance(v, bool),
+        "min_assurance": lambda v: v is None or v in ("declared", "AAL1", "AAL2", "AAL3"),
+        "quorum": lambda v: count(v) and v < 2**32,
+        "max_age_seconds": count,
+        "clock_skew_seconds": count,
+        "top_origins": strs,
+        "aal3_aaguids": lambda v: v is None or strs(v),
+        "nfc": lambda v: v in ("require", "normalize"),
+        "profile_tools": lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
+        "approvers": lambda v: v is None or strs(v),
+    }
+    for member in ("rp_id", "origins"):
+        if member not in raw:
+            return f"{member} is required"
+    for member, value in raw.items():
+        if not checks[member](value):
+            return f"{member} has the wrong type or value: {value!r}"
+    return None
+
+
 def contradictory(policy):
     """SPEC §8: a policy that demands and waives evidence at once, or that nobody could satisfy."""
     if policy["require_evidence"] is False:
@@ -500,8 +536,9 @@ def verify_case(raw):
     if status == "PENDING" and result.get("approval_id") is None:
         return verdict("DENY", None, "result_malformed")
     # A usable result under an unusable policy: no verdict at all (SPEC §8, §11).
-    if policy["nfc"] not in ("require", "normalize"):
-        raise UnusableMember("policy", "nfc")
+    why = policy_shape_error(case["policy"])
+    if why:
+        raise UnusableMember("policy", why)
     why = contradictory(policy)
     if why:
         raise UnusableMember("policy", why)
