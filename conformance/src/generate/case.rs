@@ -254,7 +254,7 @@ pub(crate) fn expect(
 }
 
 /// A CASE that is unusable because of its member `member` (`countersign verify` exits 2): no
-/// verdict at all. Only contradictory policies use it today.
+/// verdict at all: contradictory and malformed policies.
 pub(crate) fn unusable_case(member: &str) -> Value {
     json!({ "unusable_case": member })
 }

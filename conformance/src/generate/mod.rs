@@ -146,7 +146,7 @@ pub fn stale(root: &Path) -> anyhow::Result<Vec<String>> {
 
 const EVIDENCE_NOTES: &[&str] = &[
     "Each input is a CASE exactly as `countersign verify` takes it: {action, result, registry, policy, now}. `input_text` carries the exact CASE text where the action's lexical form matters.",
-    "expected is {\"unusable_case\": MEMBER} when the CASE itself is unusable because of that member (today only a contradictory policy): there is no verdict, `countersign verify` exits 2.",
+    "expected is {\"unusable_case\": MEMBER} when the CASE itself is unusable because of that member (today a contradictory or malformed policy): there is no verdict, `countersign verify` exits 2.",
     "expected.decision is the transport status, except that a verified refusal makes it DENIED; it is null when the result envelope is unusable (reason result_malformed).",
     "expected.identity_assurance_level is `declared` whenever no evidence verified; otherwise the level derived from the evidence (the weakest approver on ALLOW and policy denials, the refusing approver on a veto).",
     "Replay state is empty at the start of each vector; a nonce repeated inside one CASE is replayed.",
