@@ -247,7 +247,7 @@ pub(crate) fn freshness(out: &mut Out) {
         ),
         (
             "offset-across-midnight-age-301",
-            "2026-11-21T00:54:59+14:00",
+            "2026-11-20T23:54:59+14:00",
             tk::NOW,
             deny("stale"),
         ),
