@@ -96,6 +96,91 @@ pub(crate) fn nfc(out: &mut Out) {
         c,
         allow("AAL2"),
     );
+    // Exact fields (every payment field; agent_id and tool_name of a tool call) are refused
+    // unless already NFC, under either mode: normalize applies only where the profile allows it.
+    let pay_text = |reference: &str| {
+        format!(
+            "{{\"amount\":\"40000.00\",\"currency\":\"EUR\",\"source_account\":\"ops-main\",\
+             \"destination_account\":\"account-A\",\"reference\":\"{reference}\"}}"
+        )
+    };
+    for (name, text, what) in [
+        (
+            "payment-reference-nfd",
+            pay_text("Cafe\u{301}"),
+            "the payment's reference in NFD (e + U+0301)",
+        ),
+        (
+            "payment-reference-kelvin",
+            pay_text("\u{212A}-2291"),
+            "the payment's reference starting with KELVIN SIGN",
+        ),
+    ] {
+        for (mode, flags) in [
+            ("require", &["canon-nfc-require", "action-inadmissible"][..]),
+            (
+                "normalize",
+                &["policy-nfc-normalize", "action-inadmissible"][..],
+            ),
+        ] {
+            let mut c = approve(a);
+            c.fields_text = Some(text.clone());
+            c.policy["nfc"] = json!(mode);
+            out.ev(
+                &format!("nfc::{name}-{mode}"),
+                &format!(
+                    "{what}; nfc = {mode}: every payment field is exact, so a string NFC would \
+                     change is refused under either mode"
+                ),
+                flags,
+                c,
+                deny("action_inadmissible"),
+            );
+        }
+    }
+    let action = Action::new(
+        PAYMENT,
+        json!({"amount": "40000.00", "currency": "EUR", "source_account": "ops-main",
+               "destination_account": "account-A", "reference": "Caf\u{e9} \u{3a9}"})
+        .to_string(),
+    );
+    let entry = good(a, &action, Approved);
+    let c = Case::new(action, "APPROVED", vec![entry], &[a]);
+    out.ev(
+        "nfc::payment-reference-composed-require",
+        "the payment's reference is Caf\u{e9} \u{3a9} (composed e-acute, GREEK CAPITAL OMEGA): \
+         non-ASCII but already NFC, admitted in an exact field under nfc = require",
+        &["canon-nfc-require"],
+        c,
+        allow("AAL2"),
+    );
+    for (name, text, what) in [
+        (
+            "tool-agent-id-kelvin",
+            "{\"agent_id\":\"\u{212A}-7\",\"tool_name\":\"payments.transfer\",\"params\":{}}",
+            "agent_id starting with KELVIN SIGN",
+        ),
+        (
+            "tool-name-ohm",
+            "{\"agent_id\":\"agent-7\",\"tool_name\":\"payments.\u{2126}\",\"params\":{}}",
+            "tool_name ending in OHM SIGN",
+        ),
+    ] {
+        let action = tool(json!({}));
+        let entry = good(a, &action, Approved);
+        let mut c = Case::new(action, "APPROVED", vec![entry], &[a]);
+        c.fields_text = Some(text.to_owned());
+        c.policy["nfc"] = json!("normalize");
+        out.ev(
+            &format!("nfc::{name}-normalize"),
+            &format!(
+                "a tool call with {what}; nfc = normalize: agent_id and tool_name are exact, refused"
+            ),
+            &["tool-call", "policy-nfc-normalize", "action-inadmissible"],
+            c,
+            deny("action_inadmissible"),
+        );
+    }
     // What normalize does not forgive: keys that collide once normalized, and code points that
     // are refused in any spelling.
     for (name, params, what) in [
