@@ -1,6 +1,7 @@
 //! `countersign`: check WebAuthn-signed approvals of AI agent actions, offline.
 
 mod harness;
+mod logging;
 mod profiles;
 
 use anyhow::Context as _;
@@ -104,6 +105,11 @@ enum Command {
         /// the same service-key file.
         #[arg(long, value_name = "URL")]
         database: Option<String>,
+        /// Log format on stderr: `text`, or `json` (one object per line, with the request's
+        /// route, gateway and approval id on every line a request causes). Which events are
+        /// logged: COUNTERSIGN_LOG (e.g. `warn`, `info`, `countersign_server=debug`; default info).
+        #[arg(long, value_enum, default_value_t = logging::LogFormat::Text)]
+        log_format: logging::LogFormat,
     },
     /// Audit log commands.
     Audit {
@@ -390,7 +396,11 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             data_dir,
             config,
             database,
-        } => serve(listen, data_dir, config, database),
+            log_format,
+        } => {
+            logging::install(log_format)?;
+            serve(listen, data_dir, config, database)
+        }
         Command::Audit {
             command:
                 AuditCommand::Verify {

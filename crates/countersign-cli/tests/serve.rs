@@ -151,3 +151,110 @@ async fn sigkill_during_verdicts_loses_nothing_and_doubles_nothing() {
     assert_eq!(doc["credentials"].as_array().map(Vec::len), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The log lines of a `--log-format json` run, each parsed (a line that is not a JSON object
+/// fails the test: a log pipeline would choke on it).
+fn json_log_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let v: Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("log line is not JSON ({e}): {line:?}"));
+            assert!(v.is_object(), "{line}");
+            v
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_name_the_approval_and_gateway_on_every_line_of_a_request() {
+    let dir = support::scratch_dir("serve-json-logs");
+    let alice = Approver::new("alice", "alice-es256", false);
+    support::write_config(&dir, &[&alice], "");
+    let log = dir.join("serve.log");
+    let log_file = std::fs::File::create(&log).unwrap();
+    let mut server = Server::spawn_with(
+        "127.0.0.1:0",
+        &dir.join("data"),
+        &dir.join("config.toml"),
+        None,
+        |command| {
+            command
+                .args(["--log-format", "json"])
+                .env("COUNTERSIGN_LOG", "info")
+                .stderr(log_file);
+        },
+    );
+    let gateway = server.add_gateway("billing-gw").await;
+    let api = Api::for_gateway(&server.base, &gateway);
+    let id = api.create("payments.transfer", 7).await;
+    let token = api.login(&alice).await;
+    let body = api.prepare(&alice, &token, &id, Decision::Approved).await;
+    let (status, _) = api
+        .http
+        .decide(&api.base, &token, &id, &body)
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    let (status, _) = api
+        .http
+        .grant(&api.base, &id, 7, "payments.transfer")
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    // A path id that is not of our shape (here with a newline) is never written to the log.
+    let forged = "x%0A%7B%22level%22%3A%22ERROR%22%7D";
+    let (status, _) = api
+        .post(
+            &format!("/v1/approvals/{forged}/withdraw"),
+            None,
+            &Value::Null,
+        )
+        .await;
+    assert!(status >= 400);
+    server.sigterm();
+
+    let lines = json_log_lines(&log);
+    let about_id: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["span"]["approval_id"] == id.as_str())
+        .collect();
+    let messages: Vec<&str> = about_id
+        .iter()
+        .filter_map(|l| l["message"].as_str())
+        .collect();
+    for expected in ["approval created", "decision recorded", "grant collected"] {
+        assert!(messages.contains(&expected), "{expected:?} in {messages:?}");
+    }
+    // Every line a request caused names its route; the gateway's lines name the gateway.
+    let created = about_id
+        .iter()
+        .find(|l| l["message"] == "approval created")
+        .unwrap();
+    assert_eq!(created["span"]["route"], "/v1/approvals");
+    assert_eq!(created["span"]["gateway"], "billing-gw");
+    assert_eq!(created["status"], "PENDING");
+    let decided = about_id
+        .iter()
+        .find(|l| l["message"] == "decision recorded")
+        .unwrap();
+    assert_eq!(
+        decided["span"]["route"],
+        "/v1/approver/approvals/{id}/decision"
+    );
+    assert_eq!(decided["status"], "APPROVED");
+    // The closing line of each request carries the same span plus its status.
+    assert!(about_id.iter().any(|l| l["message"] == "served"
+        && l["span"]["route"] == "/v1/approvals/{id}/grant"
+        && l["status"] == 200));
+    // The forged id reached the log as nothing: no line carries it, the request is still logged.
+    assert!(lines.iter().all(|l| !l.to_string().contains("ERROR\\\"}")));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["span"]["route"] == "/v1/approvals/{id}/withdraw"
+                && l["span"]["approval_id"].is_null()
+                && l["message"] == "served")
+    );
+}

@@ -207,6 +207,18 @@ impl Server {
     /// Returns once the process has printed its address (which must be its first line); stdout
     /// is drained from then on, so the service never blocks on a full pipe.
     pub(crate) fn spawn(listen: &str, data: &Path, config: &Path, database: Option<&str>) -> Self {
+        Self::spawn_with(listen, data, config, database, |_| {})
+    }
+
+    /// [`Server::spawn`], with `adjust` applied to the command last (extra flags, environment,
+    /// where stderr goes).
+    pub(crate) fn spawn_with(
+        listen: &str,
+        data: &Path,
+        config: &Path,
+        database: Option<&str>,
+        adjust: impl FnOnce(&mut Command),
+    ) -> Self {
         let mut command = Command::new(BIN);
         command
             .args(["serve", "--listen", listen, "--data-dir"])
@@ -216,13 +228,9 @@ impl Server {
         if let Some(url) = database {
             command.arg("--database").arg(url);
         }
-        let mut process = KillOnDrop(
-            command
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .unwrap(),
-        );
+        command.stdout(Stdio::piped()).stderr(Stdio::inherit());
+        adjust(&mut command);
+        let mut process = KillOnDrop(command.spawn().unwrap());
         let stdout = process.0.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
         let first = lines

@@ -92,10 +92,11 @@ impl FromRequestParts<AppState> for Gateway {
         state: &AppState,
     ) -> Result<Self, Unauthenticated> {
         let token = bearer(parts)?.ok_or_else(Unauthenticated::missing)?;
-        state
+        let name = state
             .gateway_of_token(token)
-            .map(Self)
-            .ok_or_else(Unauthenticated::invalid)
+            .ok_or_else(Unauthenticated::invalid)?;
+        super::trace::record_gateway(&name);
+        Ok(Self(name))
     }
 }
 
@@ -123,7 +124,12 @@ async fn create(
     State(state): State<AppState>,
     Body(req): Body<CreateRequest>,
 ) -> Result<Json<ApprovalResult>, ApiError> {
-    state.create(req, &gateway.0).await.map(Json)
+    let result = state.create(req, &gateway.0).await?;
+    if let Some(id) = &result.approval_id {
+        super::trace::record_approval(id);
+    }
+    super::trace::log_result("approval created", &result);
+    Ok(Json(result))
 }
 
 #[derive(Debug, Deserialize)]
@@ -146,7 +152,9 @@ async fn withdraw(
     State(state): State<AppState>,
     PathArg(id): PathArg<String>,
 ) -> Result<Json<ApprovalResult>, ApiError> {
-    state.withdraw(&id, &gateway.0).await.map(Json)
+    let result = state.withdraw(&id, &gateway.0).await?;
+    super::trace::log_result("approval withdrawn", &result);
+    Ok(Json(result))
 }
 
 async fn grant(
@@ -155,5 +163,7 @@ async fn grant(
     PathArg(id): PathArg<String>,
     Body(req): Body<GrantRequest>,
 ) -> Result<Json<GrantReceipt>, ApiError> {
-    state.collect_grant(&id, req, &gateway.0).await.map(Json)
+    let receipt = state.collect_grant(&id, req, &gateway.0).await?;
+    tracing::info!("grant collected");
+    Ok(Json(receipt))
 }

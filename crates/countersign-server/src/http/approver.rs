@@ -112,5 +112,7 @@ async fn decide(
     PathArg(id): PathArg<String>,
     Body(body): Body<AssertionBody>,
 ) -> Result<Json<ApprovalResult>, ApiError> {
-    state.decide(&id, body, &session).await.map(Json)
+    let result = state.decide(&id, body, &session).await?;
+    super::trace::log_result("decision recorded", &result);
+    Ok(Json(result))
 }

@@ -6,6 +6,7 @@ mod approver;
 mod display;
 mod enroll;
 mod meta;
+mod trace;
 mod web;
 
 pub use display::{Display, Mark, Row, Segment};
@@ -26,6 +27,8 @@ pub fn build_router(state: AppState) -> Router {
         .merge(approver::router())
         .merge(meta::router())
         .merge(web::router())
+        // A route layer: it runs after routing, so the span knows the matched route and its id.
+        .route_layer(axum::middleware::from_fn(trace::request_span))
         .fallback(|| async { ApiError::not_found("route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
