@@ -312,7 +312,8 @@ pub fn verify_consistency(
             });
         }
         if from == 0 {
-            return if *from_root == empty_root() {
+            // Size 0 has exactly one root, on either side.
+            return if *from_root == empty_root() && (to > 0 || *to_root == empty_root()) {
                 Ok(())
             } else {
                 Err(ProofError::Mismatch("size 0 has the empty tree's root"))
@@ -435,7 +436,11 @@ mod tests {
                 // Another leaf, index or size fails.
                 let other = leaf_hash(b"not in the log");
                 assert!(verify_inclusion(i, n, &other, &proof, &root).is_err());
-                assert!(verify_inclusion(i, n + 1, &leaf, &proof, &root).is_err());
+                // The path of a tree of n against the root of n + 1 lines. (Against the root of
+                // n itself a wrong size can succeed: RFC 9162 binds the size through the signed
+                // checkpoint that carries both, not through the path.)
+                let bigger = tree(&leaves(n as usize + 1)).root(n + 1).unwrap_or_default();
+                assert!(verify_inclusion(i, n + 1, &leaf, &proof, &bigger).is_err());
                 if n > 1 {
                     assert!(verify_inclusion((i + 1) % n, n, &leaf, &proof, &root).is_err());
                 }
@@ -477,6 +482,8 @@ mod tests {
         // Size 0: the empty root, no proof.
         assert!(verify_consistency(0, 5, &empty_root(), &root, &[]).is_ok());
         assert!(verify_consistency(0, 5, &root, &root, &[]).is_err());
+        assert!(verify_consistency(0, 0, &empty_root(), &empty_root(), &[]).is_ok());
+        assert!(verify_consistency(0, 0, &empty_root(), &root, &[]).is_err());
     }
 
     proptest! {
