@@ -151,15 +151,19 @@ enum AuditCommand {
     /// every signed checkpoint given.
     ///
     /// A checkpoint (GET /v1/audit/checkpoint, or the `checkpoint` of a grant response) is the
-    /// service's signed statement of the log's size and chain head at a moment; a log shorter
-    /// than a checkpoint, or whose line SIZE hashes to another value, is not the log the
-    /// service kept, which the file alone cannot show.
+    /// service's signed statement of the log's size and Merkle root at a moment; a log shorter
+    /// than a checkpoint, or whose first SIZE lines have another root, is not the log the
+    /// service kept, which the file alone cannot show. With --witness-key and --quorum, each
+    /// checkpoint must also carry that many witness cosignatures (GET
+    /// /v1/audit/checkpoint/witnessed): then the service cannot have shown another history to
+    /// those witnesses.
     ///
     /// Exit codes: 0 valid (informational findings are printed), 1 a violation (an edited,
     /// removed, inserted or reordered line, a bad signature, two verdicts for one approval, a
     /// grant collected twice or without approval, a log shorter than or diverging from a
-    /// checkpoint), 2 unusable input (unreadable file or key; a checkpoint that is malformed or
-    /// not signed by KEY).
+    /// checkpoint, a checkpoint without its witness quorum), 2 unusable input (unreadable file
+    /// or key; a checkpoint that is malformed or not signed by KEY; a bad witness key; a quorum
+    /// above the keys given).
     Verify {
         /// The audit log (JSON lines), or - for stdin.
         file: PathBuf,
@@ -220,9 +224,11 @@ enum ProveCommand {
     /// size). The line's leaf hash, SHA-256(0x00 || line), is walked up the audit path to a root
     /// that must equal the checkpoint's. With --line, the line is read from that file (the copy
     /// you kept, e.g. your Decision's line) instead of the proof.
-    #[command(after_help = "Example:\n  curl -s 'https://approvals.example/v1/audit/proof/inclusion?seq=42&size=100' \
+    #[command(
+        after_help = "Example:\n  curl -s 'https://approvals.example/v1/audit/proof/inclusion?seq=42&size=100' \
                             > p.json\n  countersign audit prove inclusion --proof p.json \
-                            --checkpoint cp100.txt --key service-key.pub")]
+                            --checkpoint cp100.txt --key service-key.pub"
+    )]
     Inclusion {
         /// The inclusion proof (JSON).
         #[arg(long)]
@@ -269,10 +275,12 @@ enum WitnessCommand {
     /// signed by the log's key, 404 to an unknown log. Prints its own vkey on start: give it
     /// to the service (`[[witnesses]]` in its config) and to auditors (`audit verify
     /// --witness-key`). Runs until SIGTERM or Ctrl-C.
-    #[command(after_help = "Example:\n  countersign witness keygen --name witness.example/w1 \
+    #[command(
+        after_help = "Example:\n  countersign witness keygen --name witness.example/w1 \
                             --out w1.key\n  countersign witness serve --listen 127.0.0.1:7380 \
                             --key w1.key --log-key \"$(curl -s https://approvals.example/v1/service-key \
-                            | jq -r .checkpoint_vkey)\"")]
+                            | jq -r .checkpoint_vkey)\""
+    )]
     Serve {
         /// Address and port to listen on (port 0 picks a free one; the address is printed).
         #[arg(long, default_value = "127.0.0.1:7380")]
@@ -755,9 +763,8 @@ fn audit_verify(
         };
         match countersign_server::audit::Checkpoint::verify(&text, &key, None) {
             Ok(c) => {
-                let found =
-                    countersign_server::audit::note::valid_cosignatures(&text, &witnesses)
-                        .unwrap_or_default();
+                let found = countersign_server::audit::note::valid_cosignatures(&text, &witnesses)
+                    .unwrap_or_default();
                 cosigned.push((cp.clone(), c.size, found));
                 verified.push(c);
             }

@@ -25,8 +25,8 @@ pub(crate) fn witness_keys(keys: &[String]) -> anyhow::Result<Vec<NoteVerifier>>
     keys.iter()
         .map(|k| {
             let text = std::fs::read_to_string(k).unwrap_or_else(|_| k.clone());
-            let key = NoteVerifier::parse(text.trim())
-                .with_context(|| format!("--witness-key {k:?}"))?;
+            let key =
+                NoteVerifier::parse(text.trim()).with_context(|| format!("--witness-key {k:?}"))?;
             anyhow::ensure!(
                 key.kind == countersign_server::audit::note::TYPE_COSIGNATURE_V1,
                 "--witness-key {k:?} is not a cosignature/v1 key (type 0x04)"
@@ -212,7 +212,8 @@ pub(crate) fn witness_serve(
     log_keys: &[String],
     state_dir: &Path,
 ) -> anyhow::Result<u8> {
-    let text = std::fs::read_to_string(key).with_context(|| format!("reading {}", key.display()))?;
+    let text =
+        std::fs::read_to_string(key).with_context(|| format!("reading {}", key.display()))?;
     let signer = NoteSigner::parse(&text).with_context(|| format!("key file {}", key.display()))?;
     let logs = log_keys
         .iter()
@@ -310,10 +311,9 @@ pub(crate) fn print_floor(
         };
         match v.get("kind").and_then(Value::as_str) {
             Some("enrollment") => {
-                if let Some(record) = v
-                    .get("credential")
-                    .and_then(|c| serde_json::from_value::<countersign::CredentialRecord>(c.clone()).ok())
-                    && let Ok(cose) = CosePublicKey::from_cose(&record.public_key)
+                if let Some(record) = v.get("credential").and_then(|c| {
+                    serde_json::from_value::<countersign::CredentialRecord>(c.clone()).ok()
+                }) && let Ok(cose) = CosePublicKey::from_cose(&record.public_key)
                 {
                     keys.insert(countersign::b64::encode(&record.credential_id), cose);
                 }

@@ -90,7 +90,10 @@ impl WitnessProcess {
         for _ in 0..2 {
             let mut line = String::new();
             out.read_line(&mut line).unwrap();
-            if let Some(a) = line.trim().strip_prefix("countersign witness: listening on http://") {
+            if let Some(a) = line
+                .trim()
+                .strip_prefix("countersign witness: listening on http://")
+            {
                 addr = a.to_owned();
             }
         }
@@ -210,11 +213,19 @@ fn a_witness_cosigns_one_history_and_refuses_forks_and_rollbacks_across_restarts
     };
     let out = verify(&cosigned, &[&vkey], "1");
     assert_eq!(code(&out), 0, "{}", stdout(&out));
-    assert!(stdout(&out).contains("checkpoint_witnessed"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("checkpoint_witnessed"),
+        "{}",
+        stdout(&out)
+    );
     // ... but not a quorum of 2 when the second witness never cosigned ...
     let out = verify(&cosigned, &[&vkey, &vkey2], "2");
     assert_eq!(code(&out), 1, "{}", stdout(&out));
-    assert!(stdout(&out).contains("checkpoint_no_quorum"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("checkpoint_no_quorum"),
+        "{}",
+        stdout(&out)
+    );
     // ... and a checkpoint without cosignature has no quorum at all.
     let out = verify(&bare, &[&vkey], "1");
     assert_eq!(code(&out), 1, "{}", stdout(&out));
@@ -252,24 +263,47 @@ fn audit_prove_checks_inclusion_and_consistency_offline() {
     };
     let proof = t.inclusion_proof(2, 9).unwrap();
     let good = write("inc.json", &inclusion(3, &lines[2].line, &proof));
-    let out = prove(&["inclusion"], &[("--proof", &good), ("--checkpoint", &cp9)]);
+    let out = prove(
+        &["inclusion"],
+        &[("--proof", &good), ("--checkpoint", &cp9)],
+    );
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     // Another line on the same path, or an altered path: exit 1.
     let wrong = write("wrong.json", &inclusion(3, &lines[3].line, &proof));
-    assert_eq!(code(&prove(&["inclusion"], &[("--proof", &wrong), ("--checkpoint", &cp9)])), 1);
+    assert_eq!(
+        code(&prove(
+            &["inclusion"],
+            &[("--proof", &wrong), ("--checkpoint", &cp9)]
+        )),
+        1
+    );
     let mut altered = proof.clone();
     altered[0][0] ^= 1;
     let altered = write("altered.json", &inclusion(3, &lines[2].line, &altered));
-    assert_eq!(code(&prove(&["inclusion"], &[("--proof", &altered), ("--checkpoint", &cp9)])), 1);
+    assert_eq!(
+        code(&prove(
+            &["inclusion"],
+            &[("--proof", &altered), ("--checkpoint", &cp9)]
+        )),
+        1
+    );
     // A proof for another size than the checkpoint's: unusable.
-    assert_eq!(code(&prove(&["inclusion"], &[("--proof", &good), ("--checkpoint", &cp5)])), 2);
+    assert_eq!(
+        code(&prove(
+            &["inclusion"],
+            &[("--proof", &good), ("--checkpoint", &cp5)]
+        )),
+        2
+    );
 
     let consistency = |proof: &[[u8; 32]]| {
         serde_json::json!({"from": 5, "to": 9, "proof": b64s(proof)}).to_string()
     };
     let proof = t.consistency_proof(5, 9).unwrap();
     let good = write("con.json", &consistency(&proof));
-    let files = |p: &Path| [("--proof", p), ("--old", &cp5), ("--new", &cp9)].map(|(f, p)| (f, p.to_owned()));
+    let files = |p: &Path| {
+        [("--proof", p), ("--old", &cp5), ("--new", &cp9)].map(|(f, p)| (f, p.to_owned()))
+    };
     let run = |p: &Path| {
         let f = files(p);
         let refs: Vec<(&str, &Path)> = f.iter().map(|(a, b)| (*a, b.as_path())).collect();
@@ -279,7 +313,10 @@ fn audit_prove_checks_inclusion_and_consistency_offline() {
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     let mut altered = proof.clone();
     altered[1][31] ^= 0x80;
-    assert_eq!(code(&run(&write("con-altered.json", &consistency(&altered)))), 1);
+    assert_eq!(
+        code(&run(&write("con-altered.json", &consistency(&altered)))),
+        1
+    );
     // A checkpoint of another history at size 5: the same proof does not join them.
     let other = sealed(&sealer, 9, "x");
     let forked = write("cp5-fork", &note(&sealer, &other, 5));

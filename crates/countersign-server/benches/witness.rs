@@ -27,7 +27,8 @@ fn main() {
 async fn run(n: usize) {
     const ORIGIN: &str = "bench.example/countersign/audit";
     let sealer = AuditSealer::from_seed([1; 32]);
-    let dir = std::env::temp_dir().join(format!("countersign-witness-bench-{}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("countersign-witness-bench-{}", std::process::id()));
     let log = NoteVerifier {
         name: ORIGIN.into(),
         kind: TYPE_ED25519,
@@ -78,12 +79,21 @@ async fn run(n: usize) {
     latencies.sort_unstable();
     let pct = |p: f64| {
         let i = ((latencies.len() as f64 - 1.0) * p).round() as usize;
-        latencies.get(i).map_or(0.0, |d: &Duration| d.as_secs_f64() * 1000.0)
+        latencies
+            .get(i)
+            .map_or(0.0, |d: &Duration| d.as_secs_f64() * 1000.0)
     };
     println!("## Witness benchmark\n");
     println!("{n} sequential add-checkpoint calls, 16 new lines each, loopback HTTP/1.1\n");
     println!("| measure | value |\n|---|---|");
-    println!("| cosignatures per second (one client) | {:.0} |", n as f64 / elapsed);
-    println!("| latency p50 / p99 (ms) | {:.3} / {:.3} |", pct(0.5), pct(0.99));
+    println!(
+        "| cosignatures per second (one client) | {:.0} |",
+        n as f64 / elapsed
+    );
+    println!(
+        "| latency p50 / p99 (ms) | {:.3} / {:.3} |",
+        pct(0.5),
+        pct(0.99)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

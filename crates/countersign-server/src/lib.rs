@@ -37,7 +37,8 @@ pub use http::{Display, Mark, Row, Segment, build_router};
 pub use notify::Notification;
 pub use serve::{ServeOptions, files, open_state, serve};
 pub use service::{
-    AppState, AssertionBody, CreateRequest, DEFAULT_PROFILE, DecisionChallenge, EnrollFinish,
-    EnrollOptions, EnrollStart, GrantReceipt, GrantRequest, LoginChallenge, LoginResponse,
-    MAX_AGENT_TOOL_BYTES, NotNfc, ReviewView, StateParts, WaiterStats, InclusionProof, ConsistencyProof,
+    AppState, AssertionBody, ConsistencyProof, CreateRequest, DEFAULT_PROFILE, DecisionChallenge,
+    EnrollFinish, EnrollOptions, EnrollStart, GrantReceipt, GrantRequest, InclusionProof,
+    LoginChallenge, LoginResponse, MAX_AGENT_TOOL_BYTES, NotNfc, ReviewView, StateParts,
+    WaiterStats,
 };

@@ -104,7 +104,8 @@ impl Witness {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        let (body, _) = note_parts(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let (body, _) =
+            note_parts(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         let (_, size, root) =
             checkpoint_head(body).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         Ok(Some((size, root)))
@@ -158,7 +159,8 @@ impl Witness {
         if verify_consistency(old, size, &stored_root, &root, &proof).is_err() {
             tracing::warn!(%origin, old, size, "consistency proof refused: kept as evidence");
             let _ = std::fs::write(
-                self.state_path(&origin).with_extension(format!("refused-{size}")),
+                self.state_path(&origin)
+                    .with_extension(format!("refused-{size}")),
                 note,
             );
             return answer(422, "the consistency proof does not verify\n");
@@ -188,7 +190,11 @@ async fn add_checkpoint(State(witness): State<Arc<Witness>>, body: String) -> Re
         Ok(a) => a,
         Err(_) => answer(500, "witness task failed\n"),
     };
-    tracing::info!(status = a.status, micros = started.elapsed().as_micros() as u64, "add-checkpoint");
+    tracing::info!(
+        status = a.status,
+        micros = started.elapsed().as_micros() as u64,
+        "add-checkpoint"
+    );
     let status = StatusCode::from_u16(a.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (status, [(header::CONTENT_TYPE, a.content_type)], a.body).into_response()
 }
@@ -317,7 +323,10 @@ mod tests {
         assert_eq!(stale.content_type, "text/x.tlog.size");
         // Consistent growth: cosigned.
         let proof = t.consistency_proof(10, 20).unwrap();
-        assert_eq!(w.add_checkpoint(&body(10, &proof, &note(&t, 20)), 3).status, 200);
+        assert_eq!(
+            w.add_checkpoint(&body(10, &proof, &note(&t, 20)), 3).status,
+            200
+        );
         // Rollback: a smaller tree after the larger one.
         let back = w.add_checkpoint(&body(20, &[], &note(&t, 15)), 4);
         assert_eq!(back.status, 400);
@@ -329,13 +338,20 @@ mod tests {
         assert_eq!(same.status, 409);
         // A fork that grows: its proof does not lead to the cosigned root.
         let proof = fork.consistency_proof(20, 30).unwrap();
-        assert_eq!(w.add_checkpoint(&body(20, &proof, &note(&fork, 30)), 6).status, 422);
+        assert_eq!(
+            w.add_checkpoint(&body(20, &proof, &note(&fork, 30)), 6)
+                .status,
+            422
+        );
         // The state survives a restart.
         drop(w);
         let w = witness(&dir);
         assert_eq!(w.latest(ORIGIN).unwrap().map(|l| l.0), Some(20));
         let proof = t.consistency_proof(20, 20).unwrap();
-        assert_eq!(w.add_checkpoint(&body(20, &proof, &note(&t, 20)), 7).status, 200);
+        assert_eq!(
+            w.add_checkpoint(&body(20, &proof, &note(&t, 20)), 7).status,
+            200
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -360,14 +376,21 @@ mod tests {
         .sign(&SigningKey::from_bytes(&[9; 32]))
         .unwrap();
         assert_eq!(w.add_checkpoint(&body(0, &[], &forged), 1).status, 403);
-        for bad in ["", "old\n\n", "old 01\n\n", "new 0\n\n", "old 0\nnot base64\n\n"] {
+        for bad in [
+            "",
+            "old\n\n",
+            "old 01\n\n",
+            "new 0\n\n",
+            "old 0\nnot base64\n\n",
+        ] {
             assert_eq!(w.add_checkpoint(bad, 1).status, 400, "{bad:?}");
         }
         let too_long = body(0, &[[0; 32]; 64], &note(&t, 4));
         assert_eq!(w.add_checkpoint(&too_long, 1).status, 400);
         // A non-empty proof from size 0 does not verify.
         assert_eq!(
-            w.add_checkpoint(&body(0, &[[0; 32]], &note(&t, 4)), 1).status,
+            w.add_checkpoint(&body(0, &[[0; 32]], &note(&t, 4)), 1)
+                .status,
             422
         );
         assert_eq!(w.add_checkpoint(&body(0, &[], &note(&t, 4)), 1).status, 200);

@@ -432,14 +432,20 @@ mod tests {
             for i in 0..n {
                 let proof = t.inclusion_proof(i, n).unwrap_or_default();
                 let leaf = leaf_hash(&d[i as usize]);
-                assert_eq!(verify_inclusion(i, n, &leaf, &proof, &root), Ok(()), "{i}/{n}");
+                assert_eq!(
+                    verify_inclusion(i, n, &leaf, &proof, &root),
+                    Ok(()),
+                    "{i}/{n}"
+                );
                 // Another leaf, index or size fails.
                 let other = leaf_hash(b"not in the log");
                 assert!(verify_inclusion(i, n, &other, &proof, &root).is_err());
                 // The path of a tree of n against the root of n + 1 lines. (Against the root of
                 // n itself a wrong size can succeed: RFC 9162 binds the size through the signed
                 // checkpoint that carries both, not through the path.)
-                let bigger = tree(&leaves(n as usize + 1)).root(n + 1).unwrap_or_default();
+                let bigger = tree(&leaves(n as usize + 1))
+                    .root(n + 1)
+                    .unwrap_or_default();
                 assert!(verify_inclusion(i, n + 1, &leaf, &proof, &bigger).is_err());
                 if n > 1 {
                     assert!(verify_inclusion((i + 1) % n, n, &leaf, &proof, &root).is_err());

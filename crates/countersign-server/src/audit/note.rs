@@ -198,7 +198,9 @@ fn cosigned_message(text: &str, timestamp: u64) -> String {
 pub fn checkpoint_head(text: &str) -> Result<(String, u64, [u8; 32]), CheckpointError> {
     let mut lines = text.strip_suffix('\n').unwrap_or(text).split('\n');
     let (Some(origin), Some(size), Some(root)) = (lines.next(), lines.next(), lines.next()) else {
-        return Err(malformed("a checkpoint has at least origin, size and root lines"));
+        return Err(malformed(
+            "a checkpoint has at least origin, size and root lines",
+        ));
     };
     if lines.any(str::is_empty) {
         return Err(malformed("an extension line is empty"));
@@ -343,7 +345,10 @@ mod tests {
         assert_eq!(valid_cosignatures(&edited, &both), Ok(vec![]));
         // A same-named key of another seed: not counted.
         let impostor = NoteSigner::from_seed("witness.example/w1", [7; 32]).unwrap();
-        assert_eq!(valid_cosignatures(&note, &[impostor.cosigner()]), Ok(vec![]));
+        assert_eq!(
+            valid_cosignatures(&note, &[impostor.cosigner()]),
+            Ok(vec![])
+        );
         // The same witness twice counts once.
         let twice = format!("{TEXT}\n{line}{}", w1.cosign(TEXT, 1_700_000_001));
         assert_eq!(valid_cosignatures(&twice, &both).map(|v| v.len()), Ok(1));
@@ -352,7 +357,10 @@ mod tests {
     #[test]
     fn checkpoint_heads_are_read_with_extensions() {
         let (origin, size, root) = checkpoint_head(TEXT).unwrap();
-        assert_eq!((origin.as_str(), size, root), ("example.com/log", 3, [0; 32]));
+        assert_eq!(
+            (origin.as_str(), size, root),
+            ("example.com/log", 3, [0; 32])
+        );
         assert!(checkpoint_head(&format!("{TEXT}ext line\n")).is_ok());
         assert!(checkpoint_head("example.com/log\n03\nAAAA\n").is_err());
         assert!(checkpoint_head("example.com/log\n3\n").is_err());

@@ -140,7 +140,11 @@ impl AppState {
     }
 
     /// A consistency proof between the trees of the first `from` and `to` lines.
-    pub async fn consistency_proof(&self, from: u64, to: u64) -> Result<ConsistencyProof, ApiError> {
+    pub async fn consistency_proof(
+        &self,
+        from: u64,
+        to: u64,
+    ) -> Result<ConsistencyProof, ApiError> {
         if from > to {
             return Err(ApiError::bad_request(
                 "bad_range",

@@ -25,9 +25,8 @@ async fn until(mut done: impl FnMut() -> bool, what: &str) {
 
 /// The RFC 9162 root of every line of `log`.
 fn merkle_root(log: &str) -> [u8; 32] {
-    let tree = countersign_server::audit::merkle::MerkleTree::from_lines(
-        log.lines().map(str::as_bytes),
-    );
+    let tree =
+        countersign_server::audit::merkle::MerkleTree::from_lines(log.lines().map(str::as_bytes));
     tree.root(tree.size()).unwrap()
 }
 

@@ -36,10 +36,12 @@ async fn checkpoint(app: &TestApp) -> Checkpoint {
 #[tokio::test]
 async fn inclusion_and_consistency_proofs_check_against_signed_checkpoints() {
     let app = TestApp::default_with(&[&Approver::alice()]).await;
-    app.create_pending(countersign_testkit::payment_fields("A")).await;
+    app.create_pending(countersign_testkit::payment_fields("A"))
+        .await;
     let old = checkpoint(&app).await;
     for to in ["B", "C", "D"] {
-        app.create_pending(countersign_testkit::payment_fields(to)).await;
+        app.create_pending(countersign_testkit::payment_fields(to))
+            .await;
     }
     let new = checkpoint(&app).await;
     assert!(new.size > old.size && old.size >= 2);
@@ -47,11 +49,17 @@ async fn inclusion_and_consistency_proofs_check_against_signed_checkpoints() {
     // Every line of the newer checkpoint is provably in it.
     for seq in 1..=new.size {
         let p = app
-            .get(&format!("/v1/audit/proof/inclusion?seq={seq}&size={}", new.size))
+            .get(&format!(
+                "/v1/audit/proof/inclusion?seq={seq}&size={}",
+                new.size
+            ))
             .await;
         assert_eq!(p.status, 200, "{:?}", p.body);
         let line = p.body["line"].as_str().unwrap();
-        assert_eq!(Some(line), log.lines().nth(usize::try_from(seq - 1).unwrap()));
+        assert_eq!(
+            Some(line),
+            log.lines().nth(usize::try_from(seq - 1).unwrap())
+        );
         let proof = hashes(&p.body["proof"]);
         let leaf = leaf_hash(line.as_bytes());
         assert_eq!(
@@ -82,7 +90,10 @@ async fn inclusion_and_consistency_proofs_check_against_signed_checkpoints() {
         format!("/v1/audit/proof/inclusion?seq=0&size={}", new.size),
         format!("/v1/audit/proof/inclusion?seq=2&size=1"),
         format!("/v1/audit/proof/inclusion?seq=1&size={}", new.size + 1),
-        format!("/v1/audit/proof/consistency?from={}&to={}", new.size, old.size),
+        format!(
+            "/v1/audit/proof/consistency?from={}&to={}",
+            new.size, old.size
+        ),
         format!("/v1/audit/proof/consistency?from=1&to={}", new.size + 1),
     ] {
         assert_eq!(app.get(&bad).await.status, 400, "{bad}");
@@ -121,13 +132,15 @@ async fn the_service_has_its_checkpoints_cosigned_by_its_witnesses() {
     }];
     let app = TestApp::start(c, &[&Approver::alice()]).await;
     assert_eq!(app.get("/v1/audit/checkpoint/witnessed").await.status, 404);
-    app.create_pending(countersign_testkit::payment_fields("A")).await;
+    app.create_pending(countersign_testkit::payment_fields("A"))
+        .await;
     let (note, n) = app.state.witness_checkpoint().await.unwrap();
     assert_eq!(n, 1);
     let found = valid_cosignatures(&note, std::slice::from_ref(&cosigner)).unwrap();
     assert_eq!(found.len(), 1);
     // The log grows; the next checkpoint goes with a consistency proof from the last one.
-    app.create_pending(countersign_testkit::payment_fields("B")).await;
+    app.create_pending(countersign_testkit::payment_fields("B"))
+        .await;
     let (note2, n) = app.state.witness_checkpoint().await.unwrap();
     assert_eq!(n, 1);
     let published = app.get_text("/v1/audit/checkpoint/witnessed").await;
