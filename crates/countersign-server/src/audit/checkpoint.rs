@@ -561,9 +561,7 @@ mod tests {
     #[test]
     fn a_version_2_checkpoint_is_compared_by_merkle_root() {
         let log = b"one\ntwo\nthree\n";
-        let tree = super::super::merkle::MerkleTree::from_lines(
-            [&b"one"[..], b"two", b"three"].into_iter(),
-        );
+        let tree = super::super::merkle::MerkleTree::from_lines([&b"one"[..], b"two", b"three"]);
         let at = |size: u64, hash: [u8; 32]| Checkpoint {
             origin: "o.example/log".into(),
             size,

@@ -88,7 +88,7 @@ async fn inclusion_and_consistency_proofs_check_against_signed_checkpoints() {
     // Out of range: 400 with a code, never a 500.
     for bad in [
         format!("/v1/audit/proof/inclusion?seq=0&size={}", new.size),
-        format!("/v1/audit/proof/inclusion?seq=2&size=1"),
+        "/v1/audit/proof/inclusion?seq=2&size=1".to_owned(),
         format!("/v1/audit/proof/inclusion?seq=1&size={}", new.size + 1),
         format!(
             "/v1/audit/proof/consistency?from={}&to={}",
