@@ -3,6 +3,7 @@
 mod harness;
 mod logging;
 mod profiles;
+mod proofs;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -136,6 +137,11 @@ enum Command {
         #[command(subcommand)]
         command: GatewayCommand,
     },
+    /// A C2SP tlog-witness: cosign audit checkpoints, never two histories of one log.
+    Witness {
+        #[command(subcommand)]
+        command: WitnessCommand,
+    },
     /// Answer conformance vectors on stdin/stdout (the JSON-lines protocol of
     /// conformance/HARNESS.md), for `countersign-conformance run --impl 'countersign harness'`.
     Harness {
@@ -151,15 +157,19 @@ enum AuditCommand {
     /// every signed checkpoint given.
     ///
     /// A checkpoint (GET /v1/audit/checkpoint, or the `checkpoint` of a grant response) is the
-    /// service's signed statement of the log's size and chain head at a moment; a log shorter
-    /// than a checkpoint, or whose line SIZE hashes to another value, is not the log the
-    /// service kept, which the file alone cannot show.
+    /// service's signed statement of the log's size and Merkle root at a moment; a log shorter
+    /// than a checkpoint, or whose first SIZE lines have another root, is not the log the
+    /// service kept, which the file alone cannot show. With --witness-key and --quorum, each
+    /// checkpoint must also carry that many witness cosignatures (GET
+    /// /v1/audit/checkpoint/witnessed): then the service cannot have shown another history to
+    /// those witnesses.
     ///
     /// Exit codes: 0 valid (informational findings are printed), 1 a violation (an edited,
     /// removed, inserted or reordered line, a bad signature, two verdicts for one approval, a
     /// grant collected twice or without approval, a log shorter than or diverging from a
-    /// checkpoint), 2 unusable input (unreadable file or key; a checkpoint that is malformed or
-    /// not signed by KEY).
+    /// checkpoint, a checkpoint without its witness quorum), 2 unusable input (unreadable file
+    /// or key; a checkpoint that is malformed or not signed by KEY; a bad witness key; a quorum
+    /// above the keys given).
     Verify {
         /// The audit log (JSON lines), or - for stdin.
         file: PathBuf,
@@ -190,6 +200,117 @@ enum AuditCommand {
         /// Threads for the evidence checks (default: every core).
         #[arg(long, default_value_t = 0)]
         threads: usize,
+        /// A witness's C2SP vkey (`name+keyid+base64`, as `witness serve` prints it), or a file
+        /// holding one; repeatable. Each --checkpoint must then carry QUORUM valid cosignatures.
+        #[arg(long, value_name = "W")]
+        witness_key: Vec<String>,
+        /// How many of the --witness-key witnesses must have cosigned each checkpoint (default:
+        /// all of them). A checkpoint with fewer is a violation (exit 1).
+        #[arg(long, value_name = "K")]
+        quorum: Option<usize>,
+        /// Also print the crypto floor: the time of the raw signature verifications this log
+        /// requires (every seal one by one, every Decision's evidence signature), measured in
+        /// the same run, beside the time `audit verify` took.
+        #[arg(long)]
+        floor: bool,
+    },
+    /// Check a Merkle proof offline against signed checkpoints (exit 0 it holds, 1 it does not,
+    /// 2 unusable input).
+    Prove {
+        #[command(subcommand)]
+        command: ProveCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ProveCommand {
+    /// Check that a line is in the log a checkpoint signed.
+    ///
+    /// PROOF is the JSON of GET /v1/audit/proof/inclusion?seq=N&size=S (S the checkpoint's
+    /// size). The line's leaf hash, SHA-256(0x00 || line), is walked up the audit path to a root
+    /// that must equal the checkpoint's. With --line, the line is read from that file (the copy
+    /// you kept, e.g. your Decision's line) instead of the proof.
+    #[command(
+        after_help = "Example:\n  curl -s 'https://approvals.example/v1/audit/proof/inclusion?seq=42&size=100' \
+                            > p.json\n  countersign audit prove inclusion --proof p.json \
+                            --checkpoint cp100.txt --key service-key.pub"
+    )]
+    Inclusion {
+        /// The inclusion proof (JSON).
+        #[arg(long)]
+        proof: PathBuf,
+        /// The signed checkpoint (version 2) the proof is for.
+        #[arg(long, value_name = "CP")]
+        checkpoint: PathBuf,
+        /// The service's Ed25519 public key (base64url, or a file holding it).
+        #[arg(long)]
+        key: String,
+        /// The line to prove (a file holding it); default: the proof's `line`.
+        #[arg(long)]
+        line: Option<PathBuf>,
+    },
+    /// Check that the log an older checkpoint signed is a prefix of the one a newer signed.
+    ///
+    /// PROOF is the JSON of GET /v1/audit/proof/consistency?from=A&to=B with A and B the two
+    /// checkpoints' sizes. Exit 1 means the service showed two histories that cannot both be
+    /// true: lines were changed, removed or reordered between the two checkpoints.
+    Consistency {
+        /// The consistency proof (JSON).
+        #[arg(long)]
+        proof: PathBuf,
+        /// The older signed checkpoint.
+        #[arg(long, value_name = "CP")]
+        old: PathBuf,
+        /// The newer signed checkpoint.
+        #[arg(long, value_name = "CP")]
+        new: PathBuf,
+        /// The service's Ed25519 public key (base64url, or a file holding it).
+        #[arg(long)]
+        key: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum WitnessCommand {
+    /// Serve C2SP tlog-witness `POST /add-checkpoint` for the given logs.
+    ///
+    /// For each log (by its checkpoint origin) the witness keeps the last checkpoint it
+    /// cosigned in STATE_DIR and cosigns a new one only with a consistency proof from it: it
+    /// answers 409 (with the size it holds) to a stale or rolled-back size or a second root at
+    /// the same size, 422 to a proof that does not verify (a fork), 403 to a checkpoint not
+    /// signed by the log's key, 404 to an unknown log. Prints its own vkey on start: give it
+    /// to the service (`[[witnesses]]` in its config) and to auditors (`audit verify
+    /// --witness-key`). Runs until SIGTERM or Ctrl-C.
+    #[command(
+        after_help = "Example:\n  countersign witness keygen --name witness.example/w1 \
+                            --out w1.key\n  countersign witness serve --listen 127.0.0.1:7380 \
+                            --key w1.key --log-key \"$(curl -s https://approvals.example/v1/service-key \
+                            | jq -r .checkpoint_vkey)\""
+    )]
+    Serve {
+        /// Address and port to listen on (port 0 picks a free one; the address is printed).
+        #[arg(long, default_value = "127.0.0.1:7380")]
+        listen: std::net::SocketAddr,
+        /// The witness's signer key file (PRIVATE+KEY+..., from `witness keygen`).
+        #[arg(long, value_name = "FILE")]
+        key: PathBuf,
+        /// A log's C2SP vkey (origin+keyid+base64(0x01 || key)): GET /v1/service-key's
+        /// checkpoint_vkey. Repeatable.
+        #[arg(long, value_name = "PUB", required = true)]
+        log_key: Vec<String>,
+        /// Where the last cosigned checkpoint of each log is kept (survives restarts; losing
+        /// it lets the witness be rolled back, so back it up or retire the witness key).
+        #[arg(long, default_value = "countersign-witness")]
+        state_dir: PathBuf,
+    },
+    /// Create a witness signer key file and print its vkey.
+    Keygen {
+        /// The witness's name (a schema-less URL, e.g. witness.example/w1).
+        #[arg(long)]
+        name: String,
+        /// The key file to create (owner-only; never overwritten).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
     },
 }
 
@@ -413,14 +534,43 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     origin,
                     registry,
                     threads,
+                    witness_key,
+                    quorum,
+                    floor,
                 },
         } => match evidence_check(config, rp_id, origin, registry, threads) {
-            Ok(check) => audit_verify(&file, &key, &checkpoint, json, &check),
+            Ok(check) => audit_verify(
+                &file,
+                &key,
+                &checkpoint,
+                json,
+                &check,
+                &Witnessing {
+                    keys: witness_key,
+                    quorum,
+                },
+                floor,
+            ),
             Err(e) => {
                 eprintln!("countersign: {e:#}");
                 Ok(EXIT_UNUSABLE)
             }
         },
+        Command::Audit {
+            command: AuditCommand::Prove { command },
+        } => Ok(proofs::prove(command)),
+        Command::Witness {
+            command:
+                WitnessCommand::Serve {
+                    listen,
+                    key,
+                    log_key,
+                    state_dir,
+                },
+        } => proofs::witness_serve(listen, &key, &log_key, &state_dir),
+        Command::Witness {
+            command: WitnessCommand::Keygen { name, out },
+        } => proofs::witness_keygen(&name, &out),
         Command::Registry {
             command: RegistryCommand::Export { data_dir, database },
         } => registry_export(&data_dir, database.as_deref()),
@@ -566,22 +716,37 @@ fn evidence_check(
     })
 }
 
+/// `audit verify --witness-key W... --quorum K`.
+struct Witnessing {
+    keys: Vec<String>,
+    quorum: Option<usize>,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn audit_verify(
     path: &PathBuf,
     key: &str,
     checkpoints: &[PathBuf],
     json: bool,
     check: &countersign_server::audit::EvidenceCheck,
+    witnessing: &Witnessing,
+    floor: bool,
 ) -> anyhow::Result<u8> {
-    let key_text = match std::fs::read_to_string(key) {
-        Ok(text) => text,
-        Err(_) => key.to_owned(),
+    let witnesses = match proofs::witness_keys(&witnessing.keys) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("countersign: {e:#}");
+            return Ok(EXIT_UNUSABLE);
+        }
     };
-    let key = countersign::b64::decode(key_text.trim())
-        .ok()
-        .and_then(|b| <[u8; 32]>::try_from(b).ok())
-        .and_then(|b| ed25519_dalek::VerifyingKey::from_bytes(&b).ok());
-    let Some(key) = key else {
+    let quorum = witnessing.quorum.unwrap_or(witnesses.len());
+    if quorum > witnesses.len() || (quorum > 0 && checkpoints.is_empty()) {
+        eprintln!(
+            "countersign: --quorum {quorum} needs at least {quorum} --witness-key and a --checkpoint"
+        );
+        return Ok(EXIT_UNUSABLE);
+    }
+    let Some(key) = proofs::service_key(key) else {
         eprintln!(
             "countersign: --key is not a base64url Ed25519 public key (or a file holding one)"
         );
@@ -597,6 +762,7 @@ fn audit_verify(
     // Every checkpoint must verify before the log is judged: a forged or unreadable checkpoint
     // is unusable input, not evidence against the log.
     let mut verified = Vec::with_capacity(checkpoints.len());
+    let mut cosigned = Vec::with_capacity(checkpoints.len());
     for cp in checkpoints {
         let text = match std::fs::read_to_string(cp) {
             Ok(text) => text,
@@ -606,16 +772,61 @@ fn audit_verify(
             }
         };
         match countersign_server::audit::Checkpoint::verify(&text, &key, None) {
-            Ok(c) => verified.push(c),
+            Ok(c) => {
+                let found = countersign_server::audit::note::valid_cosignatures(&text, &witnesses)
+                    .unwrap_or_default();
+                cosigned.push((cp.clone(), c.size, found));
+                verified.push(c);
+            }
             Err(e) => {
                 eprintln!("countersign: checkpoint {} is unusable: {e}", cp.display());
                 return Ok(EXIT_UNUSABLE);
             }
         }
     }
+    let started = std::time::Instant::now();
     let mut report = countersign_server::audit::verify_log_with(&bytes, &key, Some(check));
+    let took = started.elapsed();
     for c in &verified {
         report.check_checkpoint(&bytes, c);
+    }
+    for (cp, size, found) in &cosigned {
+        if witnesses.is_empty() {
+            continue;
+        }
+        let names: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
+        let (class, code) = if found.len() >= quorum {
+            (
+                countersign_server::audit::IssueClass::Informational,
+                "checkpoint_witnessed",
+            )
+        } else {
+            (
+                countersign_server::audit::IssueClass::Violation,
+                "checkpoint_no_quorum",
+            )
+        };
+        report.issues.push(countersign_server::audit::AuditIssue {
+            line: usize::try_from(*size).unwrap_or(usize::MAX),
+            class,
+            code,
+            detail: format!(
+                "checkpoint {} carries {} valid cosignature(s) of the {} witness key(s) given \
+                 ({}), quorum {quorum}",
+                cp.display(),
+                found.len(),
+                witnesses.len(),
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            ),
+            reason_code: None,
+        });
+    }
+    if floor {
+        proofs::print_floor(&bytes, &key, check, took);
     }
     let mut out = std::io::stdout().lock();
     if json {

@@ -40,8 +40,13 @@ fn checkpoint(sealer: &AuditSealer, lines: &[SealedLine]) -> String {
         .sign_checkpoint(&Checkpoint {
             origin: ORIGIN.into(),
             size: lines.len() as u64,
-            hash: lines.last().map_or(GENESIS_HASH, |l| l.hash),
+            hash: countersign_server::audit::merkle::MerkleTree::from_lines(
+                lines.iter().map(|l| l.line.as_bytes()),
+            )
+            .root(lines.len() as u64)
+            .unwrap(),
             time: TIME.into(),
+            kind: countersign_server::audit::CheckpointHash::MerkleRoot,
         })
         .unwrap()
 }
@@ -152,7 +157,7 @@ fn a_log_that_diverges_from_a_checkpoint_is_refused() {
     let out = f.verify(&forked, &[&cp]);
     assert_eq!(code(&out), 1, "{}", stdout(&out));
     assert!(
-        stdout(&out).contains("says line 6 hashes to"),
+        stdout(&out).contains("says the first 6 lines have Merkle root"),
         "{}",
         stdout(&out)
     );

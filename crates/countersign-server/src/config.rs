@@ -61,6 +61,27 @@ pub struct Config {
     /// Bounds on what clients may hold open.
     #[serde(default)]
     pub limits: Limits,
+    /// C2SP tlog-witnesses that cosign the audit checkpoints (`[[witnesses]]`).
+    #[serde(default)]
+    pub witnesses: Vec<WitnessConfig>,
+    /// How often, in seconds, a grown log's new checkpoint is sent to the witnesses.
+    #[serde(default = "default_witness_interval")]
+    pub witness_interval_seconds: u64,
+}
+
+/// One witness: where to send checkpoints and the key its cosignatures must verify under.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WitnessConfig {
+    /// The witness's submission prefix (`POST {url}/add-checkpoint`).
+    pub url: String,
+    /// The witness's C2SP vkey (`name+keyid+base64(0x04 || key)`), as `countersign witness
+    /// serve` prints it.
+    pub key: String,
+}
+
+fn default_witness_interval() -> u64 {
+    10
 }
 
 /// Bounds on what clients may hold open.
@@ -245,6 +266,8 @@ impl Default for Config {
             database: None,
             publish_registry: false,
             audit_origin: None,
+            witnesses: Vec::new(),
+            witness_interval_seconds: default_witness_interval(),
             limits: Limits::default(),
         }
     }

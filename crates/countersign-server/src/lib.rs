@@ -28,6 +28,7 @@ mod random;
 mod serve;
 mod service;
 pub mod store;
+pub mod witness;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, ConfigError};
@@ -36,7 +37,8 @@ pub use http::{Display, Mark, Row, Segment, build_router};
 pub use notify::Notification;
 pub use serve::{ServeOptions, files, open_state, serve};
 pub use service::{
-    AppState, AssertionBody, CreateRequest, DEFAULT_PROFILE, DecisionChallenge, EnrollFinish,
-    EnrollOptions, EnrollStart, GrantReceipt, GrantRequest, LoginChallenge, LoginResponse,
-    MAX_AGENT_TOOL_BYTES, NotNfc, ReviewView, StateParts, WaiterStats,
+    AppState, AssertionBody, ConsistencyProof, CreateRequest, DEFAULT_PROFILE, DecisionChallenge,
+    EnrollFinish, EnrollOptions, EnrollStart, GrantReceipt, GrantRequest, InclusionProof,
+    LoginChallenge, LoginResponse, MAX_AGENT_TOOL_BYTES, NotNfc, ReviewView, StateParts,
+    WaiterStats,
 };

@@ -151,6 +151,29 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
             }
         }
     });
+    // Witnesses cosign a new checkpoint whenever the log has grown since the last one sent.
+    let witness = (!state.config().witnesses.is_empty()).then(|| {
+        let state = state.clone();
+        let every = std::time::Duration::from_secs(state.config().witness_interval_seconds.max(1));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            let mut sent = None;
+            loop {
+                tick.tick().await;
+                let size = state.blocking(|s| s.audit_head()).await.ok().map(|h| h.0);
+                if size.is_none() || size == sent {
+                    continue;
+                }
+                match state.witness_checkpoint().await {
+                    Ok((_, n)) => {
+                        sent = size;
+                        tracing::info!(size = ?size, cosigned_by = n, "checkpoint witnessed");
+                    }
+                    Err(e) => tracing::error!(error = %e.message, "witnessing failed"),
+                }
+            }
+        })
+    });
     // Connect info gives the approver page's rate limiter the client address.
     let app = crate::build_router(state).into_make_service_with_connect_info::<SocketAddr>();
     axum::serve(listener, app)
@@ -158,6 +181,9 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         .await
         .context("serving")?;
     sweep.abort();
+    if let Some(w) = witness {
+        w.abort();
+    }
     say!("countersign: stopped");
     Ok(())
 }

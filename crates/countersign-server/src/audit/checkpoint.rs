@@ -4,21 +4,24 @@
 //! ```text
 //! example.com/countersign/audit          origin (also the signing key's name)
 //! 42                                     size: the number of audit lines covered
-//! 3q2+7w...=                             base64 of the hash of line 42 (the chain head)
-//! countersign.audit-checkpoint/1         format version: what line 3 means
+//! 3q2+7w...=                             base64 of the RFC 9162 Merkle root of lines 1..=42
+//! countersign.audit-checkpoint/2         format version: what line 3 means
 //! time 2026-11-20T10:00:00.000Z          when the service signed it
 //!
 //! — example.com/countersign/audit <base64(key id || Ed25519 signature)>
+//! — witness.example/w1 <base64(key id || timestamp || Ed25519 cosignature)>   (0 or more)
 //! ```
 //!
 //! A chain alone cannot show that lines were cut from its end; a checkpoint can: whoever holds
-//! one signed at size N can prove that a log shorter than N, or whose line N hashes to another
-//! value, is not the log the service kept. Version 1 carries the chain head (the SHA-256 of line
-//! N's bytes, which commits to every earlier line through `prev_hash`) where tlog-checkpoint
-//! puts an RFC 6962 Merkle root; the version line says so, so that a generic transparency-log
-//! client never takes it for a Merkle root, and a later version can carry an RFC 9162 root
-//! instead. Extension lines are discouraged by tlog-checkpoint because log monitors cannot audit
-//! them; these two carry nothing a monitor needs.
+//! one signed at size N can prove that a log shorter than N, or whose first N lines have another
+//! Merkle root, is not the log the service kept. Version 2 (this service writes it) carries the
+//! RFC 9162 Merkle tree head of [`super::merkle`], exactly where tlog-checkpoint puts it, so
+//! C2SP witnesses can cosign it and inclusion and consistency proofs check against it. Version 1
+//! (still read, no longer written) carried the chain head instead (the SHA-256 of line N, which
+//! commits to every earlier line through `prev_hash`); its version line kept generic clients from
+//! taking it for a Merkle root. Extension lines are discouraged by tlog-checkpoint because log
+//! monitors cannot audit them; these two carry nothing a monitor needs, and witnesses cosign the
+//! first three lines.
 //!
 //! The key is the audit key, which also signs audit lines. The two messages cannot be confused:
 //! an audit line's signed message begins with `countersign.audit/1\n` followed by a JSON object,
@@ -30,8 +33,10 @@ use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::{Signature, Signer as _, SigningKey, Verifier as _, VerifyingKey};
 use sha2::{Digest as _, Sha256};
 
-/// The version line: line 3 is the audit chain head, not a Merkle root.
-pub const CHECKPOINT_VERSION: &str = "countersign.audit-checkpoint/1";
+/// The version line this service writes: line 3 is the RFC 9162 Merkle root of the lines.
+pub const CHECKPOINT_VERSION: &str = "countersign.audit-checkpoint/2";
+/// The first version's line: line 3 is the audit chain head (read, no longer written).
+pub const CHECKPOINT_VERSION_1: &str = "countersign.audit-checkpoint/1";
 /// The path the default origin appends to the public URL's host.
 pub const ORIGIN_PATH: &str = "/countersign/audit";
 /// signed-note's signature type byte for Ed25519.
@@ -41,6 +46,15 @@ const MAX_SIGNATURES: usize = 64;
 /// The signature line prefix: EM DASH (U+2014), space.
 const SIG_PREFIX: &str = "\u{2014} ";
 
+/// What a checkpoint's third line is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointHash {
+    /// Version 1: the hash of line `size` (32 zero bytes when `size` is 0).
+    ChainHead,
+    /// Version 2: the RFC 9162 Merkle root of lines `1..=size`.
+    MerkleRoot,
+}
+
 /// The facts a checkpoint states.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Checkpoint {
@@ -48,10 +62,12 @@ pub struct Checkpoint {
     pub origin: String,
     /// The number of audit lines covered.
     pub size: u64,
-    /// The hash of line `size` (32 zero bytes when `size` is 0).
+    /// The chain head or the Merkle root, as `kind` says.
     pub hash: [u8; 32],
     /// RFC 3339 time of signing.
     pub time: String,
+    /// What `hash` is (the format version).
+    pub kind: CheckpointHash,
 }
 
 /// Why a note is not a checkpoint signed by the expected key.
@@ -73,7 +89,7 @@ pub enum CheckpointError {
     WrongOrigin { expected: String, found: String },
 }
 
-fn malformed(why: impl Into<String>) -> CheckpointError {
+pub(crate) fn malformed(why: impl Into<String>) -> CheckpointError {
     CheckpointError::Malformed(why.into())
 }
 
@@ -115,8 +131,12 @@ pub fn key_id(name: &str, key: &VerifyingKey) -> [u8; 4] {
 impl Checkpoint {
     /// The note text (the signed bytes).
     pub fn text(&self) -> String {
+        let version = match self.kind {
+            CheckpointHash::ChainHead => CHECKPOINT_VERSION_1,
+            CheckpointHash::MerkleRoot => CHECKPOINT_VERSION,
+        };
         format!(
-            "{}\n{}\n{}\n{CHECKPOINT_VERSION}\ntime {}\n",
+            "{}\n{}\n{}\n{version}\ntime {}\n",
             self.origin,
             self.size,
             STANDARD.encode(self.hash),
@@ -209,8 +229,9 @@ pub enum LogComparison {
 impl Checkpoint {
     /// Compare a log file (JSON lines, each ending in a newline) with this checkpoint.
     ///
-    /// Only line `size` is hashed: through `prev_hash`, its hash commits to every line before
-    /// it, which [`super::verify_log`] checks separately.
+    /// Version 2: the Merkle root of the first `size` lines is computed. Version 1: only line
+    /// `size` is hashed: through `prev_hash`, its hash commits to every line before it, which
+    /// [`super::verify_log`] checks separately.
     pub fn compare(&self, log: &[u8]) -> LogComparison {
         let mut lines = log.split(|b| *b == b'\n');
         if log.last() == Some(&b'\n') || log.is_empty() {
@@ -218,6 +239,26 @@ impl Checkpoint {
             lines.next_back();
         }
         let size = self.size;
+        if self.kind == CheckpointHash::MerkleRoot {
+            let take = usize::try_from(size).unwrap_or(usize::MAX);
+            let tree = super::merkle::MerkleTree::from_lines(lines.clone().take(take));
+            if tree.size() < size {
+                return LogComparison::Shorter {
+                    size,
+                    lines: lines.count() as u64,
+                };
+            }
+            let found = tree.root(size).unwrap_or_default();
+            return if found == self.hash {
+                LogComparison::Covers
+            } else {
+                LogComparison::Diverges {
+                    size,
+                    expected: self.hash,
+                    found,
+                }
+            };
+        }
         let Some(index) = size.checked_sub(1) else {
             return if self.hash == super::GENESIS_HASH {
                 LogComparison::Covers
@@ -254,7 +295,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// Split a signed note into its text (with its final newline) and its signature lines.
-fn split_note(note: &str) -> Result<(&str, Vec<&str>), CheckpointError> {
+pub(crate) fn split_note(note: &str) -> Result<(&str, Vec<&str>), CheckpointError> {
     if note.chars().any(|c| c.is_ascii_control() && c != '\n') {
         return Err(malformed(
             "a signed note contains no control character but newline",
@@ -284,7 +325,7 @@ fn split_note(note: &str) -> Result<(&str, Vec<&str>), CheckpointError> {
 }
 
 /// `— <name> <base64(key id || signature)>`.
-fn parse_signature_line(line: &str) -> Result<(&str, Vec<u8>), CheckpointError> {
+pub(crate) fn parse_signature_line(line: &str) -> Result<(&str, Vec<u8>), CheckpointError> {
     let rest = line.strip_prefix(SIG_PREFIX).ok_or_else(|| {
         malformed(format!(
             "signature line {line:?} does not start with \"— \""
@@ -338,11 +379,16 @@ fn parse_text(text: &str) -> Result<Checkpoint, CheckpointError> {
         .filter(|h| STANDARD.encode(h) == *hash)
         .and_then(|h| h.try_into().ok())
         .ok_or_else(|| malformed(format!("hash {hash:?} is not base64 of 32 bytes")))?;
-    if *version != CHECKPOINT_VERSION {
-        return Err(malformed(format!(
-            "unsupported checkpoint version line {version:?} (this verifier reads {CHECKPOINT_VERSION})"
-        )));
-    }
+    let kind = match *version {
+        CHECKPOINT_VERSION => CheckpointHash::MerkleRoot,
+        CHECKPOINT_VERSION_1 => CheckpointHash::ChainHead,
+        _ => {
+            return Err(malformed(format!(
+                "unsupported checkpoint version line {version:?} (this verifier reads \
+                 {CHECKPOINT_VERSION} and {CHECKPOINT_VERSION_1})"
+            )));
+        }
+    };
     let time = time
         .strip_prefix("time ")
         .filter(|t| {
@@ -354,6 +400,7 @@ fn parse_text(text: &str) -> Result<Checkpoint, CheckpointError> {
         size,
         hash,
         time: time.to_owned(),
+        kind,
     })
 }
 
@@ -372,6 +419,7 @@ mod tests {
             size: 3,
             hash: Sha256::digest(b"line 3").into(),
             time: "2026-11-20T10:00:00.000Z".into(),
+            kind: CheckpointHash::ChainHead,
         };
         (checkpoint, SigningKey::from_bytes(&[7; 32]))
     }
@@ -461,7 +509,7 @@ mod tests {
             note.replacen("\n\n", "\n", 1),      // no blank line
             note.replacen("\n3\n", "\n03\n", 1), // leading zero
             note.replacen("\n3\n", "\n-3\n", 1), // sign
-            note.replacen(CHECKPOINT_VERSION, "countersign.audit-checkpoint/2", 1),
+            note.replacen(CHECKPOINT_VERSION_1, "countersign.audit-checkpoint/3", 1),
             note.replacen("time 2026", "time x2026", 1), // not RFC 3339
             note.replacen("\u{2014} ", "- ", 1),         // not an em dash
             note.replacen("\ntime", "\r\ntime", 1),      // control character
@@ -487,6 +535,7 @@ mod tests {
             size,
             hash: Sha256::digest(line).into(),
             time: "2026-11-20T10:00:00Z".into(),
+            kind: CheckpointHash::ChainHead,
         };
         assert_eq!(at(2, b"two").compare(log), LogComparison::Covers);
         assert_eq!(at(3, b"three").compare(log), LogComparison::Covers);
@@ -506,6 +555,45 @@ mod tests {
         assert_eq!(
             at(1, b"one").compare(b""),
             LogComparison::Shorter { size: 1, lines: 0 }
+        );
+    }
+
+    #[test]
+    fn a_version_2_checkpoint_is_compared_by_merkle_root() {
+        let log = b"one\ntwo\nthree\n";
+        let tree = super::super::merkle::MerkleTree::from_lines([&b"one"[..], b"two", b"three"]);
+        let at = |size: u64, hash: [u8; 32]| Checkpoint {
+            origin: "o.example/log".into(),
+            size,
+            hash,
+            time: "2026-11-20T10:00:00Z".into(),
+            kind: CheckpointHash::MerkleRoot,
+        };
+        for size in 0..=3 {
+            let root = tree.root(size).unwrap_or_default();
+            assert_eq!(at(size, root).compare(log), LogComparison::Covers);
+        }
+        let root2 = tree.root(2).unwrap_or_default();
+        // The chain head of line 2 is not its Merkle root.
+        assert!(matches!(
+            at(2, Sha256::digest(b"two").into()).compare(log),
+            LogComparison::Diverges { size: 2, .. }
+        ));
+        assert!(matches!(
+            at(2, root2).compare(b"one\nTWO\nthree\n"),
+            LogComparison::Diverges { size: 2, .. }
+        ));
+        assert_eq!(
+            at(4, root2).compare(log),
+            LogComparison::Shorter { size: 4, lines: 3 }
+        );
+        // Version 2 round-trips through a signed note with its version line.
+        let key = SigningKey::from_bytes(&[7; 32]);
+        let note = at(2, root2).sign(&key).unwrap_or_default();
+        assert!(note.contains("\ncountersign.audit-checkpoint/2\n"));
+        assert_eq!(
+            Checkpoint::verify(&note, &key.verifying_key(), None),
+            Ok(at(2, root2))
         );
     }
 

@@ -10,12 +10,14 @@
 
 mod checkpoint;
 pub(crate) mod events;
+pub mod merkle;
 mod mirror;
+pub mod note;
 mod verify;
 
 pub use checkpoint::{
-    CHECKPOINT_VERSION, Checkpoint, CheckpointError, LogComparison, ORIGIN_PATH, default_origin,
-    key_id, valid_origin,
+    CHECKPOINT_VERSION, CHECKPOINT_VERSION_1, Checkpoint, CheckpointError, CheckpointHash,
+    LogComparison, ORIGIN_PATH, default_origin, key_id, valid_origin,
 };
 pub use events::{AuditEvent, EnrollmentFacts, EnrollmentSource, RequestFacts};
 pub use mirror::AuditMirror;

@@ -89,12 +89,22 @@ impl AuditReport {
             } => (
                 IssueClass::Violation,
                 "checkpoint_diverges",
-                format!(
-                    "a checkpoint signed at {} says line {size} hashes to {} but it hashes to {}",
-                    checkpoint.time,
-                    b64::encode(&expected),
-                    b64::encode(&found)
-                ),
+                match checkpoint.kind {
+                    super::CheckpointHash::ChainHead => format!(
+                        "a checkpoint signed at {} says line {size} hashes to {} but it hashes \
+                         to {}",
+                        checkpoint.time,
+                        b64::encode(&expected),
+                        b64::encode(&found)
+                    ),
+                    super::CheckpointHash::MerkleRoot => format!(
+                        "a checkpoint signed at {} says the first {size} lines have Merkle root \
+                         {} but they have {}",
+                        checkpoint.time,
+                        b64::encode(&expected),
+                        b64::encode(&found)
+                    ),
+                },
             ),
         };
         self.issues.push(AuditIssue {

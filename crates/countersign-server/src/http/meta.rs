@@ -24,6 +24,54 @@ pub(super) fn router() -> Router<AppState> {
         .route("/v1/service-key", get(service_key))
         .route("/v1/audit/head", get(audit_head))
         .route("/v1/audit/checkpoint", get(audit_checkpoint))
+        .route("/v1/audit/checkpoint/witnessed", get(witnessed_checkpoint))
+        .route("/v1/audit/proof/inclusion", get(inclusion_proof))
+        .route("/v1/audit/proof/consistency", get(consistency_proof))
+}
+
+#[derive(serde::Deserialize)]
+struct InclusionQuery {
+    seq: u64,
+    size: u64,
+}
+
+#[derive(serde::Deserialize)]
+struct ConsistencyQuery {
+    from: u64,
+    to: u64,
+}
+
+/// An RFC 9162 inclusion proof of line `seq` in the tree of the first `size` lines.
+async fn inclusion_proof(
+    State(state): State<AppState>,
+    axum::extract::Query(q): axum::extract::Query<InclusionQuery>,
+) -> Result<Json<crate::service::InclusionProof>, ApiError> {
+    Ok(Json(state.inclusion_proof(q.seq, q.size).await?))
+}
+
+/// An RFC 9162 consistency proof between the trees of the first `from` and `to` lines.
+async fn consistency_proof(
+    State(state): State<AppState>,
+    axum::extract::Query(q): axum::extract::Query<ConsistencyQuery>,
+) -> Result<Json<crate::service::ConsistencyProof>, ApiError> {
+    Ok(Json(state.consistency_proof(q.from, q.to).await?))
+}
+
+/// The latest checkpoint sent to the witnesses, with their cosignature lines (404 until one was
+/// witnessed, or when no witness is configured).
+async fn witnessed_checkpoint(
+    State(state): State<AppState>,
+) -> Result<impl IntoResponse, ApiError> {
+    let note = state
+        .witnessed_checkpoint()
+        .ok_or_else(|| ApiError::not_found("witnessed checkpoint"))?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        note,
+    ))
 }
 
 /// Readiness, unlike `/healthz` (the process answers): the store is reachable, its schema is
@@ -81,6 +129,9 @@ async fn service_key(State(state): State<AppState>) -> Json<Value> {
         "algorithm": "Ed25519",
         "public_key": state.service_key(),
         "purpose": "audit log signatures (countersign audit verify --key)",
+        // The same key as a C2SP note verifier key named by the checkpoint origin: what a
+        // witness takes (`countersign witness serve --log-key`).
+        "checkpoint_vkey": state.checkpoint_vkey(),
     }))
 }
 

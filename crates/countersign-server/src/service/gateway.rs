@@ -520,7 +520,14 @@ impl AppState {
                     approval_id: id.to_owned(),
                     fingerprint: req.fingerprint,
                     collected_at: rfc3339(from_ms(collected_at)),
-                    checkpoint: head.and_then(|h| self.sign_checkpoint(h).ok()),
+                    checkpoint: match head {
+                        Some((size, _)) => self
+                            .sign_checkpoint(size)
+                            .await
+                            .inspect_err(|e| tracing::error!(error = ?e, "checkpoint unsigned"))
+                            .ok(),
+                        None => None,
+                    },
                 })
             }
             GrantOutcome::NotFound => Err(ApiError::not_found("approval")),

@@ -9,6 +9,7 @@ mod enroll;
 mod gateway;
 mod gateway_auth;
 mod metrics;
+mod proofs;
 mod waiters;
 
 pub use approver::{AssertionBody, DecisionChallenge, LoginChallenge, LoginResponse, ReviewView};
@@ -16,6 +17,7 @@ pub use enroll::{EnrollFinish, EnrollOptions, EnrollStart};
 pub use gateway::{
     CreateRequest, DEFAULT_PROFILE, GrantReceipt, GrantRequest, MAX_AGENT_TOOL_BYTES, NotNfc,
 };
+pub use proofs::{ConsistencyProof, InclusionProof};
 pub use waiters::WaiterStats;
 
 use crate::audit::{AuditMirror, AuditSealer};
@@ -67,6 +69,11 @@ struct Inner {
     profiles: ProfileRegistry,
     /// Live gateway credentials: token hash to gateway name (see `gateway_auth`).
     gateways: RwLock<Arc<gateway_auth::Gateways>>,
+    /// The Merkle tree over the audit lines, recomputed from the store's lines and grown as the
+    /// log grows (see `proofs`).
+    tree: Arc<Mutex<crate::audit::merkle::MerkleTree>>,
+    /// The latest checkpoint with the witnesses' cosignatures, if witnesses are configured.
+    witnessed: Mutex<Option<String>>,
 }
 
 /// Verifier policies, built at startup and again when an invite changes a group: a [`Policy`]
@@ -155,6 +162,16 @@ impl AppState {
             "the audit checkpoint origin {audit_origin:?} (from public_url) cannot name a signed \
              note's key; set audit_origin in the configuration"
         );
+        for w in &parts.config.witnesses {
+            let key = crate::audit::note::NoteVerifier::parse(&w.key)
+                .map_err(|e| anyhow::anyhow!("witness {}: key {:?}: {e}", w.url, w.key))?;
+            anyhow::ensure!(
+                key.kind == crate::audit::note::TYPE_COSIGNATURE_V1,
+                "witness {}: key {:?} is not a cosignature/v1 key (type 0x04)",
+                w.url,
+                w.key
+            );
+        }
         let waiters = Arc::new(waiters::Waiters::new(parts.config.limits.long_poll_waiters));
         Ok(Self {
             inner: Arc::new(Inner {
@@ -180,6 +197,8 @@ impl AppState {
                 policies: RwLock::new(Arc::new(policies)),
                 profiles: ProfileRegistry::builtin(),
                 gateways: RwLock::new(Arc::new(gateways)),
+                tree: Arc::new(Mutex::new(crate::audit::merkle::MerkleTree::new())),
+                witnessed: Mutex::new(None),
             }),
         })
     }
@@ -401,20 +420,19 @@ impl AppState {
     /// A signed checkpoint of the audit log as it is now (a C2SP signed note; see
     /// [`crate::audit::Checkpoint`]). It covers every line committed before this call.
     pub async fn checkpoint(&self) -> Result<String, ApiError> {
-        let head = self.blocking(|s| s.audit_head()).await?;
-        self.sign_checkpoint(head)
+        let (size, _) = self.blocking(|s| s.audit_head()).await?;
+        self.sign_checkpoint(size).await
     }
 
-    /// Sign a checkpoint of the log whose line `size` hashes to `hash`.
-    pub(crate) fn sign_checkpoint(
-        &self,
-        (size, hash): (u64, [u8; 32]),
-    ) -> Result<String, ApiError> {
+    /// Sign a checkpoint of the log's first `size` lines (version 2: their Merkle root).
+    pub(crate) async fn sign_checkpoint(&self, size: u64) -> Result<String, ApiError> {
+        let hash = self.merkle_root(size).await?;
         let checkpoint = crate::audit::Checkpoint {
             origin: self.inner.audit_origin.clone(),
             size,
             hash,
             time: rfc3339(self.inner.clock.now()),
+            kind: crate::audit::CheckpointHash::MerkleRoot,
         };
         self.inner
             .sealer

@@ -23,6 +23,13 @@ async fn until(mut done: impl FnMut() -> bool, what: &str) {
     panic!("never happened: {what}");
 }
 
+/// The RFC 9162 root of every line of `log`.
+fn merkle_root(log: &str) -> [u8; 32] {
+    let tree =
+        countersign_server::audit::merkle::MerkleTree::from_lines(log.lines().map(str::as_bytes));
+    tree.root(tree.size()).unwrap()
+}
+
 fn payment() -> serde_json::Value {
     countersign_testkit::payment_fields("A")
 }
@@ -46,7 +53,9 @@ async fn the_checkpoint_endpoint_serves_a_signed_note_of_the_whole_log() {
     let log = app.audit_text();
     let last = log.lines().last().unwrap();
     assert_eq!(checkpoint.size, log.lines().count() as u64);
-    assert_eq!(checkpoint.hash, line_hash(last));
+    // Version 2: the Merkle root of every line, not the chain head.
+    assert_ne!(checkpoint.hash, line_hash(last));
+    assert_eq!(checkpoint.hash, merkle_root(&log));
     assert_eq!(checkpoint.time, "2026-11-20T10:00:00Z");
     // Signed by the audit key and nothing else: another key finds no signature of its own.
     let other = countersign_server::audit::AuditSealer::from_seed([1; 32]);
@@ -106,7 +115,13 @@ async fn the_grant_carries_a_checkpoint_covering_the_grant_and_the_decision() {
         .lines()
         .nth(usize::try_from(cp.size).unwrap() - 1)
         .unwrap();
-    assert_eq!(cp.hash, line_hash(line));
+    assert_ne!(cp.hash, line_hash(line));
+    let covered: String = log
+        .lines()
+        .take(usize::try_from(cp.size).unwrap())
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(cp.hash, merkle_root(&covered));
     assert_eq!(
         cp.compare(log.as_bytes()),
         countersign_server::audit::LogComparison::Covers

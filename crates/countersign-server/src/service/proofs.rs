@@ -1,0 +1,293 @@
+//! Merkle proofs over the audit log, and the witnessing of its checkpoints.
+//!
+//! The tree is recomputed from the stored lines rather than persisted beside them: the lines are
+//! already in the store (SQLite or PostgreSQL), a leaf hash is one SHA-256 of bytes the store
+//! returns, and so the tree needs no schema change, no migration and no second thing to keep
+//! consistent inside each audit transaction. Each process grows its tree lazily, on the first
+//! proof or checkpoint that needs more lines, by reading the lines after the last one it hashed
+//! (every replica sees the same lines, so every replica computes the same roots). The cost is a
+//! read of the whole log after a restart (about a second per few hundred thousand lines) and
+//! about 64 bytes of memory per line.
+
+use super::AppState;
+use crate::audit::merkle::{Hash, MerkleTree, leaf_hash};
+use crate::audit::note::NoteVerifier;
+use crate::error::ApiError;
+use crate::store::StoreError;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde::Serialize;
+
+/// Lines read from the store per batch while the tree grows.
+const GROW_BATCH: usize = 4096;
+
+/// `GET /v1/audit/proof/inclusion?seq=N&size=S`.
+#[derive(Debug, Clone, Serialize)]
+pub struct InclusionProof {
+    /// The line's sequence number (its leaf index is `seq - 1`).
+    pub seq: u64,
+    /// The tree size the proof is for (a checkpoint's size).
+    pub size: u64,
+    /// The line itself, without its newline (its leaf hash is SHA-256(0x00 || line)).
+    pub line: String,
+    /// The audit path, leaf side first, standard base64.
+    pub proof: Vec<String>,
+    /// The Merkle root of the first `size` lines, standard base64 (compare with a checkpoint).
+    pub root: String,
+}
+
+/// `GET /v1/audit/proof/consistency?from=A&to=B`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConsistencyProof {
+    pub from: u64,
+    pub to: u64,
+    /// RFC 9162 PROOF(from, D[to]), standard base64.
+    pub proof: Vec<String>,
+    pub from_root: String,
+    pub to_root: String,
+}
+
+/// A configured witness, its key parsed.
+#[derive(Debug, Clone)]
+pub(crate) struct WitnessTarget {
+    pub url: String,
+    pub key: NoteVerifier,
+}
+
+fn b64(h: &Hash) -> String {
+    STANDARD.encode(h)
+}
+
+impl AppState {
+    /// Run `f` on the tree grown to at least the log's first `size` lines; a `size` beyond the
+    /// log is refused (400 `beyond_log`).
+    async fn with_tree<T: Send + 'static>(
+        &self,
+        size: u64,
+        f: impl FnOnce(&MerkleTree) -> T + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let tree = self.inner.tree.clone();
+        let grown = self
+            .blocking(move |store| {
+                let mut tree = tree
+                    .lock()
+                    .map_err(|_| StoreError::Corrupt("the Merkle tree lock is poisoned".into()))?;
+                while tree.size() < size {
+                    let lines = store.audit_lines_after(tree.size(), GROW_BATCH)?;
+                    if lines.is_empty() {
+                        return Ok(None);
+                    }
+                    for (seq, line) in lines {
+                        if seq != tree.size() + 1 {
+                            return Err(StoreError::Corrupt(format!(
+                                "audit seq {seq} follows {}",
+                                tree.size()
+                            )));
+                        }
+                        tree.push(leaf_hash(line.as_bytes()));
+                    }
+                }
+                Ok(Some(f(&tree)))
+            })
+            .await?;
+        grown.ok_or_else(|| {
+            ApiError::bad_request(
+                "beyond_log",
+                format!("the audit log has fewer than {size} lines"),
+            )
+        })
+    }
+
+    /// The Merkle root of the log's first `size` lines.
+    pub async fn merkle_root(&self, size: u64) -> Result<Hash, ApiError> {
+        self.with_tree(size, move |t| t.root(size))
+            .await?
+            .map_err(ApiError::internal)
+    }
+
+    /// An inclusion proof of line `seq` in the tree of the first `size` lines.
+    pub async fn inclusion_proof(&self, seq: u64, size: u64) -> Result<InclusionProof, ApiError> {
+        if seq == 0 || seq > size {
+            return Err(ApiError::bad_request(
+                "bad_range",
+                format!("seq must be 1..=size, got seq {seq} and size {size}"),
+            ));
+        }
+        let (proof, root) = self
+            .with_tree(size, move |t| {
+                Ok::<_, crate::audit::merkle::ProofError>((
+                    t.inclusion_proof(seq - 1, size)?,
+                    t.root(size)?,
+                ))
+            })
+            .await?
+            .map_err(ApiError::internal)?;
+        let line = self
+            .blocking(move |s| s.audit_lines_after(seq - 1, 1))
+            .await?
+            .into_iter()
+            .next()
+            .filter(|(n, _)| *n == seq)
+            .map(|(_, line)| line)
+            .ok_or_else(|| ApiError::internal(format!("audit line {seq} unreadable")))?;
+        Ok(InclusionProof {
+            seq,
+            size,
+            line,
+            proof: proof.iter().map(b64).collect(),
+            root: b64(&root),
+        })
+    }
+
+    /// A consistency proof between the trees of the first `from` and `to` lines.
+    pub async fn consistency_proof(
+        &self,
+        from: u64,
+        to: u64,
+    ) -> Result<ConsistencyProof, ApiError> {
+        if from > to {
+            return Err(ApiError::bad_request(
+                "bad_range",
+                format!("from {from} is beyond to {to}"),
+            ));
+        }
+        let (proof, from_root, to_root) = self
+            .with_tree(to, move |t| {
+                Ok::<_, crate::audit::merkle::ProofError>((
+                    t.consistency_proof(from, to)?,
+                    t.root(from)?,
+                    t.root(to)?,
+                ))
+            })
+            .await?
+            .map_err(ApiError::internal)?;
+        Ok(ConsistencyProof {
+            from,
+            to,
+            proof: proof.iter().map(b64).collect(),
+            from_root: b64(&from_root),
+            to_root: b64(&to_root),
+        })
+    }
+
+    /// The audit key as a C2SP vkey named by the checkpoint origin (type 0x01).
+    pub fn checkpoint_vkey(&self) -> String {
+        NoteVerifier {
+            name: self.audit_origin().to_owned(),
+            kind: crate::audit::note::TYPE_ED25519,
+            key: self.inner.sealer.public_key(),
+        }
+        .vkey()
+    }
+
+    /// The latest checkpoint with the cosignatures the witnesses returned for it, if any was
+    /// witnessed yet.
+    pub fn witnessed_checkpoint(&self) -> Option<String> {
+        self.inner.witnessed.lock().ok().and_then(|w| w.clone())
+    }
+
+    /// The configured witnesses (keys checked at startup).
+    fn witness_targets(&self) -> Vec<WitnessTarget> {
+        self.config()
+            .witnesses
+            .iter()
+            .filter_map(|w| {
+                Some(WitnessTarget {
+                    url: w.url.trim_end_matches('/').to_owned(),
+                    key: NoteVerifier::parse(&w.key).ok()?,
+                })
+            })
+            .collect()
+    }
+
+    /// Sign a checkpoint of the log as it is, send it to every configured witness with a
+    /// consistency proof from the size that witness last cosigned, and keep the checkpoint with
+    /// the cosignatures that verify (published at `GET /v1/audit/checkpoint/witnessed`).
+    /// Returns the cosigned note and how many witnesses cosigned.
+    pub async fn witness_checkpoint(&self) -> Result<(String, usize), ApiError> {
+        let (size, _) = self.blocking(|s| s.audit_head()).await?;
+        let note = self.sign_checkpoint(size).await?;
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(10))
+            .build()
+            .map_err(ApiError::internal)?;
+        let mut cosignatures = String::new();
+        let mut count = 0;
+        for target in self.witness_targets() {
+            match self.submit(&http, &target, size, &note).await {
+                Ok(lines) => {
+                    cosignatures.push_str(&lines);
+                    count += 1;
+                }
+                Err(e) => tracing::warn!(witness = %target.url, error = %e, "not cosigned"),
+            }
+        }
+        let witnessed = format!("{note}{cosignatures}");
+        if let Ok(mut slot) = self.inner.witnessed.lock() {
+            *slot = Some(witnessed.clone());
+        }
+        Ok((witnessed, count))
+    }
+
+    /// One witness: ask from the size it last cosigned (learned from a 409, which carries it).
+    async fn submit(
+        &self,
+        http: &reqwest::Client,
+        target: &WitnessTarget,
+        size: u64,
+        note: &str,
+    ) -> Result<String, String> {
+        let mut old = 0u64;
+        for _ in 0..2 {
+            let proof = self
+                .consistency_proof(old.min(size), size)
+                .await
+                .map_err(|e| format!("{e:?}"))?;
+            let mut body = format!("old {old}\n");
+            for hash in &proof.proof {
+                body.push_str(hash);
+                body.push('\n');
+            }
+            body.push('\n');
+            body.push_str(note);
+            let response = http
+                .post(format!("{}/add-checkpoint", target.url))
+                .body(body)
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
+            let status = response.status();
+            let text = response.text().await.map_err(|e| e.to_string())?;
+            if status == reqwest::StatusCode::CONFLICT {
+                match text.trim().parse::<u64>() {
+                    Ok(latest) if latest != old && latest <= size => {
+                        old = latest;
+                        continue;
+                    }
+                    _ => return Err(format!("409: {}", text.trim())),
+                }
+            }
+            if !status.is_success() {
+                return Err(format!("{status}: {}", text.trim()));
+            }
+            // Keep only the lines that verify as this witness's cosignature of this note.
+            let lines: String = text
+                .lines()
+                .filter(|line| {
+                    let candidate = format!("{note}{line}\n");
+                    crate::audit::note::valid_cosignatures(
+                        &candidate,
+                        std::slice::from_ref(&target.key),
+                    )
+                    .is_ok_and(|v| !v.is_empty())
+                })
+                .map(|line| format!("{line}\n"))
+                .collect();
+            if lines.is_empty() {
+                return Err("no valid cosignature in the answer".into());
+            }
+            return Ok(lines);
+        }
+        Err("the witness's size kept changing".into())
+    }
+}
