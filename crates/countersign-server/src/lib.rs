@@ -37,6 +37,7 @@ pub use notify::Notification;
 pub use serve::{ServeOptions, files, open_state, serve};
 pub use service::{
     AppState, AssertionBody, CreateRequest, DEFAULT_PROFILE, DecisionChallenge, EnrollFinish,
-    EnrollOptions, EnrollStart, GrantReceipt, GrantRequest, LoginChallenge, LoginResponse,
-    MAX_AGENT_TOOL_BYTES, NotNfc, ReviewView, StateParts, WaiterStats,
+    EnrollOptions, EnrollStart, GrantReceipt, GrantRequest, Inbox, InboxItem, LoginChallenge,
+    LoginResponse, MAX_AGENT_TOOL_BYTES, NotNfc, ReviewView, StandingProposal, StandingView,
+    StateParts, WaiterStats,
 };

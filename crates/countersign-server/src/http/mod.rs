@@ -6,6 +6,7 @@ mod approver;
 mod display;
 mod enroll;
 mod meta;
+mod standing;
 mod web;
 
 pub use display::{Display, Mark, Row, Segment};
@@ -25,6 +26,7 @@ pub fn build_router(state: AppState) -> Router {
         .merge(approvals::router())
         .merge(approver::router())
         .merge(meta::router())
+        .merge(standing::router())
         .merge(web::router())
         .fallback(|| async { ApiError::not_found("route") })
         .method_not_allowed_fallback(|| async {

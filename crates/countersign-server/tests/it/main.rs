@@ -11,6 +11,7 @@ mod http_errors;
 mod lifecycle;
 mod readiness;
 mod revoke;
+mod standing;
 mod support;
 mod web;
 mod webhook;
