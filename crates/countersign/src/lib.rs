@@ -30,6 +30,7 @@ mod reason;
 mod registry;
 pub mod replay;
 mod result;
+pub mod scope;
 mod verify;
 pub mod webauthn;
 
@@ -53,6 +54,7 @@ pub use result::{
     ApprovalResult, ApprovalStatus, EvidenceEntry, EvidenceSlot, ResultError,
     WEBAUTHN_ASSERTION_FORMAT,
 };
+pub use scope::{OutOfScope, Scope, ScopeError};
 pub use verify::{
     Action, Approver, Effect, EvidenceError, Finding, Verdict, VerifyError, verify_evidence,
     verify_evidence_with,
