@@ -30,6 +30,7 @@ mod reason;
 mod registry;
 pub mod replay;
 mod result;
+pub mod scope;
 mod verify;
 pub mod webauthn;
 
@@ -54,6 +55,7 @@ pub use result::{
     ApprovalResult, ApprovalStatus, EvidenceEntry, EvidenceSlot, ResultError, StandingGrantUse,
     WEBAUTHN_ASSERTION_FORMAT,
 };
+pub use scope::{OutOfScope, Scope, ScopeError};
 pub use verify::{
     Action, Approver, Effect, EvidenceError, Finding, Verdict, VerifyError, grant_fields_of_scope,
     scope_of_grant_fields, verify_evidence, verify_evidence_with,

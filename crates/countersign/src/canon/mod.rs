@@ -17,7 +17,7 @@
 
 mod error;
 mod fields;
-mod jcs;
+pub(crate) mod jcs;
 mod json;
 mod nfc;
 mod profile;
