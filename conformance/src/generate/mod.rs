@@ -9,6 +9,7 @@ mod case;
 mod ophash;
 mod policy;
 mod rules;
+mod standing;
 mod webauthn;
 
 use crate::vectors::{self, Input, Kind, SCHEMA, Vector, VectorFile};
@@ -77,6 +78,7 @@ pub fn files() -> anyhow::Result<Vec<(String, String)>> {
     rules::operation(&mut evidence);
     rules::eligibility(&mut evidence);
     rules::contradictory(&mut evidence);
+    standing::standing(&mut evidence);
 
     let mut op_hash = Out::default();
     ophash::op_hash(&mut op_hash);

@@ -115,7 +115,7 @@ async fn pages_carry_a_strict_csp_and_no_framing_or_caching() {
 
 /// A page session: the cookie and the CSRF token.
 pub(crate) struct WebSession {
-    cookie: String,
+    pub(crate) cookie: String,
     csrf: String,
 }
 
