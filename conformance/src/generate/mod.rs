@@ -10,6 +10,7 @@ mod near;
 mod ophash;
 mod policy;
 mod rules;
+mod standing;
 mod webauthn;
 
 use crate::vectors::{self, Input, Kind, SCHEMA, Vector, VectorFile};
@@ -85,6 +86,7 @@ pub fn files() -> anyhow::Result<Vec<(String, String)>> {
     near::freshness(&mut evidence);
     near::near_misses(&mut evidence);
     near::client_data(&mut evidence);
+    standing::standing(&mut evidence);
 
     let mut op_hash = Out::default();
     ophash::op_hash(&mut op_hash);

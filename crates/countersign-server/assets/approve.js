@@ -1,8 +1,13 @@
 // The approver page: sign in (step 1), check every field (step 2), approve or refuse (step 3).
+// Without an id (`/approve`) it is the inbox: after sign-in, what the approver may decide and
+// their own standing grants.
 'use strict';
 
 (() => {
-  const id = decodeURIComponent(location.pathname.split('/').filter(Boolean).pop() || '');
+  const parts = location.pathname.split('/').filter(Boolean);
+  const inboxMode = parts.length < 2;
+  const id = inboxMode ? '' : decodeURIComponent(parts[parts.length - 1]);
+  const STANDING_PROFILE = 'countersign.standing-grant/1';
   let csrf = null;
   let credentialId = null; // the credential that signed in; decisions must use the same one
   let rpId = null;
@@ -112,12 +117,110 @@
     const raw = document.getElementById('raw');
     raw.textContent = '';
     segmentsInto(raw, view.display.json);
+    const standing = view.profile === STANDING_PROFILE;
+    cs.show('standing-banner', standing);
+    if (standing) {
+      const n = view.fields.max_uses;
+      cs.setText('standing-uses', 'at most ' + n + (n === 1 ? ' time' : ' times'));
+      cs.setText('standing-until', cs.localTime(view.fields.expires_at));
+      document.getElementById('approve').textContent = 'Approve this standing grant';
+    }
+    renderStanding(view);
     if (view.status === 'PENDING') {
       cs.show('step3', true);
     } else {
       showOutcome(view.result || { status: view.status, approval_id: view.approval_id },
         'Already decided:');
     }
+  }
+
+  // The grant's life after signing: uses, whether it is in force, and revocation by its signer.
+  function renderStanding(view) {
+    const g = view.standing;
+    cs.show('standing', !!g);
+    if (!g) return;
+    const dl = document.getElementById('standing-details');
+    dl.textContent = '';
+    const rows = [['Uses', g.uses + ' of ' + g.max_uses], ['In force', g.live ? 'yes' : 'no'],
+      ['Expires', cs.localTime(g.expires_at)]];
+    if (g.signed_by) rows.push(['Signed by', g.signed_by]);
+    if (g.revoked_at) rows.push(['Revoked', g.revoked_at + ' by ' + g.revoked_by]);
+    for (const [k, v] of rows) {
+      dl.appendChild(cs.el('dt', '', k));
+      dl.appendChild(cs.el('dd', 'mono', String(v)));
+    }
+    const mine = g.status === 'APPROVED' && g.signed_by === view.principal && !g.revoked_at;
+    cs.show('revoke', mine);
+  }
+
+  async function revoke() {
+    if (busy) return;
+    busy = true;
+    cs.error('');
+    try {
+      const r = await cs.call('POST', '/v1/web/standing-grants/' + encodeURIComponent(id) + '/revoke', {}, csrf);
+      if (r.status !== 200) { cs.error(cs.errorMessage(r, 'The grant was not revoked')); return; }
+      await loadReview();
+    } finally {
+      busy = false;
+    }
+  }
+
+  function link(approvalId) {
+    const a = cs.el('a', 'mono', approvalId);
+    a.href = '/approve/' + encodeURIComponent(approvalId);
+    return a;
+  }
+
+  function renderInbox(inbox) {
+    csrf = inbox.csrf_token;
+    cs.show('step1', false);
+    cs.show('inbox', true);
+    cs.setText('inbox-who', 'Signed in as ' + inbox.principal + '.');
+    const pending = document.querySelector('#inbox-pending tbody');
+    pending.textContent = '';
+    for (const item of inbox.pending) {
+      const tr = cs.el('tr');
+      tr.dataset.id = item.approval_id;
+      const ref = cs.el('td');
+      ref.appendChild(link(item.approval_id));
+      tr.appendChild(ref);
+      tr.appendChild(cs.el('td', '', item.kind === 'standing_grant' ? 'standing grant' : 'call'));
+      tr.appendChild(cs.el('td', 'mono', item.tool_name));
+      tr.appendChild(cs.el('td', 'sev sev-' + item.severity, item.severity));
+      tr.appendChild(cs.el('td', '', cs.localTime(item.expires_at)));
+      pending.appendChild(tr);
+    }
+    cs.show('inbox-empty', inbox.pending.length === 0);
+    const grants = document.querySelector('#inbox-grants tbody');
+    grants.textContent = '';
+    for (const g of inbox.standing_grants) {
+      const tr = cs.el('tr');
+      tr.dataset.id = g.grant_id;
+      const ref = cs.el('td');
+      ref.appendChild(link(g.grant_id));
+      tr.appendChild(ref);
+      tr.appendChild(cs.el('td', 'mono', g.agent_id));
+      tr.appendChild(cs.el('td', 'mono', g.tool_name));
+      tr.appendChild(cs.el('td', '', g.uses + ' of ' + g.max_uses));
+      tr.appendChild(cs.el('td', '', cs.localTime(g.expires_at)));
+      grants.appendChild(tr);
+    }
+    cs.show('grants-empty', inbox.standing_grants.length === 0);
+  }
+
+  async function loadInbox() {
+    const r = await cs.call('GET', '/v1/web/inbox');
+    if (r.status === 200) {
+      renderInbox(r.body);
+      return true;
+    }
+    if (r.status === 401) {
+      cs.show('step1', true);
+      return false;
+    }
+    cs.error(cs.errorMessage(r, 'Could not load your inbox'));
+    return false;
   }
 
   async function loadReview() {
@@ -161,7 +264,7 @@
       if (r.status !== 200) { cs.error(cs.errorMessage(r, 'Sign-in failed')); return; }
       credentialId = cred.rawId;
       csrf = r.body.csrf_token;
-      await loadReview();
+      await (inboxMode ? loadInbox() : loadReview());
     } finally {
       busy = false;
     }
@@ -207,6 +310,11 @@
   }
 
   async function start() {
+    if (inboxMode) {
+      await loadInbox();
+      return;
+    }
+    cs.show('summary', true);
     cs.setText('ref', id);
     const s = await cs.call('GET', '/v1/web/approvals/' + encodeURIComponent(id) + '/summary');
     if (s.status !== 200) {
@@ -223,5 +331,6 @@
   document.getElementById('signin').addEventListener('click', signIn);
   document.getElementById('approve').addEventListener('click', () => decide('APPROVED'));
   document.getElementById('refuse').addEventListener('click', () => decide('DENIED'));
+  document.getElementById('revoke').addEventListener('click', revoke);
   start().catch((e) => cs.error('Unexpected error: ' + e.message));
 })();

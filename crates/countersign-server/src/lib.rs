@@ -38,7 +38,7 @@ pub use notify::Notification;
 pub use serve::{ServeOptions, files, open_state, serve};
 pub use service::{
     AppState, AssertionBody, ConsistencyProof, CreateRequest, DEFAULT_PROFILE, DecisionChallenge,
-    EnrollFinish, EnrollOptions, EnrollStart, GrantReceipt, GrantRequest, InclusionProof,
-    LoginChallenge, LoginResponse, MAX_AGENT_TOOL_BYTES, NotNfc, ReviewView, StateParts,
-    WaiterStats,
+    EnrollFinish, EnrollOptions, EnrollStart, GrantReceipt, GrantRequest, Inbox, InboxItem,
+    InclusionProof, LoginChallenge, LoginResponse, MAX_AGENT_TOOL_BYTES, NotNfc, ReviewView,
+    StandingProposal, StandingView, StateParts, WaiterStats,
 };

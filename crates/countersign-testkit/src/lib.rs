@@ -176,6 +176,46 @@ pub fn result(
     }
 }
 
+/// The signed fields of a standing grant (`countersign.standing-grant/1`): agent and tool
+/// patterns, argument constraints (the scope language's JSON form), `max_uses`, `expires_at`.
+pub fn standing_grant_fields(
+    agent: &str,
+    tool: &str,
+    constraints: Value,
+    max_uses: u64,
+    expires_at: &str,
+) -> Value {
+    json!({
+        "agent_id": agent,
+        "tool_name": tool,
+        "constraints": constraints,
+        "max_uses": max_uses,
+        "expires_at": expires_at,
+    })
+}
+
+/// A standing grant as the action its approver signs.
+pub fn standing_grant_action(fields: &Value) -> Action {
+    Action::new(countersign::STANDING_GRANT_PROFILE, fields.to_string())
+}
+
+/// The result a service returns for a call approved under a standing grant: APPROVED, the
+/// grant's evidence, and the `standing_grant` member naming the grant's fields and this use.
+pub fn standing_result(
+    fields: &Value,
+    use_number: u64,
+    evidence: impl IntoIterator<Item = EvidenceEntry>,
+) -> ApprovalResult {
+    ApprovalResult {
+        standing_grant: Some(countersign::StandingGrantUse {
+            grant_id: "apv_standing_example".to_owned(),
+            fields: fields.clone(),
+            use_number,
+        }),
+        ..result(ApprovalStatus::Approved, evidence)
+    }
+}
+
 /// The worked example's policy as CASE JSON (evidence and UV required).
 pub fn policy_json() -> Value {
     json!({

@@ -30,6 +30,7 @@ mod reason;
 mod registry;
 pub mod replay;
 mod result;
+pub mod scope;
 mod verify;
 pub mod webauthn;
 
@@ -38,8 +39,9 @@ pub use binding::signs_operation;
 pub use canon::{
     CanonError, CanonLimits, CanonicalFields, Decision, FieldKind, FieldSpec, MAX_DEPTH,
     MAX_FIELDS_BYTES, NfcMode, NonNfc, OpHash, PAYMENT_DEFINITION, Profile, ProfileError,
-    ProfileRegistry, TOOL_CALL_DEFINITION, UNICODE_VERSION, admit_document, admit_fields,
-    admit_fields_with, admit_json, canonical_bytes, nfc_changes, op_hash, op_hash_document,
+    ProfileRegistry, STANDING_GRANT_DEFINITION, STANDING_GRANT_PROFILE, TOOL_CALL_DEFINITION,
+    UNICODE_VERSION, admit_document, admit_fields, admit_fields_with, admit_json, canonical_bytes,
+    nfc_changes, op_hash, op_hash_document,
 };
 pub use case::{Case, CaseError};
 pub use policy::{DEFAULT_CLOCK_SKEW_SECONDS, DEFAULT_MAX_AGE_SECONDS, Policy, PolicyError};
@@ -50,10 +52,11 @@ pub use registry::{
 };
 pub use replay::{Enforcement, MemoryReplayState, ReplayState};
 pub use result::{
-    ApprovalResult, ApprovalStatus, EvidenceEntry, EvidenceSlot, ResultError,
+    ApprovalResult, ApprovalStatus, EvidenceEntry, EvidenceSlot, ResultError, StandingGrantUse,
     WEBAUTHN_ASSERTION_FORMAT,
 };
+pub use scope::{OutOfScope, Scope, ScopeError};
 pub use verify::{
-    Action, Approver, Effect, EvidenceError, Finding, Verdict, VerifyError, verify_evidence,
-    verify_evidence_with,
+    Action, Approver, Effect, EvidenceError, Finding, Verdict, VerifyError, grant_fields_of_scope,
+    scope_of_grant_fields, verify_evidence, verify_evidence_with,
 };

@@ -68,6 +68,11 @@ pub enum ReasonCode {
     ResultMalformed,
     /// The signature algorithm of the enrolled key is not supported.
     UnsupportedAlgorithm,
+    /// A standing grant verified, but the call is outside its scope: another agent or tool, an
+    /// argument constraint not met (an absent argument included), or a use beyond `max_uses`.
+    OutOfScope,
+    /// A standing grant verified, but it had expired at the time of the call.
+    StandingGrantExpired,
 }
 
 impl ReasonCode {
@@ -101,6 +106,8 @@ impl ReasonCode {
         Self::QuorumNotMet,
         Self::ResultMalformed,
         Self::UnsupportedAlgorithm,
+        Self::OutOfScope,
+        Self::StandingGrantExpired,
     ];
 
     /// The wire spelling, e.g. `binding_mismatch`.
@@ -134,6 +141,8 @@ impl ReasonCode {
             Self::QuorumNotMet => "quorum_not_met",
             Self::ResultMalformed => "result_malformed",
             Self::UnsupportedAlgorithm => "unsupported_algorithm",
+            Self::OutOfScope => "out_of_scope",
+            Self::StandingGrantExpired => "standing_grant_expired",
         }
     }
 

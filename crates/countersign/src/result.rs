@@ -64,6 +64,42 @@ pub struct ApprovalResult {
     pub identity_assurance: Option<Value>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub approver_evidence: Vec<EvidenceSlot>,
+    /// Present when the call was approved under an approver-signed standing grant: then
+    /// `approver_evidence` is the grant's evidence, not evidence about this call (docs/SPEC.md
+    /// §14).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub standing_grant: Option<StandingGrantUse>,
+}
+
+/// The `standing_grant` member of a result: which grant approved the call, the grant's signed
+/// fields (its scope, what the evidence's op_hash covers) and which use of it this call is.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StandingGrantUse {
+    /// The service's reference of the grant (the approval id of its proposal).
+    pub grant_id: String,
+    /// The grant's fields under `countersign.standing-grant/1`, as signed.
+    pub fields: Value,
+    /// This call's use of the grant, counted from 1 by the service.
+    #[serde(rename = "use")]
+    pub use_number: u64,
+}
+
+impl StandingGrantUse {
+    fn from_value(value: &Value) -> Result<Self, ResultError> {
+        let bad = |detail: String| ResultError::InvalidField {
+            field: "standing_grant",
+            detail,
+        };
+        let parsed = Self::deserialize(value).map_err(|e| bad(e.to_string()))?;
+        if !parsed.fields.is_object() {
+            return Err(bad("fields must be an object".into()));
+        }
+        if parsed.use_number == 0 {
+            return Err(bad("use counts from 1".into()));
+        }
+        Ok(parsed)
+    }
 }
 
 /// Why an approval result could not be read at all.
@@ -97,6 +133,7 @@ impl ApprovalResult {
             reason_code: None,
             identity_assurance: None,
             approver_evidence: Vec::new(),
+            standing_grant: None,
         }
     }
 
@@ -155,6 +192,12 @@ impl ApprovalResult {
                 .filter(|v| !v.is_null())
                 .cloned(),
             approver_evidence,
+            // Absent means no standing grant; `null` or any non-object is refused rather than
+            // read as absent, like `approver_evidence`.
+            standing_grant: object
+                .get("standing_grant")
+                .map(StandingGrantUse::from_value)
+                .transpose()?,
         };
         if result.status == ApprovalStatus::Pending && result.approval_id.is_none() {
             return Err(ResultError::PendingWithoutId);

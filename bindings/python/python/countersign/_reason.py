@@ -37,6 +37,8 @@ class ReasonCode(str, Enum):
     QUORUM_NOT_MET = "quorum_not_met"
     RESULT_MALFORMED = "result_malformed"
     UNSUPPORTED_ALGORITHM = "unsupported_algorithm"
+    OUT_OF_SCOPE = "out_of_scope"
+    STANDING_GRANT_EXPIRED = "standing_grant_expired"
 
     def __str__(self) -> str:
         return self.value

@@ -21,6 +21,26 @@ pub(super) fn router() -> Router<AppState> {
         .route("/v1/approver/approvals/{id}", get(review))
         .route("/v1/approver/approvals/{id}/challenge", post(challenge))
         .route("/v1/approver/approvals/{id}/decision", post(decide))
+        .route("/v1/approver/inbox", get(inbox))
+        .route(
+            "/v1/approver/standing-grants/{id}/revoke",
+            post(revoke_standing),
+        )
+}
+
+async fn inbox(
+    State(state): State<AppState>,
+    Approver(session): Approver,
+) -> Result<Json<crate::service::Inbox>, ApiError> {
+    state.inbox(&session).await.map(Json)
+}
+
+async fn revoke_standing(
+    State(state): State<AppState>,
+    Approver(session): Approver,
+    PathArg(id): PathArg<String>,
+) -> Result<Json<crate::service::StandingView>, ApiError> {
+    state.revoke_standing(&id, &session).await.map(Json)
 }
 
 /// An authenticated approver (`Authorization: Bearer <token>`).

@@ -6,6 +6,7 @@ mod approver;
 mod display;
 mod enroll;
 mod meta;
+mod standing;
 mod trace;
 mod web;
 
@@ -26,6 +27,7 @@ pub fn build_router(state: AppState) -> Router {
         .merge(approvals::router())
         .merge(approver::router())
         .merge(meta::router())
+        .merge(standing::router())
         .merge(web::router())
         // A route layer: it runs after routing, so the span knows the matched route and its id.
         .route_layer(axum::middleware::from_fn(trace::request_span))

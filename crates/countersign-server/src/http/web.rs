@@ -80,6 +80,7 @@ impl WebGuard {
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
+        .route("/approve", get(|| page(APPROVE_HTML)))
         .route("/approve/{id}", get(|| page(APPROVE_HTML)))
         .route("/enroll", get(|| page(ENROLL_HTML)))
         .route("/assets/approve.js", get(|| asset(APPROVE_JS, JS)))
@@ -93,6 +94,8 @@ pub(super) fn router() -> Router<AppState> {
         .route("/v1/web/approvals/{id}", get(review))
         .route("/v1/web/approvals/{id}/challenge", post(challenge))
         .route("/v1/web/approvals/{id}/decision", post(decide))
+        .route("/v1/web/inbox", get(inbox))
+        .route("/v1/web/standing-grants/{id}/revoke", post(revoke_standing))
         .merge(super::enroll::router())
         .layer(axum::middleware::from_fn(harden))
 }
@@ -335,6 +338,9 @@ struct WebReview {
     /// The settled result, when the approval is no longer pending.
     #[serde(skip_serializing_if = "Option::is_none")]
     result: Option<ApprovalResult>,
+    /// For a proposed standing grant: its uses, whether it is live, who signed and revoked it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    standing: Option<crate::service::StandingView>,
 }
 
 async fn review(
@@ -364,12 +370,18 @@ async fn review(
         let record = state.load(&id).await?;
         Some(state.result_of(&record))
     };
+    let standing = if review.profile == countersign::STANDING_GRANT_PROFILE {
+        state.standing_grant(&id).await?
+    } else {
+        None
+    };
     Ok(Json(WebReview {
         principal: who.session.principal,
         csrf_token: who.csrf,
         review,
         display,
         result,
+        standing,
     }))
 }
 
@@ -400,6 +412,33 @@ async fn decide(
     let result = state.decide(&id, body, &who.session).await?;
     super::trace::log_result("decision recorded", &result);
     Ok(Json(result))
+}
+
+/// The inbox: what the signed-in approver may decide, and their own live standing grants.
+#[derive(Debug, Serialize)]
+struct WebInbox {
+    csrf_token: String,
+    #[serde(flatten)]
+    inbox: crate::service::Inbox,
+}
+
+async fn inbox(
+    State(state): State<AppState>,
+    who: WebApprover,
+) -> Result<Json<WebInbox>, ApiError> {
+    let inbox = state.inbox(&who.session).await?;
+    Ok(Json(WebInbox {
+        csrf_token: who.csrf,
+        inbox,
+    }))
+}
+
+async fn revoke_standing(
+    State(state): State<AppState>,
+    who: WebApprover,
+    PathArg(id): PathArg<String>,
+) -> Result<Json<crate::service::StandingView>, ApiError> {
+    state.revoke_standing(&id, &who.session).await.map(Json)
 }
 
 #[cfg(test)]

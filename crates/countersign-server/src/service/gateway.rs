@@ -223,6 +223,15 @@ impl AppState {
             )
             .code("profile_unknown")
         })?;
+        // A standing grant is proposed through its own endpoint, which builds its fields from a
+        // validated scope; here it would be an ordinary approval of arbitrary fields.
+        if profile_id == countersign::STANDING_GRANT_PROFILE {
+            return Err(ApiError::unprocessable(
+                ReasonCode::ActionInadmissible,
+                "a standing grant is proposed with POST /v1/standing-grants",
+            )
+            .code("action_inadmissible"));
+        }
         let fields_json = fields_json(&profile_id, &req)?;
         let fields = admit(profile, &fields_json, rule.nfc)?;
         // A profile that signs its operation has its `tool_name` built from this request's
@@ -303,6 +312,14 @@ impl AppState {
                 reason.map(ReasonCode::as_str),
             ),
         ];
+        // A call a signed standing grant covers is approved under it, with its evidence.
+        if status == ApprovalStatus::Pending
+            && let Some(result) = self
+                .approve_under_standing_grant(&approval, &events[0], &policy)
+                .await?
+        {
+            return Ok(result);
+        }
         let stored = approval.clone();
         self.committing(move |s| s.create(&stored, &events)).await?;
         self.metrics().created(&req.tool_name, status.as_str());
@@ -342,7 +359,7 @@ impl AppState {
     }
 
     /// Whether at least one enrolled, unrevoked credential belongs to an eligible principal.
-    fn has_eligible_approver(&self, rule: &crate::config::ToolRule) -> bool {
+    pub(crate) fn has_eligible_approver(&self, rule: &crate::config::ToolRule) -> bool {
         let eligible = self.eligible_principals(rule);
         self.registry().iter().any(|c| {
             !c.record().revoked

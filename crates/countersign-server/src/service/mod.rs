@@ -10,6 +10,7 @@ mod gateway;
 mod gateway_auth;
 mod metrics;
 mod proofs;
+mod standing;
 mod waiters;
 
 pub use approver::{AssertionBody, DecisionChallenge, LoginChallenge, LoginResponse, ReviewView};
@@ -18,6 +19,7 @@ pub use gateway::{
     CreateRequest, DEFAULT_PROFILE, GrantReceipt, GrantRequest, MAX_AGENT_TOOL_BYTES, NotNfc,
 };
 pub use proofs::{ConsistencyProof, InclusionProof};
+pub use standing::{Inbox, InboxItem, StandingProposal, StandingView};
 pub use waiters::WaiterStats;
 
 use crate::audit::{AuditMirror, AuditSealer};
@@ -496,7 +498,17 @@ impl AppState {
         result.redrive_url = Some(self.redrive_url(&r.id));
         result.reason_code = r.reason_code.clone();
         if let Some(json) = &r.evidence_json {
-            match serde_json::from_str::<Vec<EvidenceEntry>>(json) {
+            // An array: a human's verdict on this approval. An object: a use of a standing grant
+            // (the grant's evidence and which use this is).
+            let read = if json.starts_with('{') {
+                serde_json::from_str::<standing::StoredStandingUse>(json).map(|stored| {
+                    result.standing_grant = Some(stored.standing_grant);
+                    stored.approver_evidence
+                })
+            } else {
+                serde_json::from_str::<Vec<EvidenceEntry>>(json)
+            };
+            match read {
                 Ok(entries) => {
                     result.approver_evidence = entries.into_iter().map(Into::into).collect();
                 }

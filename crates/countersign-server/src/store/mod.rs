@@ -14,6 +14,7 @@
 
 mod postgres;
 mod sqlite;
+pub mod standing;
 #[cfg(test)]
 mod tests;
 
@@ -339,8 +340,8 @@ pub enum StoreError {
     BadUrl(String),
 }
 
-/// The service's durable state.
-pub trait Store: Send + Sync + std::fmt::Debug + 'static {
+/// The service's durable state (standing grants: [`standing::StandingStore`]).
+pub trait Store: standing::StandingStore + Send + Sync + std::fmt::Debug + 'static {
     /// Insert a request with its audit lines (request and outcome).
     fn create(&self, approval: &NewApproval, events: &[AuditEvent]) -> Result<(), StoreError>;
 

@@ -35,6 +35,8 @@ use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
+mod standing;
+
 /// Schema migrations, applied in order on start; a version is applied once, under an advisory
 /// lock so replicas starting together do not race. Never edit a published entry: append one.
 const MIGRATIONS: &[&str] = &[
@@ -117,6 +119,8 @@ CREATE TABLE gateways (
     revoked_at BIGINT
 );
 ",
+    // Approver-signed standing grants (store/standing.rs).
+    standing::MIGRATION,
 ];
 
 /// Advisory lock key serializing migrations across replicas ("cntrsign").

@@ -18,6 +18,8 @@ use rusqlite::{Connection, OptionalExtension as _, Params, Row, params};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+mod standing;
+
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS approvals (
     id TEXT PRIMARY KEY,
@@ -274,8 +276,9 @@ impl SqliteStore {
             .map_err(db)?;
         conn.execute_batch(SCHEMA).map_err(db)?;
         add_columns(&conn)?;
+        conn.execute_batch(standing::SCHEMA).map_err(db)?;
         // Room for every statement this store issues, so none is ever parsed twice.
-        conn.set_prepared_statement_cache_capacity(64);
+        conn.set_prepared_statement_cache_capacity(128);
         Ok(Self {
             checkpointer: None,
             conn: Arc::new(Mutex::new(conn)),

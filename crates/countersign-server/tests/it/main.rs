@@ -12,6 +12,7 @@ mod lifecycle;
 mod merkle;
 mod readiness;
 mod revoke;
+mod standing;
 mod support;
 mod web;
 mod webhook;

@@ -114,12 +114,17 @@ async fn pages_carry_a_strict_csp_and_no_framing_or_caching() {
 }
 
 /// A page session: the cookie and the CSRF token.
-struct WebSession {
-    cookie: String,
+pub(crate) struct WebSession {
+    pub(crate) cookie: String,
     csrf: String,
 }
 
-async fn page_post(app: &TestApp, path: &str, body: &Value, s: Option<&WebSession>) -> Reply {
+pub(crate) async fn page_post(
+    app: &TestApp,
+    path: &str,
+    body: &Value,
+    s: Option<&WebSession>,
+) -> Reply {
     let mut req = app
         .http
         .post(app.url(path))
@@ -133,12 +138,12 @@ async fn page_post(app: &TestApp, path: &str, body: &Value, s: Option<&WebSessio
     app.send(req).await
 }
 
-async fn page_get(app: &TestApp, path: &str, s: &WebSession) -> Reply {
+pub(crate) async fn page_get(app: &TestApp, path: &str, s: &WebSession) -> Reply {
     app.send(app.http.get(app.url(path)).header("cookie", &s.cookie))
         .await
 }
 
-async fn sign_in(app: &TestApp, who: &Approver) -> WebSession {
+pub(crate) async fn sign_in(app: &TestApp, who: &Approver) -> WebSession {
     let c = page_post(app, "/v1/web/login/challenge", &json!({}), None).await;
     assert_eq!(c.status, 200, "{:?}", c.body);
     let challenge = b64::decode(c.body["challenge"].as_str().unwrap()).unwrap();

@@ -17,7 +17,7 @@
 
 mod error;
 mod fields;
-mod jcs;
+pub(crate) mod jcs;
 mod json;
 mod nfc;
 mod profile;
@@ -28,7 +28,7 @@ pub use json::CanonLimits;
 pub use nfc::{NfcMode, NonNfc};
 pub use profile::{
     FieldKind, FieldSpec, PAYMENT_DEFINITION, Profile, ProfileError, ProfileRegistry,
-    TOOL_CALL_DEFINITION,
+    STANDING_GRANT_DEFINITION, STANDING_GRANT_PROFILE, TOOL_CALL_DEFINITION,
 };
 pub use text::UNICODE_VERSION;
 

@@ -278,6 +278,12 @@ fn valid_text(s: &str) -> bool {
 pub const TOOL_CALL_DEFINITION: &str = include_str!("profiles/countersign.tool-call.1.json");
 /// The typed profile for a payment transfer.
 pub const PAYMENT_DEFINITION: &str = include_str!("profiles/countersign.payment.1.json");
+/// The profile an approver signs to give a standing grant: the grant's scope (agent and tool
+/// patterns, argument constraints, `max_uses`, `expires_at`) is its fields (docs/SPEC.md §14).
+pub const STANDING_GRANT_DEFINITION: &str =
+    include_str!("profiles/countersign.standing-grant.1.json");
+/// The id of [`STANDING_GRANT_DEFINITION`].
+pub const STANDING_GRANT_PROFILE: &str = "countersign.standing-grant/1";
 
 /// The profiles a verifier accepts, keyed by id, each pinned by digest.
 #[derive(Debug, Clone, Default)]
@@ -291,12 +297,17 @@ impl ProfileRegistry {
         Self::default()
     }
 
-    /// The two built-in profiles, `countersign.tool-call/1` and `countersign.payment/1`.
+    /// The built-in profiles: `countersign.tool-call/1`, `countersign.payment/1` and
+    /// `countersign.standing-grant/1`.
     pub fn builtin() -> Self {
         let mut registry = Self::default();
         // The definitions are compiled in and covered by tests; a failure here cannot depend on
         // input, and skipping is the fail-closed outcome (the id then resolves to nothing).
-        for def in [TOOL_CALL_DEFINITION, PAYMENT_DEFINITION] {
+        for def in [
+            TOOL_CALL_DEFINITION,
+            PAYMENT_DEFINITION,
+            STANDING_GRANT_DEFINITION,
+        ] {
             if let Ok(profile) = Profile::from_definition(def.as_bytes()) {
                 registry.profiles.insert(profile.id.clone(), profile);
             }

@@ -42,6 +42,17 @@ pub enum VerifyError {
         "the action names no tool, and profile {profile:?} is bound to tool {bound:?} by the policy"
     )]
     OperationUnnamed { profile: String, bound: String },
+    #[error(
+        "a standing grant covers tool calls only (agent_id, tool_name, params); profile {profile:?} \
+         does not declare them"
+    )]
+    StandingNotToolCall { profile: String },
+    #[error("the standing grant's fields cannot be read: {0}")]
+    StandingGrantUnusable(String),
+    #[error("the standing grant expired at {expires_at}; the call is at {now}")]
+    StandingGrantExpired { expires_at: String, now: String },
+    #[error("the call is outside the standing grant's scope: {0}")]
+    OutOfScope(crate::scope::OutOfScope),
 }
 
 fn operation_not_bound(profile: &str, tool: &str, bound: Option<&str>) -> String {
@@ -67,9 +78,12 @@ impl VerifyError {
             Self::InsufficientAssurance { .. } => ReasonCode::InsufficientAssurance,
             Self::QuorumNotMet { .. } => ReasonCode::QuorumNotMet,
             Self::OperationMismatch { .. } => ReasonCode::BindingMismatch,
-            Self::OperationNotBound { .. } | Self::OperationUnnamed { .. } => {
-                ReasonCode::ActionInadmissible
-            }
+            Self::OperationNotBound { .. }
+            | Self::OperationUnnamed { .. }
+            | Self::StandingNotToolCall { .. } => ReasonCode::ActionInadmissible,
+            Self::StandingGrantUnusable(_) => ReasonCode::EvidenceMalformed,
+            Self::StandingGrantExpired { .. } => ReasonCode::StandingGrantExpired,
+            Self::OutOfScope(_) => ReasonCode::OutOfScope,
         }
     }
 }

@@ -23,8 +23,10 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 mod error;
+mod standing;
 
 pub use error::{EvidenceError, VerifyError};
+pub use standing::{grant_fields_of_scope, scope_of_grant_fields};
 
 const NONCE_LEN: usize = 32;
 const CHALLENGE_LEN: usize = NONCE_LEN + 32;
@@ -163,6 +165,7 @@ pub fn verify_evidence_with(
         now,
         findings: Vec::new(),
         replay,
+        standing_use: None,
     };
     let outcome = ctx.decide(result);
     let replay_mode = match ctx.replay.enforcement() {
@@ -246,6 +249,8 @@ struct Context<'a> {
     now: OffsetDateTime,
     findings: Vec<Finding>,
     replay: &'a mut dyn ReplayState,
+    /// Set while verifying the evidence of a standing grant: this call's use number.
+    standing_use: Option<u64>,
 }
 
 /// The action's profile, fields and op_hashes, computed at most once per decision.
@@ -277,6 +282,10 @@ impl<'a> Context<'a> {
                 assurance: IdentityAssurance::declared(result.identity_assurance.as_ref()),
                 error: None,
             };
+        }
+        // A call approved under a standing grant carries the grant's evidence (§14).
+        if let Some(standing) = &result.standing_grant {
+            return self.decide_standing(result, standing);
         }
         if result.approver_evidence.is_empty() {
             return self.decide_without_evidence(result);
@@ -390,16 +399,24 @@ impl<'a> Context<'a> {
         let signed_decision = check_binding(entry, bound)?;
         // A spent nonce is refused before any signature work: nothing else about the record can
         // make it acceptable again, and a replay would otherwise surface as a counter regression.
-        let spent_here = earlier_nonces.any(|n| n == entry.nonce.as_slice());
-        if spent_here || self.replay.is_spent(&entry.nonce) {
-            let error = EvidenceError::Replayed(b64::encode(&entry.nonce));
+        // Under a standing grant the single-use key is the nonce and this call's use (§14).
+        let replay_key = match self.standing_use {
+            Some(use_number) => standing::use_key(&entry.nonce, use_number),
+            None => entry.nonce.clone(),
+        };
+        let spent_here = earlier_nonces.any(|n| n == replay_key.as_slice());
+        if spent_here || self.replay.is_spent(&replay_key) {
+            let error = EvidenceError::Replayed(b64::encode(&replay_key));
             self.enforce_or_report(error)?;
         }
 
-        let stored_sign_count = match self.replay.enforcement() {
-            Enforcement::Enforce => self.stored_sign_count(credential, &entry.credential_id),
-            // An audit of an old record against today's registry would always see a "regression".
-            Enforcement::ReportOnly => 0,
+        let stored_sign_count = match (self.replay.enforcement(), self.standing_use) {
+            (Enforcement::Enforce, None) => {
+                self.stored_sign_count(credential, &entry.credential_id)
+            }
+            // An audit of an old record against today's registry would always see a "regression",
+            // and so would every use of a standing grant after its approver signed anything else.
+            (Enforcement::ReportOnly, _) | (_, Some(_)) => 0,
         };
         let expectations = AssertionExpectations {
             challenge: &challenge_of(entry),
@@ -420,7 +437,7 @@ impl<'a> Context<'a> {
         let verified = webauthn::verify_assertion(key, &assertion, &expectations, self.backend)
             .map_err(EvidenceError::Assertion)?;
 
-        if self.replay.enforcement() == Enforcement::ReportOnly {
+        if self.replay.enforcement() == Enforcement::ReportOnly && self.standing_use.is_none() {
             let known = self.stored_sign_count(credential, &entry.credential_id);
             if !(verified.sign_count == 0 && known == 0) && verified.sign_count <= known {
                 self.report(
@@ -432,7 +449,11 @@ impl<'a> Context<'a> {
                 );
             }
         }
-        self.check_freshness(assertion_at)?;
+        if self.standing_use.is_some() {
+            self.check_grant_assertion_time(assertion_at)?;
+        } else {
+            self.check_freshness(assertion_at)?;
+        }
         let assurance = IdentityAssurance::derive(
             verified.flags,
             credential,
@@ -447,7 +468,7 @@ impl<'a> Context<'a> {
                 sign_count: verified.sign_count,
                 assertion_at: entry.assertion_at.clone(),
             },
-            nonce: entry.nonce.clone(),
+            nonce: replay_key,
             credential_id: entry.credential_id.clone(),
         })
     }

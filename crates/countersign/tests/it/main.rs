@@ -4,6 +4,7 @@
 mod canon;
 mod policy_rules;
 mod props;
+mod standing;
 mod strict_evidence;
 mod verify;
 #[path = "../webauthn/mod.rs"]

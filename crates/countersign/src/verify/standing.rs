@@ -1,0 +1,242 @@
+//! A call approved under an approver-signed standing grant (docs/SPEC.md §14).
+//!
+//! The evidence is the grant's, not the call's: the approver signed `nonce || op_hash` where the
+//! op_hash covers the grant's fields under `countersign.standing-grant/1` (its scope), possibly
+//! days before this call. The checks therefore differ from a per-call approval in four places,
+//! and only there:
+//!
+//! - each entry binds the grant's fields, carried in the result's `standing_grant.fields`;
+//! - the call must satisfy the grant's scope (agent and tool patterns, every argument
+//!   constraint) and the grant must not have expired at `now`, the time of the call;
+//! - freshness is the grant's expiry rather than `max_age_seconds` (an old signature is the
+//!   point of a standing grant), though an assertion dated in the future is still `stale`;
+//! - the single-use key is `nonce || use` (one signature, many calls, each use spendable once),
+//!   and the signature counter is not compared: the authenticator has signed other things since.
+//!
+//! `max_uses` is checked only as far as an offline verifier can: the use number the service
+//! assigned must not exceed it. Whether the service really handed out each number once is
+//! beyond what any single record can show (docs/THREAT-MODEL.md).
+
+use super::{Bound, Context, Outcome, Verified, VerifyError};
+use crate::canon::{self, Decision, NfcMode, STANDING_GRANT_PROFILE};
+use crate::result::{ApprovalResult, ApprovalStatus, StandingGrantUse};
+use crate::scope::{OutOfScope, Scope};
+use serde_json::Value;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+/// The fields a call's profile must declare for a standing grant to be able to cover it: who
+/// calls, which tool, with which arguments. The generic tool-call profile has them.
+const CALL_FIELDS: [&str; 3] = ["agent_id", "tool_name", "params"];
+
+/// The replay key of one use of a grant: the grant's nonce and the use number. It is 40 bytes
+/// long, so it can never equal a 32-byte per-call nonce.
+pub(super) fn use_key(nonce: &[u8], use_number: u64) -> Vec<u8> {
+    let mut key = Vec::with_capacity(nonce.len() + 8);
+    key.extend_from_slice(nonce);
+    key.extend_from_slice(&use_number.to_be_bytes());
+    key
+}
+
+/// A standing grant's scope read from its signed fields: the fields are the scope's JSON form
+/// with the agent and tool patterns under the names `agent_id` and `tool_name`.
+pub fn scope_of_grant_fields(fields: &Value) -> Result<Scope, String> {
+    let Value::Object(map) = fields else {
+        return Err("the grant's fields are not an object".into());
+    };
+    let mut scope = serde_json::Map::new();
+    for (from, to) in [
+        ("agent_id", "agent"),
+        ("tool_name", "tool"),
+        ("constraints", "constraints"),
+        ("max_uses", "max_uses"),
+        ("expires_at", "expires_at"),
+    ] {
+        if let Some(v) = map.get(from) {
+            scope.insert(to.to_owned(), v.clone());
+        }
+    }
+    Scope::from_value(Value::Object(scope)).map_err(|e| e.to_string())
+}
+
+/// The signed fields of a standing grant for `scope`: its serialized form (deterministic,
+/// `expires_at` re-formatted from its parsed value) with the agent and tool patterns under the
+/// names `agent_id` and `tool_name`.
+pub fn grant_fields_of_scope(scope: &Scope) -> Result<Value, String> {
+    let Value::Object(mut map) = serde_json::to_value(scope).map_err(|e| e.to_string())? else {
+        return Err("a scope serializes to an object".into());
+    };
+    let mut fields = serde_json::Map::new();
+    for (from, to) in [
+        ("agent", "agent_id"),
+        ("tool", "tool_name"),
+        ("constraints", "constraints"),
+        ("max_uses", "max_uses"),
+        ("expires_at", "expires_at"),
+    ] {
+        let value = map
+            .remove(from)
+            .ok_or_else(|| format!("a scope has no {from:?}"))?;
+        fields.insert(to.to_owned(), value);
+    }
+    Ok(Value::Object(fields))
+}
+
+/// The call the gateway is about to run, as the grant's scope sees it.
+struct Call<'v> {
+    agent_id: &'v str,
+    tool_name: &'v str,
+    params: &'v Value,
+}
+
+impl<'a> Context<'a> {
+    /// SPEC §14: verify a result that carries `standing_grant`.
+    pub(super) fn decide_standing(
+        &mut self,
+        result: &ApprovalResult,
+        standing: &StandingGrantUse,
+    ) -> Outcome {
+        // A grant only ever approves; a refused or pending answer carrying one is contradictory.
+        if result.status != ApprovalStatus::Approved {
+            return Outcome::deny_with(
+                result,
+                VerifyError::StatusContradictsEvidence {
+                    status: result.status.as_str(),
+                    signed: "APPROVED",
+                },
+            );
+        }
+        if result.approver_evidence.is_empty() {
+            return Outcome::deny_with(result, VerifyError::EvidenceMissing { status: "APPROVED" });
+        }
+        // 1. The call: its profile, fields and operation, as for any action (§6 step 3).
+        let call = match self.bind_action() {
+            Ok(call) => call,
+            Err(e) => return Outcome::deny_with(result, e),
+        };
+        let call_value = call.fields.as_value();
+        let (Some(Value::String(agent_id)), Some(Value::String(tool_name)), Some(params)) = (
+            call_value.get(CALL_FIELDS[0]),
+            call_value.get(CALL_FIELDS[1]),
+            call_value.get(CALL_FIELDS[2]),
+        ) else {
+            return Outcome::deny_with(
+                result,
+                VerifyError::StandingNotToolCall {
+                    profile: call.profile.id.clone(),
+                },
+            );
+        };
+        let call = Call {
+            agent_id,
+            tool_name,
+            params,
+        };
+        // 2. The grant: its pinned profile and its signed fields, admitted exactly.
+        let (mut grant, scope) = match self.bind_grant(standing) {
+            Ok(bound) => bound,
+            Err(e) => return Outcome::deny_with(result, e),
+        };
+        // 3. Every entry binds the grant (signature, eligibility, replay of this use).
+        self.standing_use = Some(standing.use_number);
+        let mut verified: Vec<Verified> = Vec::with_capacity(result.approver_evidence.len());
+        for (index, slot) in result.approver_evidence.iter().enumerate() {
+            let in_this_result = verified.iter().map(|v| v.nonce.as_slice());
+            match self.verify_entry(slot, &mut grant, in_this_result) {
+                Ok(v) => verified.push(v),
+                Err(error) => {
+                    return Outcome::deny_with(result, VerifyError::Evidence { index, error });
+                }
+            }
+        }
+        for v in &verified {
+            self.replay
+                .record(&v.nonce, &v.credential_id, v.approver.sign_count);
+        }
+        let approvers: Vec<_> = verified.into_iter().map(|v| v.approver).collect();
+        // A signed refusal of the grant is a veto like any other (apply_policy says so).
+        if approvers.iter().any(|a| a.decision == Decision::Denied) {
+            return self.apply_policy(result, approvers);
+        }
+        // 4. The grant covers this call, now.
+        if let Err(error) = self.check_coverage(&scope, standing, &call) {
+            return super::deny_after_evidence(error, approvers, |list| {
+                list.iter()
+                    .min_by_key(|a| a.identity_assurance.level)
+                    .map(|a| a.identity_assurance.clone())
+                    .unwrap_or_else(|| crate::assurance::IdentityAssurance::declared(None))
+            });
+        }
+        // 5. Assurance and quorum, as for any approval.
+        self.apply_policy(result, approvers)
+    }
+
+    /// Resolve the standing-grant profile in the verifier's registry and admit the grant's
+    /// fields under it (NFC required: the service signs only NFC scopes), then read the scope.
+    fn bind_grant(&self, standing: &StandingGrantUse) -> Result<(Bound<'a>, Scope), VerifyError> {
+        let policy: &'a crate::policy::Policy = self.policy;
+        let profile = policy.profiles.get(STANDING_GRANT_PROFILE).ok_or_else(|| {
+            VerifyError::Action(crate::canon::CanonError::UnknownProfile(
+                STANDING_GRANT_PROFILE.to_owned(),
+            ))
+        })?;
+        let raw = serde_json::to_vec(&standing.fields)
+            .map_err(|e| VerifyError::StandingGrantUnusable(e.to_string()))?;
+        let fields = canon::admit_fields_with(profile, &raw, NfcMode::Require)
+            .map_err(|e| VerifyError::StandingGrantUnusable(e.to_string()))?;
+        let scope =
+            scope_of_grant_fields(fields.as_value()).map_err(VerifyError::StandingGrantUnusable)?;
+        Ok((
+            Bound {
+                profile,
+                fields,
+                approved: None,
+                denied: None,
+            },
+            scope,
+        ))
+    }
+
+    /// Expiry, then the use number, then the scope's patterns and constraints.
+    fn check_coverage(
+        &self,
+        scope: &Scope,
+        standing: &StandingGrantUse,
+        call: &Call<'_>,
+    ) -> Result<(), VerifyError> {
+        // Expiry first, so an expired grant says so whatever else the call does.
+        if self.now >= scope.expires_at.instant() {
+            return Err(VerifyError::StandingGrantExpired {
+                expires_at: scope.expires_at.as_str().to_owned(),
+                now: self.now.format(&Rfc3339).unwrap_or_default(),
+            });
+        }
+        scope
+            .admits_use(standing.use_number)
+            .and_then(|()| scope.covers(call.agent_id, call.tool_name, call.params, self.now))
+            .map_err(|e| match e {
+                OutOfScope::Expired { expires_at, at } => VerifyError::StandingGrantExpired {
+                    expires_at,
+                    now: at,
+                },
+                other => VerifyError::OutOfScope(other),
+            })
+    }
+
+    /// Freshness of a grant's assertion: only a future date beyond the skew is refused; its age
+    /// is bounded by the grant's expiry instead (checked once the signature verified).
+    pub(super) fn check_grant_assertion_time(
+        &mut self,
+        at: OffsetDateTime,
+    ) -> Result<(), super::EvidenceError> {
+        let ahead = at - self.now;
+        let skew = self.policy.clock_skew_seconds;
+        if ahead.is_positive() && ahead.unsigned_abs() > std::time::Duration::from_secs(skew) {
+            return self.enforce_or_report(super::EvidenceError::FutureDated {
+                ahead: ahead.unsigned_abs(),
+                skew_seconds: skew,
+            });
+        }
+        Ok(())
+    }
+}
