@@ -201,13 +201,13 @@ impl Interposer {
     ) -> std::io::Result<()> {
         let mut lines = input.lines();
         while let Some(line) = lines.next_line().await? {
-            self.clone().from_client(line, &to_client, &to_upstream);
+            self.clone().client_frame(line, &to_client, &to_upstream);
         }
         Ok(())
     }
 
     /// One frame from the client.
-    fn from_client(self: Arc<Self>, line: String, to_client: &Lines, to_upstream: &Lines) {
+    fn client_frame(self: Arc<Self>, line: String, to_client: &Lines, to_upstream: &Lines) {
         let Ok(frame) = serde_json::from_str::<Value>(&line) else {
             // Not ours to judge: the upstream answers its own parse errors.
             let _ = to_upstream.send(line);
@@ -290,7 +290,7 @@ impl Interposer {
     ) -> std::io::Result<()> {
         let mut lines = input.lines();
         while let Some(line) = lines.next_line().await? {
-            let line = self.from_upstream(line);
+            let line = self.upstream_frame(line);
             let _ = to_client.send(line);
         }
         Ok(())
@@ -298,7 +298,7 @@ impl Interposer {
 
     /// One frame from the upstream: responses to what the interposer tracks are read (and a
     /// `tools/list` result may get the description suffix); everything else is passed as is.
-    fn from_upstream(&self, line: String) -> String {
+    fn upstream_frame(&self, line: String) -> String {
         let Ok(frame) = serde_json::from_str::<Value>(&line) else {
             return line;
         };
