@@ -2,6 +2,7 @@
 
 mod harness;
 mod logging;
+mod mcp;
 mod profiles;
 mod proofs;
 
@@ -141,6 +142,11 @@ enum Command {
     Witness {
         #[command(subcommand)]
         command: WitnessCommand,
+    },
+    /// The MCP interposer: hold an agent's sensitive MCP tool calls for a passkey approval.
+    Mcp {
+        #[command(subcommand)]
+        command: mcp::McpCommand,
     },
     /// Answer conformance vectors on stdin/stdout (the JSON-lines protocol of
     /// conformance/HARNESS.md), for `countersign-conformance run --impl 'countersign harness'`.
@@ -512,6 +518,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         } => verify(&case, backend, audit, pretty, profiles.registry()?),
         Command::ProfileDigest { file } => profiles::print_digest(&file),
         Command::Harness { backend: choice } => harness::serve(backend(choice)?),
+        Command::Mcp { command } => mcp::run(command),
         Command::Serve {
             listen,
             data_dir,
