@@ -36,6 +36,8 @@ use url::Url;
 
 /// The profile of a generic tool call.
 pub const TOOL_CALL_PROFILE: &str = "countersign.tool-call/1";
+/// The profile of a call relayed by the MCP interposer: the tool-call fields plus `server_id`.
+pub const MCP_TOOL_CALL_PROFILE: &str = "countersign.mcp-tool-call/1";
 
 /// The call a gateway is holding.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,9 +51,29 @@ pub struct ToolCall {
     /// Canonicalization profile (default: the generic tool-call profile).
     pub profile: Option<String>,
     pub severity: Option<String>,
+    /// The MCP server the call goes to (the MCP tool-call profile signs it; no other does).
+    pub server_id: Option<String>,
 }
 
 impl ToolCall {
+    /// A call relayed to the MCP server `server_id`, under the MCP tool-call profile, whose
+    /// arguments are the JSON text `arguments_json` exactly as the server will receive it.
+    pub fn mcp(
+        agent_id: impl Into<String>,
+        server_id: impl Into<String>,
+        tool_name: impl Into<String>,
+        arguments_json: impl Into<String>,
+    ) -> Self {
+        Self {
+            agent_id: agent_id.into(),
+            tool_name: tool_name.into(),
+            params_json: arguments_json.into(),
+            profile: Some(MCP_TOOL_CALL_PROFILE.to_owned()),
+            severity: None,
+            server_id: Some(server_id.into()),
+        }
+    }
+
     /// A generic tool call.
     pub fn new(
         agent_id: impl Into<String>,
@@ -64,6 +86,7 @@ impl ToolCall {
             params_json: params.to_string(),
             profile: None,
             severity: None,
+            server_id: None,
         }
     }
 
@@ -81,6 +104,7 @@ impl ToolCall {
             params_json: params_json.into(),
             profile: None,
             severity: None,
+            server_id: None,
         }
     }
 
@@ -94,7 +118,21 @@ impl ToolCall {
     /// (tool-call profile), or against the policy's `profile_tools` (a typed profile, which does
     /// not sign it): evidence for one tool never authorizes another.
     pub fn action(&self) -> Action {
-        let action = if self.profile() != TOOL_CALL_PROFILE {
+        let action = if self.profile() == MCP_TOOL_CALL_PROFILE {
+            // Built exactly as the service builds it from the request (the same member order
+            // and the arguments' own text), though op_hash depends on neither.
+            let agent = serde_json::Value::from(self.agent_id.as_str());
+            let server = serde_json::Value::from(self.server_id.as_deref().unwrap_or_default());
+            let tool = serde_json::Value::from(self.tool_name.as_str());
+            Action::new(
+                MCP_TOOL_CALL_PROFILE,
+                format!(
+                    "{{\"agent_id\":{agent},\"server_id\":{server},\"tool_name\":{tool},\"params\":{}}}",
+                    self.params_json
+                )
+                .into_bytes(),
+            )
+        } else if self.profile() != TOOL_CALL_PROFILE {
             Action::new(self.profile(), self.params_json.clone().into_bytes())
         } else {
             let agent = serde_json::Value::from(self.agent_id.as_str());
@@ -122,6 +160,8 @@ impl ToolCall {
             profile: Option<&'a str>,
             #[serde(skip_serializing_if = "Option::is_none")]
             severity: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            server_id: Option<&'a str>,
         }
         // RawValue checks the text is one JSON value and keeps it byte for byte.
         let params: &RawValue = serde_json::from_str(&self.params_json)
@@ -132,6 +172,7 @@ impl ToolCall {
             params,
             profile: self.profile.as_deref(),
             severity: self.severity.as_deref(),
+            server_id: self.server_id.as_deref(),
         })
         .map_err(|e| Refusal::new(ReasonCode::ActionInadmissible, format!("request: {e}")))
     }
@@ -360,6 +401,43 @@ impl Gateway {
             ));
         }
         self.verify(call, result, id.as_deref())
+    }
+
+    /// Create the approval request for `call` and return the service's first answer at once
+    /// (PENDING with an `approval_id`, or an immediate verdict), without waiting for a human.
+    /// A caller that cannot block (the MCP interposer) follows it later with [`Gateway::poll`].
+    pub async fn submit(&self, call: &ToolCall) -> Result<ApprovalResult, Refusal> {
+        let body = call.request_body()?;
+        let url = self.endpoint("v1/approvals")?;
+        let request = self
+            .authed(self.http.post(url))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send();
+        self.answer(request, self.config.callback_timeout).await
+    }
+
+    /// One long-poll of approval `id`: its current result, after the service held the request
+    /// up to `wait` (whole seconds; 0 answers at once) for a verdict.
+    pub async fn poll(&self, id: &str, wait: Duration) -> Result<ApprovalResult, Refusal> {
+        let mut url = self
+            .endpoint(&format!("v1/approvals/{id}"))
+            .map_err(|r| r.for_approval(id))?;
+        url.query_pairs_mut()
+            .append_pair("wait", &wait.as_secs().to_string());
+        let request = self.authed(self.http.get(url)).send();
+        let result = self
+            .answer(request, wait + self.config.callback_timeout)
+            .await
+            .map_err(|r| r.for_approval(id))?;
+        if result.approval_id.as_deref().is_some_and(|got| got != id) {
+            return Err(Refusal::new(
+                ReasonCode::ResultMalformed,
+                format!("asked about {id}, the answer is about another approval"),
+            )
+            .for_approval(id));
+        }
+        Ok(result)
     }
 
     /// Verify a settled result received some other way (a webhook push, a stored answer)

@@ -291,6 +291,7 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
                         params,
                         profile: None,
                         severity: None,
+                        server_id: None,
                     },
                     "bench",
                 )

@@ -37,9 +37,10 @@ pub use assurance::{AssuranceBasis, AssuranceLevel, AssuranceSource, IdentityAss
 pub use binding::signs_operation;
 pub use canon::{
     CanonError, CanonLimits, CanonicalFields, Decision, FieldKind, FieldSpec, MAX_DEPTH,
-    MAX_FIELDS_BYTES, NfcMode, NonNfc, OpHash, PAYMENT_DEFINITION, Profile, ProfileError,
-    ProfileRegistry, TOOL_CALL_DEFINITION, UNICODE_VERSION, admit_document, admit_fields,
-    admit_fields_with, admit_json, canonical_bytes, nfc_changes, op_hash, op_hash_document,
+    MAX_FIELDS_BYTES, MCP_TOOL_CALL_DEFINITION, NfcMode, NonNfc, OpHash, PAYMENT_DEFINITION,
+    Profile, ProfileError, ProfileRegistry, TOOL_CALL_DEFINITION, UNICODE_VERSION, admit_document,
+    admit_fields, admit_fields_with, admit_json, canonical_bytes, nfc_changes, op_hash,
+    op_hash_document,
 };
 pub use case::{Case, CaseError};
 pub use policy::{DEFAULT_CLOCK_SKEW_SECONDS, DEFAULT_MAX_AGE_SECONDS, Policy, PolicyError};

@@ -33,7 +33,14 @@ pub struct CreateRequest {
     pub profile: Option<String>,
     #[serde(default)]
     pub severity: Option<String>,
+    /// The MCP server the call goes to: required by, and only allowed with, the MCP tool-call
+    /// profile, which signs it beside the agent and the tool.
+    #[serde(default)]
+    pub server_id: Option<String>,
 }
+
+/// The MCP interposer's profile: `{agent_id, server_id, tool_name, params}`.
+pub(crate) const MCP_PROFILE: &str = "countersign.mcp-tool-call/1";
 
 /// Longest `agent_id` and `tool_name`, in bytes (UTF-8). Both are shown to the approver and
 /// written into every audit line of the request; 256 bytes is far above any real tool or agent
@@ -120,16 +127,36 @@ pub struct GrantReceipt {
 ///
 /// The generic tool-call profile signs `{agent_id, tool_name, params}`; a typed profile (such as
 /// `countersign.payment/1`) signs the tool's own arguments, so `params` are its fields.
+///
+/// The MCP tool-call profile signs `{agent_id, server_id, tool_name, params}`, all but `params`
+/// taken from this request, so (like the generic profile) the signed operation is the request's
+/// by construction. `server_id` is refused with any other profile: it would be signed by none.
 fn fields_json(profile: &str, req: &CreateRequest) -> Result<String, ApiError> {
-    if profile != DEFAULT_PROFILE {
-        return Ok(req.params.get().to_owned());
-    }
     let agent = serde_json::to_string(&req.agent_id).map_err(ApiError::internal)?;
     let tool = serde_json::to_string(&req.tool_name).map_err(ApiError::internal)?;
-    Ok(format!(
-        "{{\"agent_id\":{agent},\"tool_name\":{tool},\"params\":{}}}",
-        req.params.get()
-    ))
+    match (profile, req.server_id.as_deref()) {
+        (MCP_PROFILE, Some(server)) => {
+            check_name("server_id", server)?;
+            let server = serde_json::to_string(server).map_err(ApiError::internal)?;
+            Ok(format!(
+                "{{\"agent_id\":{agent},\"server_id\":{server},\"tool_name\":{tool},\"params\":{}}}",
+                req.params.get()
+            ))
+        }
+        (MCP_PROFILE, None) => Err(ApiError::bad_request(
+            "invalid_request",
+            "server_id is required with the MCP tool-call profile",
+        )),
+        (_, Some(_)) => Err(ApiError::bad_request(
+            "invalid_request",
+            format!("server_id is signed only by {MCP_PROFILE}, not by {profile}"),
+        )),
+        (DEFAULT_PROFILE, None) => Ok(format!(
+            "{{\"agent_id\":{agent},\"tool_name\":{tool},\"params\":{}}}",
+            req.params.get()
+        )),
+        (_, None) => Ok(req.params.get().to_owned()),
+    }
 }
 
 /// One string of a request that is not in NFC, as the service reports it: the JSON pointer into

@@ -27,8 +27,8 @@ pub use error::CanonError;
 pub use json::CanonLimits;
 pub use nfc::{NfcMode, NonNfc};
 pub use profile::{
-    FieldKind, FieldSpec, PAYMENT_DEFINITION, Profile, ProfileError, ProfileRegistry,
-    TOOL_CALL_DEFINITION,
+    FieldKind, FieldSpec, MCP_TOOL_CALL_DEFINITION, PAYMENT_DEFINITION, Profile, ProfileError,
+    ProfileRegistry, TOOL_CALL_DEFINITION,
 };
 pub use text::UNICODE_VERSION;
 

@@ -276,6 +276,10 @@ fn valid_text(s: &str) -> bool {
 
 /// The generic profile for MCP-style tool calls.
 pub const TOOL_CALL_DEFINITION: &str = include_str!("profiles/countersign.tool-call.1.json");
+/// The profile of a tool call relayed by the MCP interposer: the generic tool call plus the
+/// upstream server's id, so two MCP servers exposing a tool of the same name never share evidence.
+pub const MCP_TOOL_CALL_DEFINITION: &str =
+    include_str!("profiles/countersign.mcp-tool-call.1.json");
 /// The typed profile for a payment transfer.
 pub const PAYMENT_DEFINITION: &str = include_str!("profiles/countersign.payment.1.json");
 
@@ -291,12 +295,17 @@ impl ProfileRegistry {
         Self::default()
     }
 
-    /// The two built-in profiles, `countersign.tool-call/1` and `countersign.payment/1`.
+    /// The built-in profiles: `countersign.tool-call/1`, `countersign.mcp-tool-call/1` and
+    /// `countersign.payment/1`.
     pub fn builtin() -> Self {
         let mut registry = Self::default();
         // The definitions are compiled in and covered by tests; a failure here cannot depend on
         // input, and skipping is the fail-closed outcome (the id then resolves to nothing).
-        for def in [TOOL_CALL_DEFINITION, PAYMENT_DEFINITION] {
+        for def in [
+            TOOL_CALL_DEFINITION,
+            MCP_TOOL_CALL_DEFINITION,
+            PAYMENT_DEFINITION,
+        ] {
             if let Ok(profile) = Profile::from_definition(def.as_bytes()) {
                 registry.profiles.insert(profile.id.clone(), profile);
             }
@@ -381,6 +390,13 @@ mod tests {
     fn builtins_parse() {
         let r = ProfileRegistry::builtin();
         let ids: Vec<_> = r.iter().map(|p| p.id.as_str()).collect();
-        assert_eq!(ids, ["countersign.payment/1", "countersign.tool-call/1"]);
+        assert_eq!(
+            ids,
+            [
+                "countersign.mcp-tool-call/1",
+                "countersign.payment/1",
+                "countersign.tool-call/1"
+            ]
+        );
     }
 }

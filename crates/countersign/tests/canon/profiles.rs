@@ -2,8 +2,8 @@
 
 use super::hex32;
 use countersign::{
-    CanonError, FieldKind, PAYMENT_DEFINITION, Profile, ProfileError, ProfileRegistry, ReasonCode,
-    TOOL_CALL_DEFINITION,
+    CanonError, FieldKind, MCP_TOOL_CALL_DEFINITION, PAYMENT_DEFINITION, Profile, ProfileError,
+    ProfileRegistry, ReasonCode, TOOL_CALL_DEFINITION,
 };
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
@@ -27,6 +27,7 @@ fn builtin_constants_equal_the_fixture_files() {
     for (file, builtin) in [
         ("countersign.tool-call.1.json", TOOL_CALL_DEFINITION),
         ("countersign.payment.1.json", PAYMENT_DEFINITION),
+        ("countersign.mcp-tool-call.1.json", MCP_TOOL_CALL_DEFINITION),
     ] {
         let on_disk = std::fs::read_to_string(dir.join(file));
         assert_eq!(on_disk.as_deref().ok(), Some(builtin), "{file}");
