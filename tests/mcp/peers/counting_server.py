@@ -6,6 +6,7 @@ Tools:
   so the number of lines is the number of executions, whatever any process says about it.
 - `read_thing(name)`: read-only (`readOnlyHint: true`), appends nothing.
 - `echo(text)`: read-only, returns its argument; the benchmark's pass-through call.
+- `quick_thing(name)`: like `delete_thing`; the tests' service expires its approvals in 2 s.
 - `slow_thing(name, seconds)`: destructive, sleeps then appends like `delete_thing`; lets a test
   kill a process while an execution is in flight.
 
@@ -45,6 +46,12 @@ def slow_thing(name: str, seconds: float) -> str:
     """Delete a thing slowly (destructive; recorded on disk after the wait)."""
     time.sleep(seconds)
     return f"deleted {name} slowly (execution {_record(name)})"
+
+
+@server.tool(annotations=ToolAnnotations(destructive_hint=True, read_only_hint=False))
+def quick_thing(name: str) -> str:
+    """Like delete_thing; the tests' service gives its approvals a 2-second lifetime."""
+    return f"deleted {name} quickly (execution {_record(name)})"
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
