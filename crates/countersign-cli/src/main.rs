@@ -1,6 +1,7 @@
 //! `countersign`: check WebAuthn-signed approvals of AI agent actions, offline.
 
 mod harness;
+mod mcp;
 mod profiles;
 
 use anyhow::Context as _;
@@ -129,6 +130,11 @@ enum Command {
     Gateway {
         #[command(subcommand)]
         command: GatewayCommand,
+    },
+    /// The MCP interposer: hold an agent's sensitive MCP tool calls for a passkey approval.
+    Mcp {
+        #[command(subcommand)]
+        command: mcp::McpCommand,
     },
     /// Answer conformance vectors on stdin/stdout (the JSON-lines protocol of
     /// conformance/HARNESS.md), for `countersign-conformance run --impl 'countersign harness'`.
@@ -385,6 +391,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         } => verify(&case, backend, audit, pretty, profiles.registry()?),
         Command::ProfileDigest { file } => profiles::print_digest(&file),
         Command::Harness { backend: choice } => harness::serve(backend(choice)?),
+        Command::Mcp { command } => mcp::run(command),
         Command::Serve {
             listen,
             data_dir,

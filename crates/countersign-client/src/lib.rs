@@ -440,6 +440,34 @@ impl Gateway {
         Ok(result)
     }
 
+    /// The service's credential registry (`GET /v1/registry`, with this gateway's token). Using
+    /// it means trusting the service to say who may approve: a registry file the gateway's
+    /// operator controls is the stronger setup.
+    pub async fn fetch_registry(&self) -> Result<CredentialRegistry, Refusal> {
+        let url = self.endpoint("v1/registry")?;
+        let send = self.authed(self.http.get(url)).send();
+        let read = async {
+            let response = send.await?;
+            let status = response.status();
+            Ok::<_, reqwest::Error>((status, response.bytes().await?))
+        };
+        let (status, bytes) = match tokio::time::timeout(self.config.callback_timeout, read).await {
+            Err(_) => {
+                return Err(Refusal::new(
+                    ReasonCode::CallbackTimeout,
+                    "registry: no answer in time",
+                ));
+            }
+            Ok(Err(e)) => return Err(Refusal::new(ReasonCode::CallbackTimeout, short(&e))),
+            Ok(Ok(answer)) => answer,
+        };
+        if !status.is_success() {
+            return Err(error_refusal(&bytes, status));
+        }
+        CredentialRegistry::from_json(&bytes)
+            .map_err(|e| Refusal::new(ReasonCode::ResultMalformed, format!("registry: {e}")))
+    }
+
     /// Verify a settled result received some other way (a webhook push, a stored answer)
     /// against this gateway's trust, for `call`, spending its nonce in the replay store.
     pub fn verify_result(

@@ -1,0 +1,348 @@
+//! The interposer's configuration (one file per upstream) and the rule that says which calls are
+//! held: docs/MCP.md, "Which calls are held".
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Longest park of a retried call's response: below the MCP SDKs' 60 s default request timeout,
+/// with room for the answer to travel.
+pub const MAX_PARK_SECONDS: u64 = 55;
+/// Default park budget.
+pub const DEFAULT_PARK_SECONDS: u64 = 25;
+
+/// How a held call is answered to a client that cannot take a URL elicitation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeldAs {
+    /// A `CallToolResult` with `isError: true` and model-readable text (the default: hosts
+    /// show tool errors to the model, protocol errors often not).
+    #[default]
+    ToolError,
+    /// A JSON-RPC error (-32010 pending, -32011 denied) with the ticket in `error.data`.
+    JsonrpcError,
+}
+
+/// The configuration file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Relying party id the evidence must be for.
+    #[serde(default = "default_rp_id")]
+    pub rp_id: String,
+    /// Origins the approver page is served from.
+    #[serde(default)]
+    pub origins: Vec<String>,
+    /// The trusted credential registry (a `countersign registry export` document).
+    #[serde(default)]
+    pub registry: Option<PathBuf>,
+    /// Base URL of the approver page (default: the service URL).
+    #[serde(default)]
+    pub approver_url: Option<String>,
+    /// Tool-name globs relayed without approval.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Tool-name globs always held.
+    #[serde(default)]
+    pub hold: Vec<String>,
+    /// Tool-name globs refused at once.
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// Relay tools in no list that declare `readOnlyHint: true` (annotations are the server's
+    /// claim: trust them only for a server you trust).
+    #[serde(default)]
+    pub trust_annotations: bool,
+    #[serde(default)]
+    pub held_as: HeldAs,
+    /// How long a retry of a still-pending call waits for the verdict before answering.
+    #[serde(default = "default_park")]
+    pub park_seconds: u64,
+    /// Appended to held tools' descriptions in `tools/list` results.
+    #[serde(default)]
+    pub hold_description_suffix: Option<String>,
+    /// The interposer's own audit log (JSON lines, signed and hash-chained).
+    #[serde(default)]
+    pub audit_log: Option<PathBuf>,
+    /// Its Ed25519 seed (created if missing; default: `audit_log` + `.key`).
+    #[serde(default)]
+    pub audit_key: Option<PathBuf>,
+    /// Directory of the replay store (spent evidence nonces); in memory when absent.
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
+}
+
+fn default_rp_id() -> String {
+    "localhost".to_owned()
+}
+
+fn default_park() -> u64 {
+    DEFAULT_PARK_SECONDS
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            rp_id: default_rp_id(),
+            origins: Vec::new(),
+            registry: None,
+            approver_url: None,
+            allow: Vec::new(),
+            hold: Vec::new(),
+            deny: Vec::new(),
+            trust_annotations: false,
+            held_as: HeldAs::ToolError,
+            park_seconds: DEFAULT_PARK_SECONDS,
+            hold_description_suffix: None,
+            audit_log: None,
+            audit_key: None,
+            state_dir: None,
+        }
+    }
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("config: {0}")]
+    Parse(#[from] toml::de::Error),
+    #[error("park_seconds must be 1..={MAX_PARK_SECONDS} (below the SDKs' 60 s timeout), not {0}")]
+    Park(u64),
+    #[error("pattern {0:?} in {1}: empty patterns match nothing useful")]
+    EmptyPattern(String, &'static str),
+}
+
+impl Config {
+    /// Parse and check a configuration text.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        let config: Self = toml::from_str(text)?;
+        if !(1..=MAX_PARK_SECONDS).contains(&config.park_seconds) {
+            return Err(ConfigError::Park(config.park_seconds));
+        }
+        for (list, name) in [
+            (&config.allow, "allow"),
+            (&config.hold, "hold"),
+            (&config.deny, "deny"),
+        ] {
+            if let Some(p) = list.iter().find(|p| p.is_empty()) {
+                return Err(ConfigError::EmptyPattern(p.clone(), name));
+            }
+        }
+        Ok(config)
+    }
+
+    /// Read a configuration file; relative paths in it are resolved against its directory.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let mut config = Self::from_toml(&text)?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        for p in [
+            &mut config.registry,
+            &mut config.audit_log,
+            &mut config.audit_key,
+            &mut config.state_dir,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+        Ok(config)
+    }
+
+    /// The park budget.
+    pub fn park(&self) -> Duration {
+        Duration::from_secs(self.park_seconds)
+    }
+
+    /// The rule for a call of `tool`, given what the last `tools/list` said about it
+    /// (`None`: not listed, or no list seen yet).
+    pub fn rule(&self, tool: &str, listed: Option<&ListedTool>) -> Rule {
+        let matches = |list: &[String]| list.iter().any(|p| glob_match(p, tool));
+        if matches(&self.deny) {
+            return Rule::Deny;
+        }
+        if matches(&self.hold) {
+            return Rule::Hold(HoldReason::Configured);
+        }
+        let Some(listed) = listed else {
+            return Rule::Hold(HoldReason::NotListed);
+        };
+        if matches(&self.allow) {
+            return Rule::Allow;
+        }
+        if self.trust_annotations && listed.read_only_hint {
+            return Rule::Allow;
+        }
+        Rule::Hold(HoldReason::Unlisted)
+    }
+}
+
+/// What the upstream's last `tools/list` said about one tool.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListedTool {
+    /// `annotations.readOnlyHint == true`.
+    pub read_only_hint: bool,
+}
+
+/// What happens to a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    Allow,
+    Hold(HoldReason),
+    Deny,
+}
+
+impl Rule {
+    /// The audit word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Hold(_) => "hold",
+            Self::Deny => "deny",
+        }
+    }
+}
+
+/// Why a call is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldReason {
+    /// A `hold` pattern matches.
+    Configured,
+    /// In no list, and not a trusted read-only tool.
+    Unlisted,
+    /// Missing from the last `tools/list` (or none seen).
+    NotListed,
+}
+
+/// Whether `pattern` matches the whole of `name`: `*` is any run of characters, `?` one.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    // Iterative matching with one backtrack point: linear in practice, no recursion.
+    let (mut pi, mut ni) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        match p.get(pi) {
+            Some('*') => {
+                star = Some((pi, ni));
+                pi += 1;
+            }
+            Some(&c) if c == '?' || Some(&c) == n.get(ni) => {
+                pi += 1;
+                ni += 1;
+            }
+            _ => match star {
+                Some((sp, sn)) => {
+                    pi = sp + 1;
+                    ni = sn + 1;
+                    star = Some((sp, sn + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    p.get(pi..)
+        .is_some_and(|rest| rest.iter().all(|&c| c == '*'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_whole_names() {
+        assert!(glob_match("write_file", "write_file"));
+        assert!(!glob_match("write_file", "write_file2"));
+        assert!(glob_match("move_*", "move_file"));
+        assert!(glob_match("move_*", "move_"));
+        assert!(!glob_match("move_*", "remove_file"));
+        assert!(glob_match("*_file", "edit_file"));
+        assert!(glob_match("a*b*c", "aXXbYYc"));
+        assert!(!glob_match("a*b*c", "aXXbYY"));
+        assert!(glob_match("get_?", "get_x"));
+        assert!(!glob_match("get_?", "get_xy"));
+        assert!(glob_match("*", ""));
+        assert!(!glob_match("a", ""));
+    }
+
+    fn config(text: &str) -> Config {
+        Config::from_toml(text).unwrap()
+    }
+
+    #[test]
+    fn deny_wins_over_hold_and_allow() {
+        let c = config("allow = [\"*\"]\nhold = [\"delete_*\"]\ndeny = [\"delete_*\"]");
+        let listed = ListedTool::default();
+        assert_eq!(c.rule("delete_x", Some(&listed)), Rule::Deny);
+        assert_eq!(c.rule("delete_x", None), Rule::Deny);
+        assert_eq!(c.rule("read", Some(&listed)), Rule::Allow);
+    }
+
+    #[test]
+    fn hold_wins_over_allow() {
+        let c = config("allow = [\"*\"]\nhold = [\"write_file\"]");
+        assert_eq!(
+            c.rule("write_file", Some(&ListedTool::default())),
+            Rule::Hold(HoldReason::Configured)
+        );
+    }
+
+    #[test]
+    fn a_tool_missing_from_the_last_list_is_held_even_if_allowed() {
+        let c = config("allow = [\"read_*\"]");
+        assert_eq!(c.rule("read_file", None), Rule::Hold(HoldReason::NotListed));
+        assert_eq!(
+            c.rule("read_file", Some(&ListedTool::default())),
+            Rule::Allow
+        );
+    }
+
+    #[test]
+    fn unlisted_tools_are_held_unless_trusted_read_only() {
+        let ro = ListedTool {
+            read_only_hint: true,
+        };
+        let rw = ListedTool::default();
+        let untrusting = config("");
+        assert_eq!(
+            untrusting.rule("read_file", Some(&ro)),
+            Rule::Hold(HoldReason::Unlisted)
+        );
+        let trusting = config("trust_annotations = true");
+        assert_eq!(trusting.rule("read_file", Some(&ro)), Rule::Allow);
+        assert_eq!(
+            trusting.rule("write_file", Some(&rw)),
+            Rule::Hold(HoldReason::Unlisted)
+        );
+    }
+
+    #[test]
+    fn park_budget_is_bounded_below_sdk_timeouts() {
+        assert_eq!(config("").park(), Duration::from_secs(25));
+        assert!(Config::from_toml("park_seconds = 0").is_err());
+        assert!(Config::from_toml("park_seconds = 60").is_err());
+        assert_eq!(config("park_seconds = 55").park_seconds, 55);
+    }
+
+    #[test]
+    fn held_as_and_unknown_keys() {
+        assert_eq!(config("").held_as, HeldAs::ToolError);
+        assert_eq!(
+            config("held_as = \"jsonrpc_error\"").held_as,
+            HeldAs::JsonrpcError
+        );
+        assert!(Config::from_toml("held_as = \"http_403\"").is_err());
+        assert!(Config::from_toml("alow = [\"x\"]").is_err());
+        assert!(Config::from_toml("allow = [\"\"]").is_err());
+    }
+}

@@ -1,0 +1,165 @@
+//! The MCP interposer (docs/MCP.md): a transparent JSON-RPC relay in front of one MCP server that
+//! holds sensitive `tools/call`s until an enrolled human approves them with a passkey, then
+//! forwards each approved call exactly once.
+//!
+//! - [`config`]: the per-upstream TOML and the allow / hold / deny rule;
+//! - [`answer`]: what a client sees when a call is held or refused;
+//! - [`audit`]: the interposer's own signed, hash-chained log;
+//! - [`relay`]: the relay and the held-call life cycle.
+
+pub mod answer;
+pub mod audit;
+pub mod config;
+pub mod relay;
+
+pub use config::{Config, HeldAs};
+pub use relay::{Interposer, Settings};
+
+use countersign::{CredentialRegistry, Policy};
+use countersign_client::{Gateway, GatewayConfig, GatewayToken, ReplayStore};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+use url::Url;
+
+/// Everything `countersign mcp stdio` is given.
+#[derive(Debug, Clone)]
+pub struct StdioOptions {
+    pub service: Url,
+    pub gateway_token_file: PathBuf,
+    pub agent_id: String,
+    pub server_id: String,
+    pub config: Config,
+    pub command: String,
+    pub args: Vec<String>,
+}
+
+/// The options of `countersign mcp stdio`, in the CLI's order.
+pub fn relay_options(
+    service: Url,
+    gateway_token_file: PathBuf,
+    agent_id: String,
+    server_id: String,
+    config: Config,
+    command: String,
+    args: Vec<String>,
+) -> StdioOptions {
+    StdioOptions {
+        service,
+        gateway_token_file,
+        agent_id,
+        server_id,
+        config,
+        command,
+        args,
+    }
+}
+
+/// How long one call to the service may take (create, grant); long-polls add their wait.
+const SERVICE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Build the interposer: the gateway connection with its own trust (registry and policy) and the
+/// audit log with the tickets it still has open.
+pub async fn interposer(
+    service: Url,
+    token: GatewayToken,
+    agent_id: String,
+    server_id: String,
+    config: Config,
+) -> anyhow::Result<Interposer> {
+    use anyhow::Context as _;
+    let gateway_config = GatewayConfig::new(service.clone(), token, SERVICE_TIMEOUT);
+    let mut policy = Policy::new(config.rp_id.clone(), config.origins.iter().cloned());
+    if config.origins.is_empty() {
+        policy = Policy::new(
+            config.rp_id.clone(),
+            [service.origin().ascii_serialization()],
+        );
+    }
+    let registry = match &config.registry {
+        Some(path) => {
+            let bytes =
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            Some(
+                CredentialRegistry::from_json(&bytes)
+                    .with_context(|| format!("registry {}", path.display()))?,
+            )
+        }
+        None => None,
+    };
+    let replay = match &config.state_dir {
+        Some(dir) => ReplayStore::sqlite(dir).context("opening the replay store")?,
+        None => ReplayStore::memory(),
+    };
+    let empty = CredentialRegistry::from_json(br#"{"credentials":[]}"#)?;
+    let fetch = registry.is_none();
+    let gateway = Gateway::new(gateway_config, policy, registry.unwrap_or(empty), replay);
+    if fetch {
+        // No registry file: trust the service's (docs/MCP.md says why a file is stronger).
+        let fetched = gateway
+            .fetch_registry()
+            .await
+            .map_err(|r| anyhow::anyhow!("fetching the registry from the service: {r}"))?;
+        gateway.set_registry(fetched);
+    }
+    let (audit, tickets) = match &config.audit_log {
+        Some(path) => {
+            let key = config
+                .audit_key
+                .clone()
+                .unwrap_or_else(|| path.with_extension("key"));
+            audit::AuditLog::open(path, &key)?
+        }
+        None => (audit::AuditLog::disabled(), Default::default()),
+    };
+    let approver_url = config
+        .approver_url
+        .clone()
+        .unwrap_or_else(|| service.as_str().trim_end_matches('/').to_owned());
+    let settings = Settings {
+        agent_id,
+        server_id,
+        approver_url,
+        config,
+    };
+    Ok(Interposer::new(settings, gateway, audit, tickets))
+}
+
+/// Run `countersign mcp stdio`: start the upstream and relay between this process's stdio and
+/// it until the client closes stdin.
+pub async fn run_stdio(options: StdioOptions) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let token_text = std::fs::read_to_string(&options.gateway_token_file)
+        .with_context(|| format!("reading {}", options.gateway_token_file.display()))?;
+    let token = GatewayToken::new(token_text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", options.gateway_token_file.display()))?;
+    let interposer = interposer(
+        options.service,
+        token,
+        options.agent_id,
+        options.server_id,
+        options.config,
+    )
+    .await?;
+    let mut child = tokio::process::Command::new(&options.command)
+        .args(&options.args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", options.command))?;
+    let upstream_in = child.stdin.take().context("upstream stdin")?;
+    let upstream_out = child.stdout.take().context("upstream stdout")?;
+    Arc::new(interposer)
+        .run(
+            tokio::io::BufReader::new(tokio::io::stdin()),
+            tokio::io::stdout(),
+            tokio::io::BufReader::new(upstream_out),
+            upstream_in,
+        )
+        .await?;
+    let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+    Ok(())
+}

@@ -1,0 +1,775 @@
+//! The relay: newline-delimited JSON-RPC between one client and one server. Every frame it does
+//! not decode is forwarded as the exact line it arrived as; a `tools/call` that is forwarded is
+//! forwarded as its original line too, so the upstream receives the bytes that were hashed.
+
+use crate::answer::{self, ClientKind, Moment, Ticket};
+use crate::audit::{AuditLog, OpenTicket, Outcome};
+use crate::config::{Config, ListedTool, Rule};
+use countersign::{ApprovalResult, ApprovalStatus, ReasonCode};
+use countersign_client::{Gateway, Refusal, ToolCall};
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tokio::sync::{mpsc, oneshot};
+
+/// Who is calling which server, and under which rules.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub agent_id: String,
+    pub server_id: String,
+    /// Base of the approver page link (`<approver_url>/approve/<id>`).
+    pub approver_url: String,
+    pub config: Config,
+}
+
+/// A forwarded `tools/call` whose answer is awaited for the audit outcome.
+#[derive(Debug, Clone)]
+struct Forwarded {
+    call_id: String,
+    op_hash: String,
+    /// `allowed` or `executed`.
+    outcome: &'static str,
+    approval_ref: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Session {
+    client: ClientKind,
+    /// `None` until the upstream answered a `tools/list`.
+    catalog: Option<HashMap<String, ListedTool>>,
+    initialize_ids: Vec<String>,
+    list_ids: Vec<String>,
+    forwarded: HashMap<String, Forwarded>,
+    /// Parked responses by request id: sending on the channel drops the park.
+    parked: HashMap<String, oneshot::Sender<()>>,
+}
+
+/// The interposer: policy, the service connection, the audit log and the session's view.
+pub struct Interposer {
+    settings: Settings,
+    gateway: Gateway,
+    audit: AuditLog,
+    tickets: Mutex<HashMap<String, OpenTicket>>,
+    session: Mutex<Session>,
+    run_id: String,
+    counter: AtomicU64,
+}
+
+impl std::fmt::Debug for Interposer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interposer")
+            .field("agent_id", &self.settings.agent_id)
+            .field("server_id", &self.settings.server_id)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Deserialize)]
+struct CallFrame<'a> {
+    #[serde(borrow)]
+    params: CallParams<'a>,
+}
+
+#[derive(Deserialize)]
+struct CallParams<'a> {
+    name: String,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
+}
+
+/// The key of a JSON-RPC id (its JSON text: `1` and `"1"` stay distinct).
+fn id_key(id: &Value) -> String {
+    id.to_string()
+}
+
+type Lines = mpsc::UnboundedSender<String>;
+
+impl Interposer {
+    /// An interposer with the tickets its audit log still had open.
+    pub fn new(
+        settings: Settings,
+        gateway: Gateway,
+        audit: AuditLog,
+        tickets: HashMap<String, OpenTicket>,
+    ) -> Self {
+        let run_id = format!(
+            "{:x}",
+            OffsetDateTime::now_utc().unix_timestamp_nanos() & 0xffff_ffff_ffff
+        );
+        Self {
+            settings,
+            gateway,
+            audit,
+            tickets: Mutex::new(tickets),
+            session: Mutex::new(Session::default()),
+            run_id,
+            counter: AtomicU64::new(0),
+        }
+    }
+
+    fn session(&self) -> std::sync::MutexGuard<'_, Session> {
+        self.session.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn tickets(&self) -> std::sync::MutexGuard<'_, HashMap<String, OpenTicket>> {
+        self.tickets.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Relay until the client closes its side; then close the upstream's input, wait for its
+    /// output to end, and close the audit record.
+    pub async fn run<CR, CW, UR, UW>(
+        self: Arc<Self>,
+        client_in: CR,
+        client_out: CW,
+        upstream_in: UR,
+        upstream_out: UW,
+    ) -> std::io::Result<()>
+    where
+        CR: AsyncBufRead + Unpin + Send + 'static,
+        CW: AsyncWrite + Unpin + Send + 'static,
+        UR: AsyncBufRead + Unpin + Send + 'static,
+        UW: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (to_client, client_rx) = mpsc::unbounded_channel::<String>();
+        let (to_upstream, upstream_rx) = mpsc::unbounded_channel::<String>();
+        let client_writer = tokio::spawn(write_lines(client_rx, client_out));
+        let upstream_writer = tokio::spawn(write_lines(upstream_rx, upstream_out));
+        let from_upstream = {
+            let me = self.clone();
+            let to_client = to_client.clone();
+            tokio::spawn(async move { me.upstream_loop(upstream_in, to_client).await })
+        };
+        let result = self
+            .clone()
+            .client_loop(client_in, to_client.clone(), to_upstream.clone())
+            .await;
+        // The client is gone: parked responses have nobody to go to (their approvals stay
+        // pending at the service); closing the upstream's input asks it to exit.
+        for (_, cancel) in self.session().parked.drain() {
+            let _ = cancel.send(());
+        }
+        drop(to_upstream);
+        let _ = upstream_writer.await;
+        let _ = from_upstream.await;
+        drop(to_client);
+        let _ = client_writer.await;
+        let in_flight: Vec<Forwarded> = self.session().forwarded.drain().map(|(_, f)| f).collect();
+        for f in in_flight {
+            self.audit.outcome(
+                &f.call_id,
+                &Outcome {
+                    outcome: f.outcome,
+                    op_hash: &f.op_hash,
+                    approval_ref: f.approval_ref.as_deref(),
+                    upstream: Some("no_answer"),
+                    ..Outcome::default()
+                },
+            );
+        }
+        self.audit.close();
+        result
+    }
+
+    async fn client_loop<R: AsyncBufRead + Unpin>(
+        self: Arc<Self>,
+        input: R,
+        to_client: Lines,
+        to_upstream: Lines,
+    ) -> std::io::Result<()> {
+        let mut lines = input.lines();
+        while let Some(line) = lines.next_line().await? {
+            self.clone().from_client(line, &to_client, &to_upstream);
+        }
+        Ok(())
+    }
+
+    /// One frame from the client.
+    fn from_client(self: Arc<Self>, line: String, to_client: &Lines, to_upstream: &Lines) {
+        let Ok(frame) = serde_json::from_str::<Value>(&line) else {
+            // Not ours to judge: the upstream answers its own parse errors.
+            let _ = to_upstream.send(line);
+            return;
+        };
+        if let Value::Array(items) = &frame {
+            // A batch carrying a tools/call would bypass the hold: refuse the whole batch.
+            if items.iter().any(|i| method(i) == Some("tools/call")) {
+                let errors: Vec<Value> = items
+                    .iter()
+                    .filter_map(|i| i.get("id"))
+                    .map(|id| {
+                        rpc_error(
+                            id,
+                            -32600,
+                            "tools/call inside a batch is not relayed by the interposer",
+                        )
+                    })
+                    .collect();
+                let _ = to_client.send(Value::Array(errors).to_string());
+                return;
+            }
+            let _ = to_upstream.send(line);
+            return;
+        }
+        let id = frame.get("id").cloned();
+        match (method(&frame), id) {
+            (Some("initialize"), Some(id)) => {
+                let params = frame.get("params");
+                let mut s = self.session();
+                s.client.revision = params
+                    .and_then(|p| p.get("protocolVersion"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                s.client.url_elicitation = params
+                    .and_then(|p| p.pointer("/capabilities/elicitation/url"))
+                    .is_some_and(Value::is_object);
+                s.initialize_ids.push(id_key(&id));
+                drop(s);
+                let _ = to_upstream.send(line);
+            }
+            (Some("tools/list"), Some(id)) => {
+                self.session().list_ids.push(id_key(&id));
+                let _ = to_upstream.send(line);
+            }
+            (Some("tools/call"), Some(id)) => {
+                let to_client = to_client.clone();
+                let to_upstream = to_upstream.clone();
+                tokio::spawn(async move {
+                    self.tools_call(line, id, &to_client, &to_upstream).await;
+                });
+            }
+            (Some("notifications/cancelled"), None) => {
+                let target = frame
+                    .pointer("/params/requestId")
+                    .map(id_key)
+                    .unwrap_or_default();
+                let parked = self.session().parked.remove(&target);
+                match parked {
+                    // A parked retry was never forwarded: only its response is dropped, and
+                    // the approval stays pending (a client timeout is not a withdrawal).
+                    Some(cancel) => {
+                        let _ = cancel.send(());
+                    }
+                    None => {
+                        let _ = to_upstream.send(line);
+                    }
+                }
+            }
+            _ => {
+                let _ = to_upstream.send(line);
+            }
+        }
+    }
+
+    async fn upstream_loop<R: AsyncBufRead + Unpin>(
+        self: Arc<Self>,
+        input: R,
+        to_client: Lines,
+    ) -> std::io::Result<()> {
+        let mut lines = input.lines();
+        while let Some(line) = lines.next_line().await? {
+            let line = self.from_upstream(line);
+            let _ = to_client.send(line);
+        }
+        Ok(())
+    }
+
+    /// One frame from the upstream: responses to what the interposer tracks are read (and a
+    /// `tools/list` result may get the description suffix); everything else is passed as is.
+    fn from_upstream(&self, line: String) -> String {
+        let Ok(frame) = serde_json::from_str::<Value>(&line) else {
+            return line;
+        };
+        if frame.get("method").is_some() {
+            return line;
+        }
+        let Some(id) = frame.get("id").map(id_key) else {
+            return line;
+        };
+        let mut s = self.session();
+        if let Some(at) = s.initialize_ids.iter().position(|i| *i == id) {
+            s.initialize_ids.swap_remove(at);
+            if let Some(v) = frame
+                .pointer("/result/protocolVersion")
+                .and_then(Value::as_str)
+            {
+                s.client.revision = Some(v.to_owned());
+            }
+            return line;
+        }
+        if let Some(at) = s.list_ids.iter().position(|i| *i == id) {
+            s.list_ids.swap_remove(at);
+            drop(s);
+            return self.tools_listed(frame).unwrap_or(line);
+        }
+        if let Some(f) = s.forwarded.remove(&id) {
+            drop(s);
+            let upstream = if frame.get("error").is_some() {
+                "error"
+            } else if frame.pointer("/result/isError") == Some(&Value::Bool(true)) {
+                "tool_error"
+            } else {
+                "ok"
+            };
+            self.audit.outcome(
+                &f.call_id,
+                &Outcome {
+                    outcome: f.outcome,
+                    op_hash: &f.op_hash,
+                    approval_ref: f.approval_ref.as_deref(),
+                    upstream: Some(upstream),
+                    ..Outcome::default()
+                },
+            );
+        }
+        line
+    }
+
+    /// Remember a `tools/list` result; with a description suffix configured, return the frame
+    /// with it appended to every tool that would be held.
+    fn tools_listed(&self, mut frame: Value) -> Option<String> {
+        let tools = frame.pointer("/result/tools")?.as_array()?;
+        let mut catalog = HashMap::new();
+        for t in tools {
+            if let Some(name) = t.get("name").and_then(Value::as_str) {
+                let read_only_hint =
+                    t.pointer("/annotations/readOnlyHint") == Some(&Value::Bool(true));
+                catalog.insert(name.to_owned(), ListedTool { read_only_hint });
+            }
+        }
+        // A paginated list is merged into what the earlier pages said.
+        let paginated = frame.pointer("/result/nextCursor").is_some();
+        {
+            let mut s = self.session();
+            match (&mut s.catalog, paginated) {
+                (Some(existing), true) => existing.extend(catalog.clone()),
+                _ => s.catalog = Some(catalog.clone()),
+            }
+        }
+        let suffix = self.settings.config.hold_description_suffix.as_deref()?;
+        let tools = frame.pointer_mut("/result/tools")?.as_array_mut()?;
+        for t in tools {
+            let Some(name) = t.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            if !matches!(
+                self.settings.config.rule(name, catalog.get(name)),
+                Rule::Hold(_)
+            ) {
+                continue;
+            }
+            let description = match t.get("description").and_then(Value::as_str) {
+                Some(d) if !d.is_empty() => format!("{d} {suffix}"),
+                _ => suffix.to_owned(),
+            };
+            if let Some(o) = t.as_object_mut() {
+                o.insert("description".into(), description.into());
+            }
+        }
+        Some(frame.to_string())
+    }
+
+    /// Decide one `tools/call`: relay, refuse, or hold.
+    async fn tools_call(&self, line: String, id: Value, to_client: &Lines, to_upstream: &Lines) {
+        let call_id = format!(
+            "{}-{}",
+            self.run_id,
+            self.counter.fetch_add(1, Ordering::Relaxed) + 1
+        );
+        let parsed = serde_json::from_str::<CallFrame<'_>>(&line);
+        let Ok(CallFrame { params }) = parsed else {
+            let _ = to_client.send(
+                rpc_error(
+                    &id,
+                    -32602,
+                    "tools/call needs params.name and object arguments",
+                )
+                .to_string(),
+            );
+            return;
+        };
+        let tool = params.name.clone();
+        let arguments = params.arguments.map_or("{}", RawValue::get).to_owned();
+        let listed = self
+            .session()
+            .catalog
+            .as_ref()
+            .and_then(|c| c.get(&tool).cloned());
+        let rule = self.settings.config.rule(&tool, listed.as_ref());
+        let call = ToolCall::mcp(
+            self.settings.agent_id.clone(),
+            self.settings.server_id.clone(),
+            tool.clone(),
+            arguments,
+        );
+        let op_hash = self.gateway.fingerprint(&call);
+        let op_hash_text = op_hash.as_deref().unwrap_or_default().to_owned();
+        self.audit.call(
+            &call_id,
+            &self.settings.agent_id,
+            &self.settings.server_id,
+            &tool,
+            &op_hash_text,
+            rule.as_str(),
+        );
+        match rule {
+            Rule::Allow => {
+                self.forward(
+                    line,
+                    &id,
+                    Forwarded {
+                        call_id,
+                        op_hash: op_hash_text,
+                        outcome: "allowed",
+                        approval_ref: None,
+                    },
+                    to_upstream,
+                );
+            }
+            Rule::Deny => {
+                let ticket = Ticket {
+                    approval_id: None,
+                    op_hash: op_hash_text.clone(),
+                    expires_at: None,
+                    approve_url: None,
+                    denied: Some("policy_denied".into()),
+                };
+                self.refuse(&call_id, &id, &tool, ticket, to_client);
+            }
+            Rule::Hold(_) => match op_hash {
+                Err(refusal) => {
+                    // Arguments the profile cannot admit (floats, non-NFC text, too deep):
+                    // no human can be shown them faithfully, so the call cannot be approved.
+                    let ticket = Ticket {
+                        approval_id: None,
+                        op_hash: String::new(),
+                        expires_at: None,
+                        approve_url: None,
+                        denied: Some(refusal.reason_code.as_str().to_owned()),
+                    };
+                    self.refuse(&call_id, &id, &tool, ticket, to_client);
+                }
+                Ok(op_hash) => {
+                    let held = Held {
+                        call_id,
+                        id,
+                        line,
+                        call,
+                        op_hash,
+                    };
+                    self.hold(held, to_client, to_upstream).await;
+                }
+            },
+        }
+    }
+
+    fn forward(&self, line: String, id: &Value, f: Forwarded, to_upstream: &Lines) {
+        self.session().forwarded.insert(id_key(id), f);
+        let _ = to_upstream.send(line);
+    }
+
+    fn refuse(&self, call_id: &str, id: &Value, tool: &str, ticket: Ticket, to_client: &Lines) {
+        self.audit.outcome(
+            call_id,
+            &Outcome {
+                outcome: "denied",
+                op_hash: &ticket.op_hash,
+                approval_id: ticket.approval_id.as_deref(),
+                reason_code: ticket.denied.as_deref(),
+                ..Outcome::default()
+            },
+        );
+        self.answer(id, tool, &ticket, Moment::Denied, to_client);
+    }
+
+    fn answer(&self, id: &Value, tool: &str, ticket: &Ticket, moment: Moment, to_client: &Lines) {
+        let client = self.session().client.clone();
+        let frame = answer::respond(
+            id,
+            tool,
+            ticket,
+            moment,
+            &client,
+            self.settings.config.held_as,
+        );
+        let _ = to_client.send(frame.to_string());
+    }
+
+    fn approve_url(&self, approval_id: &str) -> String {
+        format!(
+            "{}/approve/{approval_id}",
+            self.settings.approver_url.trim_end_matches('/')
+        )
+    }
+
+    fn ticket(&self, h: &Held, approval_id: &str, expires_at: Option<&str>) -> Ticket {
+        Ticket {
+            approval_id: Some(approval_id.to_owned()),
+            op_hash: h.op_hash.clone(),
+            expires_at: expires_at.map(str::to_owned),
+            approve_url: Some(self.approve_url(approval_id)),
+            denied: None,
+        }
+    }
+
+    /// A held call: a new approval on first arrival, else park, release or refuse.
+    async fn hold(&self, h: Held, to_client: &Lines, to_upstream: &Lines) {
+        let open = self.tickets().get(&h.op_hash).cloned();
+        let Some(open) = open else {
+            return self.first_arrival(h, to_client, to_upstream).await;
+        };
+        // A retry: park only this response, for at most the budget.
+        let (cancel_tx, mut cancel_rx) = oneshot::channel();
+        self.session().parked.insert(id_key(&h.id), cancel_tx);
+        let deadline = tokio::time::Instant::now() + self.settings.config.park();
+        let mut wait = Duration::ZERO;
+        let settled = loop {
+            let poll = self.gateway.poll(&open.approval_id, wait);
+            let answer = tokio::select! {
+                a = poll => a,
+                _ = &mut cancel_rx => {
+                    self.audit.outcome(&h.call_id, &Outcome {
+                        outcome: "pending_approval",
+                        op_hash: &h.op_hash,
+                        approval_id: Some(&open.approval_id),
+                        expires_at: open.expires_at.as_deref(),
+                        reason_code: Some("client_cancelled"),
+                        ..Outcome::default()
+                    });
+                    return;
+                }
+            };
+            match answer {
+                Ok(r) if r.status == ApprovalStatus::Pending => {
+                    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    if left.is_zero() {
+                        break None;
+                    }
+                    // Whole seconds (the service's `wait`), at least one, never past the budget.
+                    wait = Duration::from_secs(left.as_secs().clamp(1, 20));
+                    if left < Duration::from_secs(1) {
+                        tokio::time::sleep(left).await;
+                        break None;
+                    }
+                }
+                Ok(r) => break Some(Ok(r)),
+                Err(refusal) => break Some(Err(refusal)),
+            }
+        };
+        self.session().parked.remove(&id_key(&h.id));
+        match settled {
+            None => {
+                let ticket = self.ticket(&h, &open.approval_id, open.expires_at.as_deref());
+                self.audit.outcome(
+                    &h.call_id,
+                    &Outcome {
+                        outcome: "pending_approval",
+                        op_hash: &h.op_hash,
+                        approval_id: Some(&open.approval_id),
+                        expires_at: open.expires_at.as_deref(),
+                        ..Outcome::default()
+                    },
+                );
+                self.answer(
+                    &h.id,
+                    &h.call.tool_name,
+                    &ticket,
+                    Moment::StillPending,
+                    to_client,
+                );
+            }
+            Some(Ok(result)) => {
+                self.settled(h, &open.approval_id, result, to_client, to_upstream)
+                    .await;
+            }
+            Some(Err(refusal)) => {
+                self.drop_ticket(&h.op_hash);
+                self.refuse_held(&h, &open.approval_id, &refusal, to_client);
+            }
+        }
+    }
+
+    async fn first_arrival(&self, h: Held, to_client: &Lines, to_upstream: &Lines) {
+        let result = match self.gateway.submit(&h.call).await {
+            Ok(r) => r,
+            Err(refusal) => {
+                let id = refusal.approval_id.clone().unwrap_or_default();
+                return self.refuse_held(&h, &id, &refusal, to_client);
+            }
+        };
+        let Some(approval_id) = result.approval_id.clone() else {
+            let ticket = Ticket {
+                approval_id: None,
+                op_hash: h.op_hash.clone(),
+                expires_at: None,
+                approve_url: None,
+                denied: Some(ReasonCode::ResultMalformed.as_str().into()),
+            };
+            return self.refuse(&h.call_id, &h.id, &h.call.tool_name, ticket, to_client);
+        };
+        if result.status != ApprovalStatus::Pending {
+            // Decided at once (a tool the service does not require approval for, or no
+            // eligible approver): the same checks as a decided retry.
+            return self
+                .settled(h, &approval_id, result, to_client, to_upstream)
+                .await;
+        }
+        self.tickets().insert(
+            h.op_hash.clone(),
+            OpenTicket {
+                approval_id: approval_id.clone(),
+                expires_at: result.expires_at.clone(),
+            },
+        );
+        self.audit.outcome(
+            &h.call_id,
+            &Outcome {
+                outcome: "pending_approval",
+                op_hash: &h.op_hash,
+                approval_id: Some(&approval_id),
+                expires_at: result.expires_at.as_deref(),
+                ..Outcome::default()
+            },
+        );
+        let ticket = self.ticket(&h, &approval_id, result.expires_at.as_deref());
+        self.answer(
+            &h.id,
+            &h.call.tool_name,
+            &ticket,
+            Moment::FirstArrival,
+            to_client,
+        );
+    }
+
+    /// A settled approval for this exact call: policy now, offline verification, then the
+    /// single-use grant, then the one forward.
+    async fn settled(
+        &self,
+        h: Held,
+        approval_id: &str,
+        result: ApprovalResult,
+        to_client: &Lines,
+        to_upstream: &Lines,
+    ) {
+        // Whatever happens next, this ticket is used up: an identical call after this one is a
+        // new approval.
+        self.drop_ticket(&h.op_hash);
+        // A grant never unblocks a call the current policy refuses.
+        let listed = self
+            .session()
+            .catalog
+            .as_ref()
+            .and_then(|c| c.get(&h.call.tool_name).cloned());
+        if self
+            .settings
+            .config
+            .rule(&h.call.tool_name, listed.as_ref())
+            == Rule::Deny
+        {
+            let mut ticket = self.ticket(&h, approval_id, result.expires_at.as_deref());
+            ticket.denied = Some("policy_denied".into());
+            return self.refuse(&h.call_id, &h.id, &h.call.tool_name, ticket, to_client);
+        }
+        if result.status == ApprovalStatus::Denied {
+            let reason = result
+                .reason_code
+                .clone()
+                .unwrap_or_else(|| ReasonCode::ApproverRefused.as_str().to_owned());
+            let mut ticket = self.ticket(&h, approval_id, result.expires_at.as_deref());
+            ticket.denied = Some(reason);
+            return self.refuse(&h.call_id, &h.id, &h.call.tool_name, ticket, to_client);
+        }
+        // Verify before collecting: forged or mismatched evidence must not burn the grant.
+        let approval = match self.gateway.verify_result(&h.call, result) {
+            Ok(a) => a,
+            Err(refusal) => return self.refuse_held(&h, approval_id, &refusal, to_client),
+        };
+        if let Err(refusal) = self.gateway.collect_grant(&approval, &h.call).await {
+            return self.refuse_held(&h, approval_id, &refusal, to_client);
+        }
+        let Held {
+            call_id,
+            id,
+            line,
+            op_hash,
+            ..
+        } = h;
+        self.forward(
+            line,
+            &id,
+            Forwarded {
+                call_id,
+                op_hash,
+                outcome: "executed",
+                approval_ref: Some(approval_id.to_owned()),
+            },
+            to_upstream,
+        );
+    }
+
+    fn drop_ticket(&self, op_hash: &str) {
+        self.tickets().remove(op_hash);
+    }
+
+    fn refuse_held(&self, h: &Held, approval_id: &str, refusal: &Refusal, to_client: &Lines) {
+        tracing::info!(
+            approval_id,
+            reason = refusal.reason_code.as_str(),
+            detail = %refusal.detail,
+            "held call refused"
+        );
+        let mut ticket = self.ticket(h, approval_id, None);
+        if approval_id.is_empty() {
+            ticket.approval_id = None;
+            ticket.approve_url = None;
+        }
+        ticket.denied = Some(refusal.reason_code.as_str().to_owned());
+        self.refuse(&h.call_id, &h.id, &h.call.tool_name, ticket, to_client);
+    }
+}
+
+/// A held `tools/call`: the original line is kept to be forwarded as is.
+struct Held {
+    call_id: String,
+    id: Value,
+    line: String,
+    call: ToolCall,
+    op_hash: String,
+}
+
+fn method(frame: &Value) -> Option<&str> {
+    frame.get("method").and_then(Value::as_str)
+}
+
+fn rpc_error(id: &Value, code: i64, message: &str) -> Value {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+async fn write_lines<W: AsyncWrite + Unpin>(
+    mut rx: mpsc::UnboundedReceiver<String>,
+    mut out: W,
+) -> std::io::Result<()> {
+    while let Some(line) = rx.recv().await {
+        out.write_all(line.as_bytes()).await?;
+        out.write_all(b"\n").await?;
+        // Flush when nothing else is queued: one syscall per burst, no added latency alone.
+        if rx.is_empty() {
+            out.flush().await?;
+        }
+    }
+    out.flush().await?;
+    out.shutdown().await
+}
+
+/// RFC 3339 of now (for tests and logs).
+pub fn now_rfc3339() -> String {
+    OffsetDateTime::now_utc()
+        .format(&Rfc3339)
+        .unwrap_or_default()
+}
