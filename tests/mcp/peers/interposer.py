@@ -3,6 +3,7 @@ the interposer, the interposer spawns the upstream after `--`."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import pathlib
@@ -78,9 +79,21 @@ class StdioInterposer:
             return []
         return [json.loads(line) for line in self.audit_log.read_text().splitlines() if line]
 
+    def audit_public_key(self) -> str:
+        """The verifying key of the interposer's audit log, derived from its seed file
+        (base64url of 32 bytes, as the service's key file)."""
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+        from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+        seed = base64.urlsafe_b64decode(self.audit_key.read_text().strip() + "==")
+        raw = Ed25519PrivateKey.from_private_bytes(seed).public_key().public_bytes(
+            Encoding.Raw, PublicFormat.Raw)
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
     def audit_verify(self) -> subprocess.CompletedProcess:
+        """`countersign audit verify` on the interposer's own log."""
         return subprocess.run(
-            [self.binary, "audit", "verify", str(self.audit_log), "--key", str(self.audit_key)],
+            [self.binary, "audit", "verify", str(self.audit_log), "--key", self.audit_public_key()],
             capture_output=True, text=True,
         )
 
