@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from peers.interposer import toml_value
-from peers.servers import everything_http, free_port, ts_client, wait_http
+from peers.servers import UPSTREAM_ELICITATION, everything_http, free_port, ts_client, wait_http
 from countersign._native import testing
 
 AGENT_TOKEN = "agent-7-bearer-for-tests"
@@ -64,8 +64,10 @@ def test_the_upstreams_own_32042_passes_through_untouched(http_interposer, node)
     data = out["error"]["data"]
     # The upstream's elicitation, and nothing of the interposer's.
     assert "io.countersign/approval" not in data
+    assert set(data) == {"elicitations"}
     [elicitation] = data["elicitations"]
-    assert elicitation["elicitationId"] == "upstream-own-id"
+    assert {k: elicitation[k] for k in UPSTREAM_ELICITATION} == UPSTREAM_ELICITATION
+    assert elicitation["elicitationId"]
 
 
 def test_an_agent_without_its_bearer_credential_is_refused(http_interposer, node):

@@ -10,6 +10,7 @@ import sys
 import anyio
 import mcp_types as types
 import pytest
+from pydantic import ValidationError
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
@@ -32,15 +33,12 @@ def modern_client(ip: StdioInterposer, counting_log, elicitations) -> Client:
 
 
 async def first_answer(client: Client, name: str, arguments: dict):
+    await client.list_tools()  # as a host does; the interposer holds tools it has not seen listed
     return await client.session.call_tool(name, arguments, allow_input_required=True)
 
 
-def require_mrtr(answer) -> types.InputRequiredResult:
-    if not isinstance(answer, types.InputRequiredResult):
-        pytest.skip("2026-07-28 MRTR answer (InputRequiredResult + requestState) is not implemented "
-                    "by `countersign mcp` yet (docs/MCP.md, 'Not yet'): a modern client got "
-                    f"{type(answer).__name__}")
-    return answer
+NO_MRTR = ("2026-07-28 MRTR (InputRequiredResult + integrity-protected requestState) is not "
+           "implemented by `countersign mcp` yet (docs/MCP.md, 'Not yet'): ")
 
 
 async def refused_or_error(client, name, arguments, responses, state) -> bool:
@@ -59,6 +57,31 @@ def flip(state: str) -> str:
     return state[:middle] + ("A" if state[middle] != "A" else "B") + state[middle + 1:]
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="defect found by this test: on 2026-07-28 the interposer's tool-error ticket has no "
+           "`resultType`, which that revision requires, so the Python SDK rejects the answer "
+           "(pydantic: CallToolResult.resultType Field required)")
+def test_a_modern_client_can_read_the_held_answer(interposer, service, tmp_path, counting_log):
+    # Whatever the interposer answers a 2026-07-28 client (MRTR, or the tool-error fallback),
+    # the client's SDK must be able to parse it: otherwise the model sees a protocol failure.
+    ip = StdioInterposer(interposer, service, tmp_path / "interposer",
+                         [sys.executable, str(COUNTING_SERVER)],
+                         settings={"hold": ["delete_thing"], "trust_annotations": True})
+
+    async def scenario():
+        async with modern_client(ip, counting_log, None) as client:
+            assert client.protocol_version == MODERN
+            answer = await first_answer(client, "delete_thing", {"name": "a"})
+            if isinstance(answer, types.CallToolResult):
+                assert answer.is_error and "io.countersign/approval" in (answer.meta or {})
+            else:
+                assert isinstance(answer, types.InputRequiredResult) and answer.request_state
+
+    anyio.run(scenario)
+    assert executions(counting_log) == []
+
+
 def test_mrtr_round_trip_and_tampered_or_replayed_request_state_refused(
         interposer, service, tmp_path, counting_log):
     ip = StdioInterposer(interposer, service, tmp_path / "interposer",
@@ -69,7 +92,12 @@ def test_mrtr_round_trip_and_tampered_or_replayed_request_state_refused(
     async def scenario():
         async with modern_client(ip, counting_log, elicitations) as client:
             assert client.protocol_version == MODERN
-            held = require_mrtr(await first_answer(client, "delete_thing", {"name": "a"}))
+            try:
+                held = await first_answer(client, "delete_thing", {"name": "a"})
+            except ValidationError as e:  # see test_a_modern_client_can_read_the_held_answer
+                return NO_MRTR + f"the fallback answer does not parse: {e.errors()[0]['msg']}"
+            if not isinstance(held, types.InputRequiredResult):
+                return NO_MRTR + f"a modern client got {type(held).__name__}"
             assert held.request_state, "the held answer must carry a requestState"
             [(key, request)] = held.input_requests.items()
             assert request.method == "elicitation/create" and request.params.mode == "url"
@@ -94,6 +122,9 @@ def test_mrtr_round_trip_and_tampered_or_replayed_request_state_refused(
                 "delete_thing", {"name": "a"}, input_responses=responses,
                 request_state=held.request_state, allow_input_required=True)
             assert isinstance(done, types.CallToolResult) and not done.is_error, done
+            return None
 
-    anyio.run(scenario)
+    skip = anyio.run(scenario)
+    if skip:
+        pytest.skip(skip)
     assert executions(counting_log) == ["a"]

@@ -209,8 +209,8 @@ def test_client_timeout_during_a_park_leaves_the_approval_pending(
     async def scenario():
         async with session(ip, counting_log) as s:
             block = assert_held_ticket(await call(s, "delete_thing", {"name": "a"}), "delete_thing")
-            # The SDK gives up after 1 s and sends notifications/cancelled for the parked retry.
-            timed_out = await call(s, "delete_thing", {"name": "a"}, read_timeout_seconds=1)
+            # The SDK gives up after 3 s and sends notifications/cancelled for the parked retry.
+            timed_out = await call(s, "delete_thing", {"name": "a"}, read_timeout_seconds=3)
             assert timed_out.error is not None, timed_out
             # A cancellation is not a withdrawal: the human can still decide.
             assert approval_status(service, block["approval_id"])["status"] == "PENDING"

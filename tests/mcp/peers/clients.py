@@ -50,14 +50,18 @@ class UrlElicitations:
 @contextlib.asynccontextmanager
 async def stdio_session(
     command: str, args: list[str], env: Optional[dict[str, str]] = None, elicitation=None,
-    errlog=sys.stderr,
+    errlog=sys.stderr, list_tools: bool = True,
 ) -> AsyncIterator[ClientSession]:
     """An initialized legacy-handshake (2025-11-25) session over stdio to `command args`.
-    With `elicitation`, the client declares `elicitation: {form, url}`; without, no elicitation."""
+    With `elicitation`, the client declares `elicitation: {form, url}`; without, no elicitation.
+    Like an agent host, it lists the tools before calling any (the interposer holds a tool it has
+    not seen listed)."""
     params = StdioServerParameters(command=command, args=args, env=env)
     async with stdio_client(params, errlog=errlog) as (read, write):
         async with ClientSession(read, write, elicitation_callback=elicitation) as session:
             await session.initialize()
+            if list_tools:
+                await session.list_tools()
             yield session
 
 

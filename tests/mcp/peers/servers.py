@@ -15,6 +15,15 @@ from typing import Any, Iterator, Optional
 from conftest import EVERYTHING_SERVER, TS_CLIENT
 
 
+# What server-everything's `trigger-url-elicitation` (errorPath) puts in its -32042, whatever the
+# arguments (the elicitationId is random per call).
+UPSTREAM_ELICITATION = {
+    "mode": "url",
+    "url": "https://modelcontextprotocol.io",
+    "message": "Open this link to satisfy the prerequisite, then retry the request.",
+}
+
+
 def free_port() -> int:
     """A port the kernel just handed out on 127.0.0.1 (for servers that cannot bind port 0)."""
     with socket.socket() as s:
