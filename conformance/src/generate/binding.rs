@@ -105,6 +105,58 @@ pub(crate) fn worked(out: &mut Out) {
     );
 }
 
+/// The MCP interposer's profile: evidence for one relayed call binds the agent, the upstream
+/// server, the tool and the arguments; changing any one is a different call.
+pub(crate) fn mcp_calls(out: &mut Out) {
+    let a = "alice-es256";
+    let args = || json!({"path": "/srv/report.txt", "content": "Q3 figures"});
+    let approved = mcp("agent-7", "filesystem", "write_file", args());
+    let entry = good(a, &approved, Approved);
+    out.ev(
+        "binding::mcp-approved",
+        "alice approves write_file on the filesystem server for agent-7",
+        &["mcp-tool-call"],
+        Case::new(approved.clone(), "APPROVED", vec![entry.clone()], &[a]),
+        allow("AAL2"),
+    );
+    let changed = [
+        (
+            "mcp-changed-argument",
+            "the same evidence for other content",
+            mcp(
+                "agent-7",
+                "filesystem",
+                "write_file",
+                json!({"path": "/srv/report.txt", "content": "Q4 figures"}),
+            ),
+        ),
+        (
+            "mcp-changed-tool",
+            "the same evidence for edit_file with the same arguments",
+            mcp("agent-7", "filesystem", "edit_file", args()),
+        ),
+        (
+            "mcp-changed-server",
+            "the same evidence for another server's write_file",
+            mcp("agent-7", "filesystem-2", "write_file", args()),
+        ),
+        (
+            "mcp-changed-agent",
+            "the same evidence presented for another agent's identical call",
+            mcp("agent-8", "filesystem", "write_file", args()),
+        ),
+    ];
+    for (name, description, action) in changed {
+        out.ev(
+            &format!("binding::{name}"),
+            description,
+            &["mcp-tool-call", "binding-action"],
+            Case::new(action, "APPROVED", vec![entry.clone()], &[a]),
+            deny("binding_mismatch"),
+        );
+    }
+}
+
 pub(crate) fn binding(out: &mut Out) {
     let a = "alice-es256";
     let mut c = approve(a);

@@ -194,6 +194,13 @@ pub(crate) fn tool(params: Value) -> Action {
     tk::tool_call_action("agent-7", "payments.transfer", params)
 }
 
+/// An MCP tool-call action (`countersign.mcp-tool-call/1`).
+pub(crate) fn mcp(agent: &str, server: &str, tool_name: &str, arguments: Value) -> Action {
+    let fields = serde_json::json!({"agent_id": agent, "server_id": server,
+        "tool_name": tool_name, "params": arguments});
+    Action::new("countersign.mcp-tool-call/1", fields.to_string())
+}
+
 /// A single approval by fixture key `name` of the worked example's payment to account A.
 pub(crate) fn approve(name: &str) -> Case {
     let action = pay(ACCOUNT_A);

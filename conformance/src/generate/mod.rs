@@ -66,6 +66,7 @@ pub fn files() -> anyhow::Result<Vec<(String, String)>> {
     webauthn::client_data(&mut evidence);
     webauthn::counter(&mut evidence);
     binding::binding(&mut evidence);
+    binding::mcp_calls(&mut evidence);
     binding::entry_structure(&mut evidence);
     binding::credentials(&mut evidence);
     policy::status(&mut evidence);

@@ -12,6 +12,7 @@ use unicode_normalization::UnicodeNormalization as _;
 
 const PAY: &str = "countersign.payment/1";
 const TOOL: &str = "countersign.tool-call/1";
+const MCP: &str = "countersign.mcp-tool-call/1";
 
 /// What the rules say about one input.
 enum Outcome {
@@ -137,6 +138,7 @@ impl Out {
 pub(crate) fn op_hash(out: &mut Out) {
     worked_and_fields(out);
     tool_calls(out);
+    mcp_calls(out);
     lexical(out);
     unicode(out);
     caps_and_documents(out);
@@ -347,6 +349,49 @@ fn worked_and_fields(out: &mut Out) {
             INADMISSIBLE,
         );
     }
+}
+
+/// The MCP interposer's profile: four fields, the arguments as the client sent them.
+fn mcp_calls(out: &mut Out) {
+    let fields = json!({"agent_id": "agent-7", "server_id": "filesystem",
+        "tool_name": "write_file", "params": {"path": "/srv/a.txt", "content": "hi"}});
+    out.oh(
+        "ophash::mcp-basic",
+        "an MCP tool call: agent, server, tool and arguments",
+        &["mcp-tool-call"],
+        MCP,
+        "APPROVED",
+        fields.clone(),
+        Hash(fields.clone()),
+    );
+    out.oh_text(
+        "ophash::mcp-arguments-as-sent",
+        "the arguments' own text (member order, spacing) hashes as its value",
+        &["mcp-tool-call"],
+        MCP,
+        r#"{"tool_name":"write_file","params":{ "content" : "hi", "path":"/srv/a.txt" },"server_id":"filesystem","agent_id":"agent-7"}"#,
+        Hash(fields),
+    );
+    let mut no_server = json!({"agent_id": "agent-7", "tool_name": "write_file", "params": {}});
+    out.oh(
+        "ophash::mcp-missing-server",
+        "an MCP tool call without server_id",
+        &["mcp-tool-call", "action-inadmissible"],
+        MCP,
+        "APPROVED",
+        no_server.clone(),
+        INADMISSIBLE,
+    );
+    no_server["server_id"] = json!(7);
+    out.oh(
+        "ophash::mcp-server-not-a-string",
+        "server_id is a number",
+        &["mcp-tool-call", "action-inadmissible"],
+        MCP,
+        "APPROVED",
+        no_server,
+        INADMISSIBLE,
+    );
 }
 
 fn tool_calls(out: &mut Out) {

@@ -54,6 +54,8 @@ struct Session {
 /// The interposer: policy, the service connection, the audit log and the session's view.
 pub struct Interposer {
     settings: Settings,
+    /// The policy in force: replaced as a whole, read at every decision.
+    config: std::sync::RwLock<Arc<Config>>,
     gateway: Gateway,
     audit: AuditLog,
     tickets: Mutex<HashMap<String, OpenTicket>>,
@@ -104,6 +106,7 @@ impl Interposer {
             OffsetDateTime::now_utc().unix_timestamp_nanos() & 0xffff_ffff_ffff
         );
         Self {
+            config: std::sync::RwLock::new(Arc::new(settings.config.clone())),
             settings,
             gateway,
             audit,
@@ -112,6 +115,19 @@ impl Interposer {
             run_id,
             counter: AtomicU64::new(0),
         }
+    }
+
+    /// Replace the configuration (policy, held_as, park budget); it applies to every decision
+    /// from now on, including retries of calls held under the old one.
+    pub fn set_config(&self, config: Config) {
+        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
+    }
+
+    fn config(&self) -> Arc<Config> {
+        self.config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn session(&self) -> std::sync::MutexGuard<'_, Session> {
@@ -185,13 +201,13 @@ impl Interposer {
     ) -> std::io::Result<()> {
         let mut lines = input.lines();
         while let Some(line) = lines.next_line().await? {
-            self.clone().from_client(line, &to_client, &to_upstream);
+            self.clone().client_frame(line, &to_client, &to_upstream);
         }
         Ok(())
     }
 
     /// One frame from the client.
-    fn from_client(self: Arc<Self>, line: String, to_client: &Lines, to_upstream: &Lines) {
+    fn client_frame(self: Arc<Self>, line: String, to_client: &Lines, to_upstream: &Lines) {
         let Ok(frame) = serde_json::from_str::<Value>(&line) else {
             // Not ours to judge: the upstream answers its own parse errors.
             let _ = to_upstream.send(line);
@@ -274,7 +290,7 @@ impl Interposer {
     ) -> std::io::Result<()> {
         let mut lines = input.lines();
         while let Some(line) = lines.next_line().await? {
-            let line = self.from_upstream(line);
+            let line = self.upstream_frame(line);
             let _ = to_client.send(line);
         }
         Ok(())
@@ -282,7 +298,7 @@ impl Interposer {
 
     /// One frame from the upstream: responses to what the interposer tracks are read (and a
     /// `tools/list` result may get the description suffix); everything else is passed as is.
-    fn from_upstream(&self, line: String) -> String {
+    fn upstream_frame(&self, line: String) -> String {
         let Ok(frame) = serde_json::from_str::<Value>(&line) else {
             return line;
         };
@@ -352,16 +368,14 @@ impl Interposer {
                 _ => s.catalog = Some(catalog.clone()),
             }
         }
-        let suffix = self.settings.config.hold_description_suffix.as_deref()?;
+        let config = self.config();
+        let suffix = config.hold_description_suffix.as_deref()?;
         let tools = frame.pointer_mut("/result/tools")?.as_array_mut()?;
         for t in tools {
             let Some(name) = t.get("name").and_then(Value::as_str) else {
                 continue;
             };
-            if !matches!(
-                self.settings.config.rule(name, catalog.get(name)),
-                Rule::Hold(_)
-            ) {
+            if !matches!(config.rule(name, catalog.get(name)), Rule::Hold(_)) {
                 continue;
             }
             let description = match t.get("description").and_then(Value::as_str) {
@@ -401,7 +415,7 @@ impl Interposer {
             .catalog
             .as_ref()
             .and_then(|c| c.get(&tool).cloned());
-        let rule = self.settings.config.rule(&tool, listed.as_ref());
+        let rule = self.config().rule(&tool, listed.as_ref());
         let call = ToolCall::mcp(
             self.settings.agent_id.clone(),
             self.settings.server_id.clone(),
@@ -490,14 +504,7 @@ impl Interposer {
 
     fn answer(&self, id: &Value, tool: &str, ticket: &Ticket, moment: Moment, to_client: &Lines) {
         let client = self.session().client.clone();
-        let frame = answer::respond(
-            id,
-            tool,
-            ticket,
-            moment,
-            &client,
-            self.settings.config.held_as,
-        );
+        let frame = answer::respond(id, tool, ticket, moment, &client, self.config().held_as);
         let _ = to_client.send(frame.to_string());
     }
 
@@ -527,7 +534,7 @@ impl Interposer {
         // A retry: park only this response, for at most the budget.
         let (cancel_tx, mut cancel_rx) = oneshot::channel();
         self.session().parked.insert(id_key(&h.id), cancel_tx);
-        let deadline = tokio::time::Instant::now() + self.settings.config.park();
+        let deadline = tokio::time::Instant::now() + self.config().park();
         let mut wait = Duration::ZERO;
         let settled = loop {
             let poll = self.gateway.poll(&open.approval_id, wait);

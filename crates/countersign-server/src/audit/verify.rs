@@ -147,6 +147,10 @@ struct Checker<'a> {
     nonces: HashMap<String, usize>,
     /// (line, signed message, seal) of every readable line, verified after the walk.
     seals: Vec<(usize, Vec<u8>, Signature)>,
+    /// MCP interposer logs: call id -> line of its `mcp_call` (intent) still without outcome.
+    mcp_open: HashMap<String, usize>,
+    /// Call ids whose outcome is written.
+    mcp_done: std::collections::HashSet<String>,
 }
 
 /// What re-verifying the Decisions' evidence needs besides the log.
@@ -218,6 +222,8 @@ pub fn verify_log_with(
         jobs: Vec::new(),
         nonces: HashMap::new(),
         seals: Vec::new(),
+        mcp_open: HashMap::new(),
+        mcp_done: std::collections::HashSet::new(),
     };
     let Ok(text) = std::str::from_utf8(bytes) else {
         c.violation(0, "not_utf8", "the log is not UTF-8 text".into());
@@ -273,6 +279,16 @@ pub fn verify_log_with(
         .filter(|(_, a)| a.terminal.is_none())
         .filter_map(|(id, a)| a.pending.map(|line| (line, id.clone())))
         .collect();
+    let mut in_flight: Vec<(usize, String)> =
+        c.mcp_open.drain().map(|(id, line)| (line, id)).collect();
+    in_flight.sort();
+    for (line, id) in in_flight {
+        c.note(
+            line,
+            "mcp_call_in_flight",
+            format!("MCP call {id} has no outcome and the log was not closed after it"),
+        );
+    }
     pending.sort();
     for (line, id) in pending {
         c.note(
@@ -426,6 +442,10 @@ fn check_structure(c: &mut Checker, n: usize, object: &Map<String, Value>) {
         credential_line(c, n, kind, object);
         return;
     }
+    if matches!(kind, "mcp_call" | "mcp_outcome" | "mcp_close") {
+        mcp_line(c, n, kind, object);
+        return;
+    }
     let Some(id) = object.get("approval_id").and_then(Value::as_str) else {
         c.violation(
             n,
@@ -482,6 +502,72 @@ fn check_structure(c: &mut Checker, n: usize, object: &Map<String, Value>) {
         "grant" => grant(c, n, id),
         other => c.violation(n, "unknown_kind", format!("unknown line kind {other:?}")),
     }
+}
+
+/// A line of the MCP interposer's log (docs/MCP.md, "Audit log"): every intent gets exactly one
+/// outcome, and an intent still without one when the writer closed the log is a violation (seed
+/// 000: the record closes at once; only a response may wait).
+fn mcp_line(c: &mut Checker, n: usize, kind: &str, object: &Map<String, Value>) {
+    if kind == "mcp_close" {
+        let mut open: Vec<(usize, String)> =
+            c.mcp_open.drain().map(|(id, line)| (line, id)).collect();
+        open.sort();
+        for (line, id) in open {
+            c.violation(
+                line,
+                "mcp_intent_without_outcome",
+                format!("MCP call {id} has no outcome before the log was closed on line {n}"),
+            );
+        }
+        return;
+    }
+    let Some(id) = object.get("call_id").and_then(Value::as_str) else {
+        c.violation(n, "no_call_id", format!("{kind:?} line without call_id"));
+        return;
+    };
+    let id = id.to_owned();
+    if kind == "mcp_call" {
+        if c.mcp_open.contains_key(&id) || c.mcp_done.contains(&id) {
+            c.violation(
+                n,
+                "mcp_duplicate_call",
+                format!("MCP call {id} logged twice"),
+            );
+            return;
+        }
+        c.mcp_open.insert(id, n);
+        return;
+    }
+    let outcome = object.get("outcome").and_then(Value::as_str).unwrap_or("");
+    if !matches!(
+        outcome,
+        "allowed" | "pending_approval" | "denied" | "executed"
+    ) {
+        c.violation(n, "bad_status", format!("MCP outcome {outcome:?}"));
+    }
+    if outcome == "executed" && object.get("approval_ref").and_then(Value::as_str).is_none() {
+        c.violation(
+            n,
+            "mcp_executed_without_approval_ref",
+            format!("MCP call {id} executed as a held call without approval_ref"),
+        );
+    }
+    if c.mcp_done.contains(&id) {
+        c.violation(
+            n,
+            "mcp_two_outcomes",
+            format!("MCP call {id} has two outcomes"),
+        );
+        return;
+    }
+    if c.mcp_open.remove(&id).is_none() {
+        c.note(
+            n,
+            "mcp_outcome_for_unknown_call",
+            format!("MCP call {id} was logged in an earlier file"),
+        );
+    }
+    c.mcp_done.insert(id);
 }
 
 /// An `enrollment` or `revocation` line.
@@ -937,6 +1023,58 @@ mod tests {
             AuditEvent::decision(id, T, "APPROVED", "alice", &Value::Null, &Value::Null),
             AuditEvent::grant(id, T, "fp"),
         ]
+    }
+
+    fn mcp(kind: &str, call: &str, outcome: Option<&str>) -> AuditEvent {
+        let mut body = serde_json::json!({"kind": kind, "ts": "2026-12-03T13:00:00Z"});
+        if kind != "mcp_close" {
+            body["call_id"] = call.into();
+        }
+        if let Some(o) = outcome {
+            body["outcome"] = o.into();
+        }
+        if outcome == Some("executed") {
+            body["approval_ref"] = "apr_1".into();
+        }
+        match body {
+            Value::Object(map) => AuditEvent::from_body(map),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn mcp_intents_need_one_outcome_before_the_log_closes() {
+        let (sealer, lines) = log(&[
+            mcp("mcp_call", "c1", None),
+            mcp("mcp_outcome", "c1", Some("pending_approval")),
+            mcp("mcp_call", "c2", None),
+            mcp("mcp_outcome", "c2", Some("executed")),
+            mcp("mcp_close", "", None),
+        ]);
+        let r = verify(&sealer, &lines);
+        assert!(r.is_valid(), "{r:?}");
+        assert!(r.issues.is_empty(), "{r:?}");
+
+        let (sealer, lines) = log(&[mcp("mcp_call", "c1", None), mcp("mcp_close", "", None)]);
+        let r = verify(&sealer, &lines);
+        assert_eq!(
+            codes(&r, IssueClass::Violation),
+            ["mcp_intent_without_outcome"]
+        );
+
+        // Not closed (the interposer was killed mid-call): informational only.
+        let (sealer, lines) = log(&[mcp("mcp_call", "c1", None)]);
+        let r = verify(&sealer, &lines);
+        assert!(r.is_valid(), "{r:?}");
+        assert_eq!(codes(&r, IssueClass::Informational), ["mcp_call_in_flight"]);
+
+        let (sealer, lines) = log(&[
+            mcp("mcp_call", "c1", None),
+            mcp("mcp_outcome", "c1", Some("allowed")),
+            mcp("mcp_outcome", "c1", Some("denied")),
+        ]);
+        let r = verify(&sealer, &lines);
+        assert_eq!(codes(&r, IssueClass::Violation), ["mcp_two_outcomes"]);
     }
 
     #[test]

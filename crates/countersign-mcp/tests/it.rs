@@ -1,0 +1,646 @@
+//! The interposer against the real approval service (in process, 127.0.0.1:0), a scripted MCP
+//! server and a scripted client over in-memory pipes; the approver signs with a software key.
+
+use countersign::{CredentialRecord, Decision, b64};
+use countersign_mcp::answer::APPROVAL_KEY;
+use countersign_mcp::{Config, Interposer};
+use countersign_server::audit::{AuditSealer, IssueClass, verify_log};
+use countersign_server::store::SqliteStore;
+use countersign_server::{AppState, AssertionBody, StateParts, SystemClock};
+use countersign_softkey::{AssertionRequest, SoftKey};
+use countersign_testkit::{ORIGIN, RP_ID};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, DuplexStream};
+
+struct Service {
+    base: String,
+    token: String,
+    http: reqwest::Client,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+async fn service(enrolled: &[CredentialRecord]) -> Service {
+    let config = countersign_server::Config::from_toml(&format!(
+        "rp_id = \"{RP_ID}\"\norigins = [\"{ORIGIN}\"]\n[timeouts]\napproval_seconds = 300\nlong_poll_max_seconds = 30\n"
+    ))
+    .unwrap();
+    let sealer = AuditSealer::from_seed([42; 32]);
+    let store = SqliteStore::in_memory(sealer.clone()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let state = AppState::new(StateParts {
+        config,
+        public_url: base.clone(),
+        store: Arc::new(store),
+        clock: Arc::new(SystemClock),
+        sealer,
+        mirror: None,
+    })
+    .unwrap();
+    state.enroll(enrolled.to_vec()).await.unwrap();
+    let token = state.add_gateway("mcp").await.unwrap();
+    let router = countersign_server::build_router(state);
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    Service {
+        base,
+        token,
+        http: reqwest::Client::new(),
+        _server: server,
+    }
+}
+
+struct Approver {
+    principal: String,
+    key: SoftKey,
+    counter: AtomicU32,
+}
+
+impl Approver {
+    fn new(principal: &str, fixture: &str) -> Self {
+        Self {
+            principal: principal.into(),
+            key: countersign_testkit::key(fixture),
+            counter: AtomicU32::new(0),
+        }
+    }
+    fn record(&self) -> CredentialRecord {
+        countersign_testkit::enroll(&self.key, &self.principal)
+    }
+    fn sign(&self, challenge: Vec<u8>) -> Value {
+        let request = AssertionRequest {
+            sign_count: self.counter.fetch_add(1, Ordering::SeqCst) + 1,
+            ..AssertionRequest::new(RP_ID, ORIGIN, challenge)
+        };
+        let r = self.key.assert(&request).unwrap();
+        serde_json::to_value(AssertionBody {
+            credential_id: b64::encode(&r.credential_id),
+            client_data_json: b64::encode(&r.client_data_json),
+            authenticator_data: b64::encode(&r.authenticator_data),
+            signature: b64::encode(&r.signature),
+        })
+        .unwrap()
+    }
+    async fn post(svc: &Service, path: &str, token: Option<&str>, body: &Value) -> Value {
+        let mut req = svc.http.post(format!("{}{path}", svc.base)).json(body);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let r = req.send().await.unwrap();
+        let status = r.status();
+        let body: Value = r.json().await.unwrap();
+        assert!(status.is_success(), "{path}: {status} {body}");
+        body
+    }
+    /// Sign in, fetch the challenge for `decision` on `id`, sign and submit it.
+    async fn decide(&self, svc: &Service, id: &str, decision: Decision) {
+        let c = Self::post(svc, "/v1/approver/login/challenge", None, &json!({})).await;
+        let challenge = b64::decode(c["challenge"].as_str().unwrap()).unwrap();
+        let login = Self::post(svc, "/v1/approver/login", None, &self.sign(challenge)).await;
+        let token = login["token"].as_str().unwrap().to_owned();
+        let c = Self::post(
+            svc,
+            &format!("/v1/approver/approvals/{id}/challenge"),
+            Some(&token),
+            &json!({ "decision": decision }),
+        )
+        .await;
+        let challenge = b64::decode(c["challenge"].as_str().unwrap()).unwrap();
+        Self::post(
+            svc,
+            &format!("/v1/approver/approvals/{id}/decision"),
+            Some(&token),
+            &self.sign(challenge),
+        )
+        .await;
+    }
+}
+
+/// What the scripted upstream saw: every line, exactly.
+#[derive(Default)]
+struct Upstream {
+    lines: Mutex<Vec<String>>,
+}
+
+impl Upstream {
+    fn calls_of(&self, tool: &str) -> Vec<String> {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains("\"tools/call\"") && l.contains(&format!("\"{tool}\"")))
+            .cloned()
+            .collect()
+    }
+}
+
+/// A minimal MCP server: initialize, tools/list (read_file read-only, write_file), tools/call
+/// answers "ran"; it sends a progress notification before each call's answer.
+async fn upstream(io: DuplexStream, seen: Arc<Upstream>) {
+    let (r, mut w) = tokio::io::split(io);
+    let mut lines = BufReader::new(r).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        seen.lines.lock().unwrap().push(line.clone());
+        let v: Value = serde_json::from_str(&line).unwrap_or_default();
+        let id = v.get("id").cloned();
+        let answer = match v["method"].as_str() {
+            Some("initialize") => {
+                json!({"protocolVersion": v["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "fake", "version": "1"}})
+            }
+            Some("tools/list") => json!({"tools": [
+                {"name": "read_file", "description": "Read.", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}},
+                {"name": "write_file", "description": "Write.", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": true}},
+            ]}),
+            Some("tools/call") => {
+                let note = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p", "progress": 1}});
+                w.write_all(format!("{note}\n").as_bytes()).await.unwrap();
+                json!({"content": [{"type": "text", "text": format!("ran {}", v["params"]["name"])}], "x-extension": {"kept": true}})
+            }
+            _ => json!({}),
+        };
+        if let Some(id) = id {
+            let frame = json!({"jsonrpc": "2.0", "id": id, "result": answer});
+            w.write_all(format!("{frame}\n").as_bytes()).await.unwrap();
+        }
+    }
+}
+
+/// The client's end of the interposer.
+struct Client {
+    w: tokio::io::WriteHalf<DuplexStream>,
+    lines: tokio::io::Lines<BufReader<tokio::io::ReadHalf<DuplexStream>>>,
+    next: u64,
+}
+
+impl Client {
+    async fn send_line(&mut self, line: &str) {
+        self.w
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    async fn recv(&mut self) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(30), self.lines.next_line())
+            .await
+            .expect("an answer in time")
+            .unwrap()
+            .expect("the interposer closed");
+        serde_json::from_str(&line).unwrap()
+    }
+    /// Send a request and return its response (skipping notifications).
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let id = self.next;
+        let frame = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_line(&frame.to_string()).await;
+        self.response(id).await
+    }
+    async fn response(&mut self, id: u64) -> Value {
+        loop {
+            let v = self.recv().await;
+            if v.get("id") == Some(&json!(id)) {
+                return v;
+            }
+        }
+    }
+    /// A tools/call whose arguments are `args` as text, exactly.
+    async fn call_raw(&mut self, tool: &str, args: &str) -> Value {
+        self.next += 1;
+        let id = self.next;
+        let line = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"{tool}\",\"arguments\":{args}}}}}"
+        );
+        self.send_line(&line).await;
+        self.response(id).await
+    }
+}
+
+struct Rig {
+    svc: Service,
+    alice: Approver,
+    upstream: Arc<Upstream>,
+    client: Client,
+    interposer: Arc<Interposer>,
+    run: tokio::task::JoinHandle<std::io::Result<()>>,
+    audit: PathBuf,
+}
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "cs-mcp-{name}-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn base_config(dir: &std::path::Path, registry: &[CredentialRecord]) -> Config {
+    let doc = countersign_testkit::registry(registry.iter().cloned());
+    let path = dir.join("registry.json");
+    std::fs::write(&path, countersign_testkit::registry_json(&doc).to_string()).unwrap();
+    let mut config = Config::from_toml(&format!(
+        "rp_id = \"{RP_ID}\"\norigins = [\"{ORIGIN}\"]\nallow = [\"read_*\"]\npark_seconds = 2\nhold_description_suffix = \"May be held for approval.\"\n"
+    ))
+    .unwrap();
+    config.registry = Some(path);
+    config.audit_log = Some(dir.join("mcp-audit.jsonl"));
+    config
+}
+
+async fn start_interposer(
+    svc: &Service,
+    config: Config,
+    seen: Arc<Upstream>,
+) -> (
+    Client,
+    Arc<Interposer>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+) {
+    let interposer = Arc::new(
+        countersign_mcp::interposer(
+            svc.base.parse().unwrap(),
+            countersign_client::GatewayToken::new(&svc.token).unwrap(),
+            "agent-7".into(),
+            "filesystem".into(),
+            config,
+        )
+        .await
+        .unwrap(),
+    );
+    let (client_end, interposer_client) = tokio::io::duplex(1 << 16);
+    let (interposer_up, upstream_end) = tokio::io::duplex(1 << 16);
+    tokio::spawn(upstream(upstream_end, seen));
+    let (cr, cw) = tokio::io::split(interposer_client);
+    let (ur, uw) = tokio::io::split(interposer_up);
+    let run = tokio::spawn(
+        interposer
+            .clone()
+            .run(BufReader::new(cr), cw, BufReader::new(ur), uw),
+    );
+    let (r, w) = tokio::io::split(client_end);
+    let client = Client {
+        w,
+        lines: BufReader::new(r).lines(),
+        next: 0,
+    };
+    (client, interposer, run)
+}
+
+async fn rig(name: &str, init: Value) -> Rig {
+    let alice = Approver::new("alice", "alice-es256");
+    let svc = service(&[alice.record()]).await;
+    let dir = temp(name);
+    let config = base_config(&dir, &[alice.record()]);
+    let audit = config.audit_log.clone().unwrap();
+    let upstream = Arc::new(Upstream::default());
+    let (mut client, interposer, run) = start_interposer(&svc, config, upstream.clone()).await;
+    let r = client.request("initialize", init).await;
+    assert!(r.get("result").is_some(), "{r}");
+    let listed = client.request("tools/list", json!({})).await;
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    assert_eq!(tools[0]["description"], "Read.", "allowed tools untouched");
+    assert_eq!(
+        tools[1]["description"], "Write. May be held for approval.",
+        "held tools get the suffix"
+    );
+    Rig {
+        svc,
+        alice,
+        upstream,
+        client,
+        interposer,
+        run,
+        audit,
+    }
+}
+
+fn plain_client() -> Value {
+    json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})
+}
+
+fn ticket(r: &Value) -> &Value {
+    &r["result"]["_meta"][APPROVAL_KEY]
+}
+
+fn approval_id(r: &Value) -> String {
+    ticket(r)["approval_id"].as_str().unwrap().to_owned()
+}
+
+/// Close the client side and wait for the interposer to finish; the audit log's lines.
+async fn close(rig: Rig) -> (Vec<Value>, Vec<u8>) {
+    drop(rig.client);
+    let _ = tokio::time::timeout(Duration::from_secs(10), rig.run).await;
+    let bytes = std::fs::read(&rig.audit).unwrap();
+    let lines = String::from_utf8_lossy(&bytes)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (lines, bytes)
+}
+
+#[tokio::test]
+async fn allowed_calls_and_other_frames_pass_through_unchanged() {
+    let mut rig = rig("pass", plain_client()).await;
+    let args = r#"{"path" : "/a",  "n":1}"#;
+    let r = rig.client.call_raw("read_file", args).await;
+    assert_eq!(r["result"]["content"][0]["text"], "ran \"read_file\"");
+    assert_eq!(
+        r["result"]["x-extension"]["kept"], true,
+        "unknown fields kept"
+    );
+    let sent = rig.upstream.calls_of("read_file");
+    assert_eq!(sent.len(), 1);
+    assert!(sent[0].contains(args), "the exact bytes: {}", sent[0]);
+    // An unknown method passes through too.
+    let r = rig
+        .client
+        .request("vendor/thing", json!({"a": [1, 2]}))
+        .await;
+    assert!(r.get("result").is_some());
+    let (lines, _) = close(rig).await;
+    let outcomes: Vec<_> = lines
+        .iter()
+        .filter(|l| l["kind"] == "mcp_outcome")
+        .collect();
+    assert_eq!(outcomes[0]["outcome"], "allowed");
+    assert_eq!(outcomes[0]["upstream"], "ok");
+}
+
+#[tokio::test]
+async fn a_held_call_runs_once_after_approval_and_a_third_is_held_again() {
+    let mut rig = rig("once", plain_client()).await;
+    let args = r#"{"path":"/x","content":"hi"}"#;
+    let first = rig.client.call_raw("write_file", args).await;
+    assert_eq!(first["result"]["isError"], true, "{first}");
+    let text = first["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("Held for human approval (approval "),
+        "{text}"
+    );
+    let id = approval_id(&first);
+    assert_eq!(
+        ticket(&first)["approve_url"],
+        format!("{}/approve/{id}", rig.svc.base)
+    );
+    assert!(
+        !text.contains("/x"),
+        "nothing about the arguments in the ticket"
+    );
+    assert!(rig.upstream.calls_of("write_file").is_empty());
+
+    // Retry before anyone decided: parked for the budget, then "still awaiting".
+    let waiting = rig.client.call_raw("write_file", args).await;
+    let text = waiting["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("Still awaiting human approval"), "{text}");
+    assert_eq!(approval_id(&waiting), id, "the same approval");
+
+    rig.alice.decide(&rig.svc, &id, Decision::Approved).await;
+    let ran = rig.client.call_raw("write_file", args).await;
+    assert_eq!(
+        ran["result"]["content"][0]["text"], "ran \"write_file\"",
+        "{ran}"
+    );
+    let sent = rig.upstream.calls_of("write_file");
+    assert_eq!(sent.len(), 1, "executed exactly once");
+    assert!(sent[0].contains(args));
+
+    let third = rig.client.call_raw("write_file", args).await;
+    assert_eq!(third["result"]["isError"], true);
+    assert_ne!(
+        approval_id(&third),
+        id,
+        "a new approval: the grant is spent"
+    );
+    assert_eq!(rig.upstream.calls_of("write_file").len(), 1);
+
+    // Changed arguments are a new approval too, never the old ticket.
+    let other = rig
+        .client
+        .call_raw("write_file", r#"{"path":"/x","content":"bye"}"#)
+        .await;
+    let other_id = approval_id(&other);
+    assert_ne!(other_id, id);
+    assert_ne!(other_id, approval_id(&third));
+
+    let audit = rig.audit.clone();
+    let (lines, bytes) = close(rig).await;
+    let executed: Vec<_> = lines
+        .iter()
+        .filter(|l| l["outcome"] == "executed")
+        .collect();
+    assert_eq!(executed.len(), 1);
+    assert_eq!(executed[0]["approval_ref"], id.as_str());
+    assert_eq!(executed[0]["upstream"], "ok");
+    assert_eq!(lines.last().unwrap()["kind"], "mcp_close");
+    // The log verifies under its own key, every intent closed by an outcome.
+    let key = AuditSealer::load_or_create(&audit.with_extension("key")).unwrap();
+    let report = verify_log(&bytes, &key.public_key());
+    assert!(report.issues.is_empty(), "{report:?}");
+}
+
+#[tokio::test]
+async fn url_elicitation_clients_on_2025_11_25_get_32042() {
+    let init = json!({"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"form": {}, "url": {}}}, "clientInfo": {"name": "t", "version": "1"}});
+    let mut rig = rig("elicit", init).await;
+    let r = rig.client.call_raw("write_file", r#"{"path":"/e"}"#).await;
+    assert_eq!(r["error"]["code"], -32042, "{r}");
+    let e = &r["error"]["data"]["elicitations"][0];
+    let id = r["error"]["data"][APPROVAL_KEY]["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(e["mode"], "url");
+    assert_eq!(e["elicitationId"], id.as_str());
+    rig.alice.decide(&rig.svc, &id, Decision::Approved).await;
+    let ran = rig.client.call_raw("write_file", r#"{"path":"/e"}"#).await;
+    assert_eq!(ran["result"]["content"][0]["text"], "ran \"write_file\"");
+}
+
+#[tokio::test]
+async fn a_refusal_reaches_the_client_as_a_tool_error_and_nothing_runs() {
+    let mut rig = rig("refuse", plain_client()).await;
+    let args = r#"{"path":"/r"}"#;
+    let first = rig.client.call_raw("write_file", args).await;
+    let id = approval_id(&first);
+    rig.alice.decide(&rig.svc, &id, Decision::Denied).await;
+    let r = rig.client.call_raw("write_file", args).await;
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("Not run: refused (approver_refused)"),
+        "{text}"
+    );
+    assert_eq!(ticket(&r)["status"], "DENIED");
+    assert!(rig.upstream.calls_of("write_file").is_empty());
+}
+
+#[tokio::test]
+async fn deny_patterns_refuse_at_once_and_jsonrpc_error_mode_uses_its_codes() {
+    let mut rig = rig("deny", plain_client()).await;
+    let mut config = base_config(&temp("deny-cfg"), &[rig.alice.record()]);
+    config.deny = vec!["write_*".into()];
+    config.held_as = countersign_mcp::HeldAs::JsonrpcError;
+    rig.interposer.set_config(config);
+    let r = rig.client.call_raw("write_file", r#"{"path":"/d"}"#).await;
+    assert_eq!(r["error"]["code"], -32011, "{r}");
+    assert_eq!(r["error"]["data"]["reason_code"], "policy_denied");
+    assert!(r["error"]["data"].get("approval_id").is_none());
+    assert!(rig.upstream.calls_of("write_file").is_empty());
+}
+
+#[tokio::test]
+async fn policy_hardened_after_approval_refuses_without_collecting_the_grant() {
+    let mut rig = rig("harden", plain_client()).await;
+    let args = r#"{"path":"/h"}"#;
+    let first = rig.client.call_raw("write_file", args).await;
+    let id = approval_id(&first);
+    let op_hash = ticket(&first)["op_hash"].as_str().unwrap().to_owned();
+    rig.alice.decide(&rig.svc, &id, Decision::Approved).await;
+    let mut config = base_config(&temp("harden-cfg"), &[rig.alice.record()]);
+    config.deny = vec!["write_file".into()];
+    rig.interposer.set_config(config);
+    let r = rig.client.call_raw("write_file", args).await;
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("Not run: refused (policy_denied)"),
+        "{text}"
+    );
+    assert!(rig.upstream.calls_of("write_file").is_empty());
+    // The grant was not collected: it is still there to collect (once).
+    let grant = rig
+        .svc
+        .http
+        .post(format!("{}/v1/approvals/{id}/grant", rig.svc.base))
+        .bearer_auth(&rig.svc.token)
+        .json(&json!({"fingerprint": op_hash, "tool_name": "write_file"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(grant.status(), 200, "{:?}", grant.text().await);
+}
+
+#[tokio::test]
+async fn evidence_the_interposer_does_not_trust_does_not_burn_the_grant() {
+    let mut rig = rig("forged", plain_client()).await;
+    let args = r#"{"path":"/f"}"#;
+    let first = rig.client.call_raw("write_file", args).await;
+    let id = approval_id(&first);
+    let op_hash = ticket(&first)["op_hash"].as_str().unwrap().to_owned();
+    rig.alice.decide(&rig.svc, &id, Decision::Approved).await;
+    // The interposer's own registry no longer lists alice (the service's still does).
+    let bob = Approver::new("bob", "bob-es256");
+    let config = base_config(&temp("forged-cfg"), &[bob.record()]);
+    // Trust is the interposer's: a fresh one over the same audit log, trusting only bob.
+    drop(rig.client);
+    let _ = tokio::time::timeout(Duration::from_secs(10), rig.run).await;
+    let mut config = config;
+    config.audit_log = Some(rig.audit.clone());
+    let upstream = Arc::new(Upstream::default());
+    let (mut client, _i, _run) = start_interposer(&rig.svc, config, upstream.clone()).await;
+    client.request("initialize", plain_client()).await;
+    client.request("tools/list", json!({})).await;
+    let r = client.call_raw("write_file", args).await;
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("Not run: refused (credential_unknown)"),
+        "{text}"
+    );
+    assert!(upstream.calls_of("write_file").is_empty());
+    let grant = rig
+        .svc
+        .http
+        .post(format!("{}/v1/approvals/{id}/grant", rig.svc.base))
+        .bearer_auth(&rig.svc.token)
+        .json(&json!({"fingerprint": op_hash, "tool_name": "write_file"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(grant.status(), 200, "the grant was not burned");
+}
+
+#[tokio::test]
+async fn a_restarted_interposer_releases_an_approval_made_before_the_restart() {
+    let mut rig = rig("restart", plain_client()).await;
+    let args = r#"{"path":"/s"}"#;
+    let first = rig.client.call_raw("write_file", args).await;
+    let id = approval_id(&first);
+    drop(rig.client);
+    let _ = tokio::time::timeout(Duration::from_secs(10), rig.run).await;
+    rig.alice.decide(&rig.svc, &id, Decision::Approved).await;
+    let mut config = base_config(&temp("restart-cfg"), &[rig.alice.record()]);
+    config.audit_log = Some(rig.audit.clone());
+    let upstream = Arc::new(Upstream::default());
+    let (mut client, _i, run) = start_interposer(&rig.svc, config, upstream.clone()).await;
+    client.request("initialize", plain_client()).await;
+    client.request("tools/list", json!({})).await;
+    let r = client.call_raw("write_file", args).await;
+    assert_eq!(
+        r["result"]["content"][0]["text"], "ran \"write_file\"",
+        "{r}"
+    );
+    assert_eq!(upstream.calls_of("write_file").len(), 1);
+    drop(client);
+    let _ = tokio::time::timeout(Duration::from_secs(10), run).await;
+    // Both runs' lines are one chain that verifies, each intent with its outcome.
+    let bytes = std::fs::read(&rig.audit).unwrap();
+    let key = AuditSealer::load_or_create(&rig.audit.with_extension("key")).unwrap();
+    let report = verify_log(&bytes, &key.public_key());
+    assert!(report.is_valid(), "{report:?}");
+    assert!(
+        !report
+            .issues
+            .iter()
+            .any(|i| i.class == IssueClass::Violation),
+        "{report:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_client_cancel_during_a_park_drops_only_the_response() {
+    let mut rig = rig("cancel", plain_client()).await;
+    let mut config = base_config(&temp("cancel-cfg"), &[rig.alice.record()]);
+    config.park_seconds = 30;
+    rig.interposer.set_config(config);
+    let args = r#"{"path":"/c"}"#;
+    let first = rig.client.call_raw("write_file", args).await;
+    let id = approval_id(&first);
+    // A retry parks; the client gives up and says so.
+    let line = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"tools/call\",\"params\":{{\"name\":\"write_file\",\"arguments\":{args}}}}}"
+    );
+    rig.client.send_line(&line).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    rig.client
+        .send_line(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":99,"reason":"timeout"}}"#)
+        .await;
+    // The next answer the client gets is for its next request, not for 99.
+    let r = rig.client.request("vendor/ping", json!({})).await;
+    assert!(r.get("result").is_some());
+    // The approval is still pending at the service, and the cancel was not forwarded.
+    let status = rig
+        .svc
+        .http
+        .get(format!("{}/v1/approvals/{id}", rig.svc.base))
+        .bearer_auth(&rig.svc.token)
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(status["status"], "PENDING");
+    assert!(
+        !rig.upstream
+            .lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("notifications/cancelled"))
+    );
+}
