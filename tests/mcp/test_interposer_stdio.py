@@ -212,6 +212,12 @@ def test_client_timeout_during_a_park_leaves_the_approval_pending(
             # The SDK gives up after 3 s and sends notifications/cancelled for the parked retry.
             timed_out = await call(s, "delete_thing", {"name": "a"}, read_timeout_seconds=3)
             assert timed_out.error is not None, timed_out
+            # The SDK writes its cancel from its own task: let it go out, and see the interposer
+            # record that only the parked response was dropped, before the human decides.
+            with anyio.fail_after(30):
+                while not any(line.get("reason_code") == "client_cancelled"
+                              for line in ip.audit_lines()):
+                    await anyio.sleep(0.05)
             # A cancellation is not a withdrawal: the human can still decide.
             assert approval_status(service, block["approval_id"])["status"] == "PENDING"
             service.alice.approve(block["approval_id"])
