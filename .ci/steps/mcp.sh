@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The MCP interposer against real MCP peers (tests/mcp): the Python SDK and the TypeScript client
+# as agents, server-filesystem, server-everything and a counting server as upstreams, a real
+# `countersign serve` and a software-authenticator approver. Peers are pinned:
+# tests/mcp/requirements.txt (PyPI) and tests/mcp/package-lock.json (npm ci).
+#
+# Runs before python.sh (alphabetical), so it builds the Python package itself, in its own venv,
+# into the shared target dir: python.sh's build of the same crate then reuses the compiled code.
+# Cold (empty venv, empty npm cache, warm cargo target): about 4 minutes on 2 cores, most of it
+# the package build; the tests themselves take about a minute.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
+
+echo "--- the countersign binary the tests launch (service and interposer)"
+cargo build -q -p countersign-cli
+
+echo "--- Python: the MCP SDK (pinned) and the package with the test-only software authenticator"
+venv=$root/target/mcp-venv
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/pip" install -q --disable-pip-version-check -r tests/mcp/requirements.txt 'maturin>=1.7,<2'
+(cd bindings/python && VIRTUAL_ENV=$venv PATH="$venv/bin:$PATH" maturin develop -q --features testing)
+
+echo "--- npm: the TypeScript client and the reference servers (exact versions from the lock file)"
+node --version
+(cd tests/mcp && npm ci --no-audit --no-fund --loglevel=error)
+
+echo "--- pytest tests/mcp"
+COUNTERSIGN_BIN="$CARGO_TARGET_DIR/debug/countersign" "$venv/bin/python" -m pytest -q -rs tests/mcp

@@ -1,0 +1,133 @@
+"""Added latency and throughput of `countersign mcp stdio` for calls that pass through (not held).
+
+The same echo tool (tests/mcp/peers/counting_server.py, `echo`, allowed by the interposer's
+configuration) is called by the real Python MCP client (`mcp` 2.3.0) twice over stdio: directly,
+and through `countersign mcp stdio`. For each path it reports
+
+- latency: N sequential `tools/call`s, p50 / p99 / mean in microseconds, after a warm-up;
+- throughput: calls per second with C calls in flight at once (the client pipelines them on the
+  one stdio connection), over a fixed count of calls.
+
+Added latency = interposer minus direct at the same percentile; throughput ratio = interposer /
+direct. The runs alternate (direct, interposer, direct, ...) R times and the medians are reported,
+so a noisy neighbour on a shared machine hits both paths alike.
+
+A pass-through call needs no approval, so the service is never contacted on this path; a
+`countersign serve` is still started because the interposer's command line requires one (its
+gateway token and registry).
+
+Run from the repository root, with the venv that .ci/steps/mcp.sh builds:
+
+    target/mcp-venv/bin/python benches/mcp_passthrough.py [--calls 2000] [--inflight 16] [--rounds 3]
+
+It needs `target/release/countersign` (`cargo build --release -p countersign-cli`) or
+COUNTERSIGN_BIN. It is a benchmark, not a test: it asserts nothing about speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+
+import anyio
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "mcp"))
+sys.path.insert(0, str(REPO / "bindings" / "python" / "tests"))
+
+from countersign._native import testing  # noqa: E402
+from peers.clients import stdio_session  # noqa: E402
+from peers.interposer import StdioInterposer  # noqa: E402
+from support import Service  # noqa: E402
+
+COUNTING_SERVER = REPO / "tests" / "mcp" / "peers" / "counting_server.py"
+PAYLOAD = {"text": "x" * 64}
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    k = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+async def measure(command: str, args: list[str], env: dict[str, str], calls: int, inflight: int):
+    async with stdio_session(command, args, env, errlog=open(os.devnull, "w")) as s:
+        await s.list_tools()  # the interposer learns the annotations here, as a real host's would
+        for _ in range(200):  # warm-up
+            await s.call_tool("echo", PAYLOAD)
+        latencies = []
+        for _ in range(calls):
+            t0 = time.perf_counter_ns()
+            r = await s.call_tool("echo", PAYLOAD)
+            latencies.append((time.perf_counter_ns() - t0) / 1000)
+            assert not r.is_error
+        remaining = calls
+
+        async def worker():
+            nonlocal remaining
+            while remaining > 0:
+                remaining -= 1
+                await s.call_tool("echo", PAYLOAD)
+
+        t0 = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for _ in range(inflight):
+                tg.start_soon(worker)
+        throughput = calls / (time.perf_counter() - t0)
+    return latencies, throughput
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=2000, help="calls per latency and per throughput run")
+    parser.add_argument("--inflight", type=int, default=16, help="calls in flight in the throughput run")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating direct/interposer rounds")
+    opts = parser.parse_args()
+
+    binary = os.environ.get("COUNTERSIGN_BIN") or str(REPO / "target" / "release" / "countersign")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        (tmp / "service").mkdir()
+        service = Service(binary, tmp / "service", {"alice@example.com": testing.SoftAuthenticator("alice-es256")})
+        service.token_file = tmp / "service" / "gateway-token"
+        service.token_file.write_text(service.token + "\n")
+        try:
+            env = {"COUNTING_LOG": str(tmp / "executions.log")}
+            upstream = [sys.executable, str(COUNTING_SERVER)]
+            ip = StdioInterposer(binary, service, tmp / "interposer", upstream,
+                                 settings={"allow": ["echo"], "hold": ["delete_thing"]})
+            paths = {"direct": (upstream[0], upstream[1:]), "interposer": ip.command()}
+            results: dict[str, list] = {"direct": [], "interposer": []}
+            for _ in range(opts.rounds):
+                for name, (command, args) in paths.items():
+                    results[name].append(anyio.run(measure, command, args, env, opts.calls, opts.inflight))
+        finally:
+            service.stop()
+
+    summary = {}
+    for name, runs in results.items():
+        summary[name] = {
+            "p50_us": statistics.median(percentile(lat, 50) for lat, _ in runs),
+            "p99_us": statistics.median(percentile(lat, 99) for lat, _ in runs),
+            "mean_us": statistics.median(statistics.fmean(lat) for lat, _ in runs),
+            "calls_per_s": statistics.median(tp for _, tp in runs),
+        }
+    d, i = summary["direct"], summary["interposer"]
+    summary["added"] = {
+        "p50_us": i["p50_us"] - d["p50_us"],
+        "p99_us": i["p99_us"] - d["p99_us"],
+        "throughput_ratio": i["calls_per_s"] / d["calls_per_s"],
+    }
+    summary["setup"] = {"calls": opts.calls, "inflight": opts.inflight, "rounds": opts.rounds,
+                        "binary": binary, "transport": "stdio"}
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
