@@ -43,7 +43,12 @@ fn call(agent: &str, tool: &str, params: Value) -> Action {
 
 /// A CASE: `call` approved under the grant `fields`, signed (`decision`) by alice a day before
 /// `now` (older than `max_age_seconds`, which does not apply to a grant), as use `use_number`.
-fn under_grant(call: Action, fields: &Value, decision: countersign::Decision, use_number: u64) -> Case {
+fn under_grant(
+    call: Action,
+    fields: &Value,
+    decision: countersign::Decision,
+    use_number: u64,
+) -> Case {
     let grant = tk::standing_grant_action(fields);
     let entry = signed(ALICE, &grant, decision, |s| {
         s.assertion_at = "2026-11-19T10:00:00Z".to_owned();
@@ -55,7 +60,12 @@ fn under_grant(call: Action, fields: &Value, decision: countersign::Decision, us
 }
 
 fn covered() -> Case {
-    under_grant(call("agent-7", "payments.transfer", params()), &grant_fields(), Approved, 1)
+    under_grant(
+        call("agent-7", "payments.transfer", params()),
+        &grant_fields(),
+        Approved,
+        1,
+    )
 }
 
 /// DENY after the grant's evidence verified: the signer is known, the level is theirs.
@@ -75,43 +85,98 @@ pub(crate) fn standing(out: &mut Out) {
         "standing::last-use",
         "use 10 of a grant allowing 10",
         &["standing-grant", "standing-uses"],
-        under_grant(call("agent-7", "payments.transfer", params()), &grant_fields(), Approved, 10),
+        under_grant(
+            call("agent-7", "payments.transfer", params()),
+            &grant_fields(),
+            Approved,
+            10,
+        ),
         allow("AAL2"),
     );
     out.ev(
         "standing::use-beyond-max",
         "use 11 of a grant allowing 10: out of scope (the service gave more uses than signed)",
         &["standing-grant", "standing-uses"],
-        under_grant(call("agent-7", "payments.transfer", params()), &grant_fields(), Approved, 11),
+        under_grant(
+            call("agent-7", "payments.transfer", params()),
+            &grant_fields(),
+            Approved,
+            11,
+        ),
         out_of_scope(),
     );
     out.ev(
         "standing::agent-not-covered",
         "another agent than the grant's pattern",
         &["standing-grant", "standing-scope"],
-        under_grant(call("agent-8", "payments.transfer", params()), &grant_fields(), Approved, 1),
+        under_grant(
+            call("agent-8", "payments.transfer", params()),
+            &grant_fields(),
+            Approved,
+            1,
+        ),
         out_of_scope(),
     );
     out.ev(
         "standing::tool-not-covered",
         "a tool outside the grant's pattern payments.*",
         &["standing-grant", "standing-scope"],
-        under_grant(call("agent-7", "accounts.close", params()), &grant_fields(), Approved, 1),
+        under_grant(
+            call("agent-7", "accounts.close", params()),
+            &grant_fields(),
+            Approved,
+            1,
+        ),
         out_of_scope(),
     );
     for (id, name, value, description) in [
         ("max-at-limit", "amount", json!("500.00"), None),
-        ("max-above", "amount", json!("500.01"), Some("an amount above the max rule")),
-        ("max-negative", "amount", json!("-1.00"), Some("a negative amount under a max rule")),
-        ("max-not-amount", "amount", json!("lots"), Some("text that is not an amount under a max rule")),
-        ("currency-other", "currency", json!("USD"), Some("a currency outside the currency rule")),
-        ("prefix-other", "to", json!("personal-1"), Some("an account outside the prefix rule")),
-        ("one-of-other", "tag", json!("bonus"), Some("a value outside the one_of rule")),
+        (
+            "max-above",
+            "amount",
+            json!("500.01"),
+            Some("an amount above the max rule"),
+        ),
+        (
+            "max-negative",
+            "amount",
+            json!("-1.00"),
+            Some("a negative amount under a max rule"),
+        ),
+        (
+            "max-not-amount",
+            "amount",
+            json!("lots"),
+            Some("text that is not an amount under a max rule"),
+        ),
+        (
+            "currency-other",
+            "currency",
+            json!("USD"),
+            Some("a currency outside the currency rule"),
+        ),
+        (
+            "prefix-other",
+            "to",
+            json!("personal-1"),
+            Some("an account outside the prefix rule"),
+        ),
+        (
+            "one-of-other",
+            "tag",
+            json!("bonus"),
+            Some("a value outside the one_of rule"),
+        ),
         ("one-of-null-allowed", "tag", Value::Null, None),
     ] {
         let mut p = params();
         p[name] = value;
-        let case = under_grant(call("agent-7", "payments.transfer", p), &grant_fields(), Approved, 1);
+        let case = under_grant(
+            call("agent-7", "payments.transfer", p),
+            &grant_fields(),
+            Approved,
+            1,
+        );
         match description {
             None => out.ev(
                 &format!("standing::{id}"),
@@ -136,8 +201,17 @@ pub(crate) fn standing(out: &mut Out) {
     out.ev(
         "standing::absent-not-null",
         "the argument a one_of rule names is absent, and null is allowed: absence never matches",
-        &["standing-grant", "standing-constraint", "standing-absent-null"],
-        under_grant(call("agent-7", "payments.transfer", p), &grant_fields(), Approved, 1),
+        &[
+            "standing-grant",
+            "standing-constraint",
+            "standing-absent-null",
+        ],
+        under_grant(
+            call("agent-7", "payments.transfer", p),
+            &grant_fields(),
+            Approved,
+            1,
+        ),
         out_of_scope(),
     );
     let mut fields = grant_fields();
@@ -146,7 +220,12 @@ pub(crate) fn standing(out: &mut Out) {
         "standing::expired",
         "the grant expires exactly at the call (expires_at is exclusive)",
         &["standing-grant", "standing-expiry"],
-        under_grant(call("agent-7", "payments.transfer", params()), &fields, Approved, 1),
+        under_grant(
+            call("agent-7", "payments.transfer", params()),
+            &fields,
+            Approved,
+            1,
+        ),
         deny_as("APPROVED", "standing_grant_expired", "AAL2"),
     );
     let mut fields = grant_fields();
@@ -155,7 +234,12 @@ pub(crate) fn standing(out: &mut Out) {
         "standing::expires-after-the-call",
         "the grant expires one second after the call",
         &["standing-grant", "standing-expiry"],
-        under_grant(call("agent-7", "payments.transfer", params()), &fields, Approved, 1),
+        under_grant(
+            call("agent-7", "payments.transfer", params()),
+            &fields,
+            Approved,
+            1,
+        ),
         allow("AAL2"),
     );
     let mut c = covered();
@@ -168,9 +252,7 @@ pub(crate) fn standing(out: &mut Out) {
         deny("binding_mismatch"),
     );
     let mut c = covered();
-    c.result
-        .as_object_mut()
-        .map(|r| r.remove("standing_grant"));
+    c.result.as_object_mut().map(|r| r.remove("standing_grant"));
     out.ev(
         "standing::member-missing",
         "the grant's evidence presented as if it were about the call itself",
@@ -191,7 +273,12 @@ pub(crate) fn standing(out: &mut Out) {
         "standing::grant-refused",
         "the approver signed a refusal of the grant",
         &["standing-grant", "refusal"],
-        under_grant(call("agent-7", "payments.transfer", params()), &grant_fields(), Denied, 1),
+        under_grant(
+            call("agent-7", "payments.transfer", params()),
+            &grant_fields(),
+            Denied,
+            1,
+        ),
         deny_as("DENIED", "approver_refused", "AAL2"),
     );
     let mut c = covered();

@@ -28,8 +28,7 @@ pub use json::CanonLimits;
 pub use nfc::{NfcMode, NonNfc};
 pub use profile::{
     FieldKind, FieldSpec, PAYMENT_DEFINITION, Profile, ProfileError, ProfileRegistry,
-    STANDING_GRANT_DEFINITION, STANDING_GRANT_PROFILE,
-    TOOL_CALL_DEFINITION,
+    STANDING_GRANT_DEFINITION, STANDING_GRANT_PROFILE, TOOL_CALL_DEFINITION,
 };
 pub use text::UNICODE_VERSION;
 
