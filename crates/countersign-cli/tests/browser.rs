@@ -687,6 +687,105 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
         "{verdict}"
     );
 
+    // --- the inbox and a standing grant, through the page ---
+    // A gateway proposes a standing grant: payments.transfer by agent-7 up to 100.00, twice.
+    let (status, r) = http_as(
+        &service,
+        "POST",
+        "/v1/standing-grants",
+        Some(
+            &json!({"agent_id": "agent-7", "tool_name": "payments.transfer",
+            "constraints": [{"kind": "max", "arg": "/amount", "max": "100.00"}],
+            "max_uses": 2, "expires_at": "2099-01-01T00:00:00Z"}),
+        ),
+        Some(&gateway),
+    );
+    assert_eq!((status, &r["status"]), (200, &json!("PENDING")), "{r}");
+    let grant = r["approval_id"].as_str().unwrap().to_owned();
+    // Signed out, the inbox lists nothing.
+    browser.cmd("DELETE", "/cookie", None);
+    browser.goto(&format!("{origin}/approve"));
+    browser.wait_visible("step1");
+    assert!(!browser.visible("inbox") && !browser.visible("summary"));
+    let html = browser.js("return document.documentElement.outerHTML;");
+    assert!(
+        !html.as_str().unwrap().contains(&grant),
+        "listed before sign-in"
+    );
+    browser.screenshot("09-inbox-before-sign-in");
+    browser.click("signin");
+    browser.wait_visible("inbox");
+    // Newest first: the proposal, then the spoofed request still pending.
+    let rows = browser.js(
+        "return Array.from(document.querySelectorAll('#inbox-pending tbody tr')).map(r => r.dataset.id);",
+    );
+    assert_eq!(rows[0], json!(grant), "{rows}");
+    assert!(rows.as_array().unwrap().contains(&json!(id_d)), "{rows}");
+    browser.assert_text_contains("inbox-pending", "standing grant");
+    assert!(browser.visible("grants-empty"));
+    browser.screenshot("10-inbox");
+
+    // The proposal in full, with the standing-grant banner; approved with the same ceremony.
+    browser.goto(&format!("{origin}/approve/{grant}"));
+    browser.wait_visible("step2");
+    assert!(browser.visible("standing-banner"));
+    browser.assert_text_contains("standing-banner", "at most 2 times");
+    let table = browser.text("fields");
+    for shown in ["agent-7", "payments.transfer", "/amount", "100.00", "max"] {
+        assert!(table.contains(shown), "{shown} missing from {table}");
+    }
+    browser.screenshot("11-standing-review");
+    browser.click("approve");
+    browser.wait_visible("outcome");
+    browser.assert_text_contains("outcome-text", "APPROVED");
+
+    // A covered call is approved at once with the grant's evidence and its use number, and
+    // verifies offline; one outside the scope waits for a human.
+    let params_e = json!({"to": ACCOUNT_A, "amount": "40.00"});
+    let (status, r) = http_as(
+        &service,
+        "POST",
+        "/v1/approvals",
+        Some(&json!({"agent_id": "agent-7", "tool_name": "payments.transfer", "params": params_e})),
+        Some(&gateway),
+    );
+    assert_eq!((status, &r["status"]), (200, &json!("APPROVED")), "{r}");
+    assert_eq!(r["standing_grant"]["use"], 1, "{r}");
+    let id_e = r["approval_id"].as_str().unwrap().to_owned();
+    let (code, verdict) = verify("standing-covered", &id_e, &params_e);
+    assert_eq!(code, 0, "{verdict}");
+    assert_eq!(verdict["approvers"][0]["principal"], "alice@example.com");
+    let over = create(json!({"to": ACCOUNT_A, "amount": "100.01"}));
+    assert!(over.starts_with("apv_"));
+
+    // The inbox lists alice's grant with its uses; she revokes it from its page.
+    browser.goto(&format!("{origin}/approve"));
+    browser.wait_visible("inbox");
+    browser.assert_text_contains("inbox-grants", "1 of 2");
+    browser.goto(&format!("{origin}/approve/{grant}"));
+    browser.wait_visible("revoke");
+    browser.screenshot("12-standing-in-force");
+    browser.click("revoke");
+    wait_for("the revocation", || {
+        browser
+            .text("standing-details")
+            .contains("Revoked")
+            .then_some(())
+    });
+    assert!(!browser.visible("revoke"));
+    browser.screenshot("13-standing-revoked");
+    let (_, r) = http_as(
+        &service,
+        "POST",
+        "/v1/approvals",
+        Some(&json!({"agent_id": "agent-7", "tool_name": "payments.transfer", "params": params_e})),
+        Some(&gateway),
+    );
+    assert_eq!(
+        r["status"], "PENDING",
+        "a revoked grant approves nothing: {r}"
+    );
+
     // --- a second authenticator, not enrolled, holding its own credential for this site ---
     browser.cmd(
         "DELETE",

@@ -270,6 +270,15 @@ impl AppState {
         let params = call.get("params").cloned().unwrap_or(Value::Null);
         let action = Action::new(DEFAULT_PROFILE, approval.fields_json.clone())
             .with_tool(approval.tool_name.clone());
+        // The row a use inserts: APPROVED at once, its single-use grant collectable like any.
+        let grant_ttl = i64::try_from(self.config().timeouts.grant_seconds.saturating_mul(1000))
+            .unwrap_or(i64::MAX);
+        let approval = &NewApproval {
+            status: ApprovalStatus::Approved,
+            reason_code: None,
+            grant_expires_at: Some(now.saturating_add(grant_ttl)),
+            ..approval.clone()
+        };
         for grant in grants {
             let Some(standing) = self.covering_use(&grant, approval, &params, &action, policy)
             else {

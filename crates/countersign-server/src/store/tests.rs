@@ -1028,3 +1028,176 @@ fn ready_fails_when_a_migration_is_missing() {
     let e = store.ready().unwrap_err().to_string();
     assert!(e.contains("this build expects"), "{e}");
 }
+
+// ---- standing grants ----------------------------------------------------------------------
+
+fn standing_call(id: &str) -> NewApproval {
+    NewApproval {
+        status: ApprovalStatus::Approved,
+        ..new(id, 10_000)
+    }
+}
+
+/// A proposal `id` with `max_uses`, expiring at 5,000 ms, signed (APPROVED) at 50 ms.
+fn signed_grant(s: &dyn Store, id: &str, max_uses: u32) {
+    let proposal = NewApproval {
+        profile: countersign::STANDING_GRANT_PROFILE.into(),
+        ..new(id, 10_000)
+    };
+    let grant = standing::NewStandingGrant {
+        id: id.into(),
+        expires_at: 5_000,
+        max_uses,
+    };
+    s.create_standing_proposal(&proposal, &grant, &[AuditEvent::test(id)])
+        .unwrap();
+    let nonce = id
+        .bytes()
+        .fold(7u8, |a, b| a.wrapping_mul(31).wrapping_add(b));
+    let settled = s
+        .settle(&verdict(id, 50, ApprovalStatus::Approved, nonce, 1))
+        .unwrap();
+    assert!(matches!(settled, SettleOutcome::Settled(_)), "{settled:?}");
+}
+
+fn use_records() -> standing::UseRecords {
+    Arc::new(|n| Ok((format!("{{\"use\":{n}}}"), vec![AuditEvent::test("use")])))
+}
+
+#[test]
+fn a_standing_grant_gives_each_use_once_up_to_max_uses_and_only_once_signed() {
+    for (s, _schema) in stores("standing_uses") {
+        let s = s.as_ref();
+        let proposal = NewApproval {
+            profile: countersign::STANDING_GRANT_PROFILE.into(),
+            ..new("unsigned", 10_000)
+        };
+        let grant = standing::NewStandingGrant {
+            id: "unsigned".into(),
+            expires_at: 5_000,
+            max_uses: 3,
+        };
+        s.create_standing_proposal(&proposal, &grant, &[]).unwrap();
+        let used = s.use_standing_grant(&standing_call("c0"), "unsigned", 100, use_records());
+        assert_eq!(used.unwrap(), None, "an unsigned proposal gives nothing");
+        assert!(s.get("c0").unwrap().is_none());
+
+        signed_grant(s, "g", 3);
+        for n in 1..=3u32 {
+            let id = format!("c{n}");
+            let used = s.use_standing_grant(&standing_call(&id), "g", 100, use_records());
+            assert_eq!(used.unwrap(), Some(n));
+            let row = s.get(&id).unwrap().unwrap();
+            assert_eq!(row.status, ApprovalStatus::Approved);
+            assert_eq!(row.evidence_json, Some(format!("{{\"use\":{n}}}")));
+        }
+        let used = s.use_standing_grant(&standing_call("c4"), "g", 100, use_records());
+        assert_eq!(used.unwrap(), None, "max_uses reached");
+        assert!(
+            s.get("c4").unwrap().is_none(),
+            "nothing written for a refused use"
+        );
+        let g = s.standing_grant("g").unwrap().unwrap();
+        assert_eq!((g.uses, g.max_uses), (3, 3));
+        assert!(!g.is_live(100));
+        assert!(s.live_standing_grants(100, 10).unwrap().is_empty());
+        assert_one_chain(s);
+    }
+}
+
+#[test]
+fn an_expired_or_revoked_standing_grant_gives_nothing() {
+    for (s, _schema) in stores("standing_stop") {
+        let s = s.as_ref();
+        signed_grant(s, "g", 10);
+        let live: Vec<String> = s
+            .live_standing_grants(100, 10)
+            .unwrap()
+            .into_iter()
+            .map(|g| g.proposal.id)
+            .collect();
+        assert_eq!(live, ["g"]);
+        // Expiry is exclusive: at 5,000 ms the grant no longer covers.
+        let used = s.use_standing_grant(&standing_call("late"), "g", 5_000, use_records());
+        assert_eq!(used.unwrap(), None);
+        let used = s.use_standing_grant(&standing_call("in-time"), "g", 4_999, use_records());
+        assert_eq!(used.unwrap(), Some(1));
+        assert!(
+            s.revoke_standing_grant("g", "alice", 200, &AuditEvent::test("g"))
+                .unwrap()
+        );
+        assert!(
+            !s.revoke_standing_grant("g", "alice", 300, &AuditEvent::test("g"))
+                .unwrap()
+        );
+        let used = s.use_standing_grant(&standing_call("after"), "g", 300, use_records());
+        assert_eq!(used.unwrap(), None, "revoked");
+        let g = s.standing_grant("g").unwrap().unwrap();
+        assert_eq!(
+            (g.revoked_at, g.revoked_by.as_deref()),
+            (Some(200), Some("alice"))
+        );
+        assert_one_chain(s);
+    }
+}
+
+#[test]
+fn concurrent_uses_of_one_standing_grant_never_exceed_max_uses() {
+    for (s, _schema) in stores("standing_race") {
+        let s = s.as_ref();
+        signed_grant(s, "g", 5);
+        let uses: Vec<u32> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..32)
+                .map(|i| {
+                    scope.spawn(move || {
+                        s.use_standing_grant(
+                            &standing_call(&format!("c{i}")),
+                            "g",
+                            100,
+                            use_records(),
+                        )
+                        .unwrap()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .filter_map(|h| h.join().unwrap())
+                .collect()
+        });
+        let mut sorted = uses.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, [1, 2, 3, 4, 5], "{uses:?}");
+        assert_one_chain(s);
+    }
+}
+
+#[test]
+fn open_approvals_are_the_pending_unexpired_ones_newest_first() {
+    for (s, _schema) in stores("open_approvals") {
+        let s = s.as_ref();
+        for (id, created, expires) in [("a", 1, 1_000), ("b", 2, 1_000), ("c", 3, 50)] {
+            let a = NewApproval {
+                created_at: created,
+                ..new(id, expires)
+            };
+            s.create(&a, &[]).unwrap();
+        }
+        s.settle(&verdict("a", 10, ApprovalStatus::Denied, 9, 1))
+            .unwrap();
+        let open: Vec<String> = s
+            .open_approvals(100, 10)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(open, ["b"], "a is settled, c has expired by 100 ms");
+        let open: Vec<String> = s
+            .open_approvals(20, 10)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(open, ["c", "b"]);
+    }
+}
