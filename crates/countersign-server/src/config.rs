@@ -61,6 +61,10 @@ pub struct Config {
     /// Bounds on what clients may hold open.
     #[serde(default)]
     pub limits: Limits,
+    /// Operator preauthorizations: calls they cover are APPROVED without a human
+    /// (see [`crate::preauth`]). Validated as the file is read.
+    #[serde(default, deserialize_with = "crate::preauth::deserialize")]
+    pub preauthorizations: Vec<crate::preauth::Preauthorization>,
 }
 
 /// Bounds on what clients may hold open.
@@ -246,6 +250,7 @@ impl Default for Config {
             publish_registry: false,
             audit_origin: None,
             limits: Limits::default(),
+            preauthorizations: Vec::new(),
         }
     }
 }

@@ -64,6 +64,15 @@ pub struct ApprovalResult {
     pub identity_assurance: Option<Value>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub approver_evidence: Vec<EvidenceSlot>,
+    /// The authority an APPROVED result grants, as the service recorded it in its Decision or
+    /// outcome line: one call with this op_hash until a time, or the preauthorization that
+    /// approved it. Informational to a verifier, which checks the evidence, never this member.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authority: Option<Value>,
+    /// The approval this one revises, when the gateway said so. A revision is a new proposal:
+    /// nothing passes to it from the one it revises.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revises: Option<String>,
 }
 
 /// Why an approval result could not be read at all.
@@ -97,6 +106,8 @@ impl ApprovalResult {
             reason_code: None,
             identity_assurance: None,
             approver_evidence: Vec::new(),
+            authority: None,
+            revises: None,
         }
     }
 
@@ -155,6 +166,8 @@ impl ApprovalResult {
                 .filter(|v| !v.is_null())
                 .cloned(),
             approver_evidence,
+            authority: object.get("authority").filter(|v| !v.is_null()).cloned(),
+            revises: optional_string(object, "revises")?,
         };
         if result.status == ApprovalStatus::Pending && result.approval_id.is_none() {
             return Err(ResultError::PendingWithoutId);

@@ -9,6 +9,7 @@ mod gateways;
 mod hardening;
 mod http_errors;
 mod lifecycle;
+mod preauth;
 mod readiness;
 mod revoke;
 mod support;
