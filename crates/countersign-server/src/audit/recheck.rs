@@ -272,3 +272,163 @@ fn covering_preauthorization(request: &Map<String, Value>, config: &Config) -> O
         .find(|p| p.scope.covers(agent, tool, args, at).is_ok())
         .map(|p| p.slug.clone())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::{AuditEvent, RequestFacts};
+    use serde_json::json;
+
+    const TS: &str = "2026-12-01T10:00:00Z";
+
+    fn request(id: &str, tool: &str, amount: &str) -> Map<String, Value> {
+        let fields = json!({"agent_id": "agent-7", "tool_name": tool,
+                            "params": {"amount": amount, "currency": "EUR"}});
+        AuditEvent::request(&RequestFacts {
+            approval_id: id,
+            ts: TS,
+            agent_id: "agent-7",
+            tool_name: tool,
+            profile: "countersign.tool-call/1",
+            fields: &fields,
+            submitted_sha256: "00",
+            submitted_text: None,
+            severity: "normal",
+            expires_at: "2026-12-01T10:05:00Z",
+            fingerprint: "fp",
+        })
+        .body()
+        .clone()
+    }
+
+    fn outcome(id: &str, status: &str, preauth: bool) -> Map<String, Value> {
+        let mut e = AuditEvent::outcome(id, TS, status, None);
+        if preauth {
+            e = e.with_member("preauthorization", json!({"slug": "s"}));
+        }
+        e.body().clone()
+    }
+
+    fn decision(id: &str, verdict: &str, principal: &str, level: &str) -> Map<String, Value> {
+        AuditEvent::decision(
+            id,
+            TS,
+            verdict,
+            principal,
+            &json!({"level": level, "source": "evidence"}),
+            &json!({}),
+        )
+        .body()
+        .clone()
+    }
+
+    fn config(text: &str) -> Config {
+        Config::from_toml(text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn verdicts(lines: &[Map<String, Value>], c: &Config) -> Vec<(String, RecheckVerdict)> {
+        recheck(lines, c)
+            .into_iter()
+            .map(|r| (r.approval_id, r.verdict))
+            .collect()
+    }
+
+    #[test]
+    fn the_same_policy_changes_nothing() {
+        let lines = [
+            request("a", "pay", "5"),
+            outcome("a", "PENDING", false),
+            decision("a", "APPROVED", "alice", "AAL2"),
+            request("b", "pay", "5"),
+            outcome("b", "PENDING", false),
+        ];
+        let v = verdicts(&lines, &config(""));
+        assert_eq!(
+            v,
+            [
+                ("a".into(), RecheckVerdict::Unchanged),
+                ("b".into(), RecheckVerdict::Unchanged)
+            ]
+        );
+    }
+
+    #[test]
+    fn approvals_without_a_human_are_newly_parked_when_a_human_is_required() {
+        let lines = [
+            request("p", "pay", "5"),
+            outcome("p", "APPROVED", true),
+            request("r", "read", "5"),
+            outcome("r", "APPROVED", false),
+        ];
+        let v = verdicts(&lines, &config(""));
+        assert_eq!(v[0].1, RecheckVerdict::NewlyParked);
+        assert_eq!(v[1].1, RecheckVerdict::NewlyParked);
+        // Under a config that still approves `read` without a human, it is unchanged.
+        let v = verdicts(&lines, &config("[[tools]]\nname = \"read\"\napproval = \"none\"\n"));
+        assert_eq!(v[1].1, RecheckVerdict::Unchanged);
+    }
+
+    #[test]
+    fn a_new_preauthorization_newly_allows_what_waited_for_a_human() {
+        let lines = [
+            request("small", "pay", "5"),
+            outcome("small", "PENDING", false),
+            request("big", "pay", "500"),
+            outcome("big", "PENDING", false),
+        ];
+        let c = config(
+            r#"
+            [[preauthorizations]]
+            slug = "small"
+            agent = "agent-*"
+            tool = "pay"
+            expires_at = "2027-01-01T00:00:00Z"
+            max_uses = 1
+            constraints = [{ kind = "max", arg = "/amount", max = "10" }]
+            "#,
+        );
+        let v = verdicts(&lines, &c);
+        assert_eq!(v[0].1, RecheckVerdict::NewlyAllowed);
+        assert_eq!(v[1].1, RecheckVerdict::Unchanged, "outside the scope");
+    }
+
+    #[test]
+    fn recorded_evidence_is_held_to_the_new_rule() {
+        let lines = [
+            request("a", "pay", "5"),
+            decision("a", "APPROVED", "alice", "AAL2"),
+            request("b", "pay", "5"),
+            decision("b", "APPROVED", "bob", "AAL2"),
+        ];
+        let narrowed = config(
+            "[groups]\nfinance = [\"bob\"]\n[[tools]]\nname = \"pay\"\napprovers = [\"finance\"]\n",
+        );
+        let v = verdicts(&lines, &narrowed);
+        assert_eq!(v[0].1, RecheckVerdict::NewlyDenied);
+        assert_eq!(v[1].1, RecheckVerdict::Unchanged);
+        // A membership granted by an invite (recorded in an enrollment line) counts.
+        let mut with_invite = vec![
+            AuditEvent::enrollment(
+                TS,
+                &crate::audit::EnrollmentFacts {
+                    principal: "alice",
+                    credential_id: "c",
+                    aaguid: None,
+                    attestation_format: "none",
+                    chain_verified: false,
+                    group: Some("finance"),
+                    source: crate::audit::EnrollmentSource::Invite,
+                },
+            )
+            .body()
+            .clone(),
+        ];
+        with_invite.extend(lines.iter().cloned());
+        let v = verdicts(&with_invite, &narrowed);
+        assert_eq!(v[0].1, RecheckVerdict::Unchanged);
+
+        let stricter = config("[[tools]]\nname = \"pay\"\nmin_assurance = \"AAL3\"\n");
+        let v = verdicts(&lines, &stricter);
+        assert_eq!(v[0].1, RecheckVerdict::InsufficientAssurance);
+    }
+}

@@ -927,7 +927,8 @@ impl Store for PostgresStore {
                  WHERE id = $1 AND status = 'PENDING' AND expires_at > $5 \
                  RETURNING id, created_at, expires_at, agent_id, tool_name, profile, \
                  fields_json, severity, op_hash_approved, op_hash_denied, status, reason_code, \
-                 evidence_json, decided_at, grant_expires_at, grant_collected_at, gateway",
+                 evidence_json, decided_at, grant_expires_at, grant_collected_at, gateway, \
+                 preauth_slug, preauth_digest, preauth_use, revises",
                 &[
                     &s.approval_id,
                     &s.status.as_str(),
