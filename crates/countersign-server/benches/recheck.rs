@@ -56,7 +56,10 @@ fn main() {
         .count();
 
     println!("## Recheck\n");
-    println!("{approvals} approvals, {lines_total} lines ({} MiB)\n", text.len() / (1 << 20));
+    println!(
+        "{approvals} approvals, {lines_total} lines ({} MiB)\n",
+        text.len() / (1 << 20)
+    );
     println!("| measure | value |\n|---|---|");
     println!("| log built and sealed | {built:.1} s |");
     println!(
@@ -88,7 +91,8 @@ fn build_log(sealer: &AuditSealer, approvals: usize) -> String {
     for i in 0..approvals {
         let id = format!("apv_{i:08}");
         let params = json!({"to": "DE89", "amount": format!("{}.00", i % 500), "currency": "EUR"});
-        let fields = json!({"agent_id": "agent-7", "tool_name": "payments.transfer", "params": params});
+        let fields =
+            json!({"agent_id": "agent-7", "tool_name": "payments.transfer", "params": params});
         let request = AuditEvent::request(&RequestFacts {
             approval_id: &id,
             ts,
@@ -114,7 +118,10 @@ fn build_log(sealer: &AuditSealer, approvals: usize) -> String {
                 let outcome = AuditEvent::outcome(&id, ts, "APPROVED", None);
                 let outcome = AuditEvent::from_body({
                     let mut b = outcome.body().clone();
-                    b.insert("preauthorization".into(), json!({"slug": "s", "digest": "d", "use": i}));
+                    b.insert(
+                        "preauthorization".into(),
+                        json!({"slug": "s", "digest": "d", "use": i}),
+                    );
                     b.insert("authority".into(), authority.clone());
                     b
                 });

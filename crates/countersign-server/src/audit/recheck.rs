@@ -364,7 +364,10 @@ mod tests {
         assert_eq!(v[0].1, RecheckVerdict::NewlyParked);
         assert_eq!(v[1].1, RecheckVerdict::NewlyParked);
         // Under a config that still approves `read` without a human, it is unchanged.
-        let v = verdicts(&lines, &config("[[tools]]\nname = \"read\"\napproval = \"none\"\n"));
+        let v = verdicts(
+            &lines,
+            &config("[[tools]]\nname = \"read\"\napproval = \"none\"\n"),
+        );
         assert_eq!(v[1].1, RecheckVerdict::Unchanged);
     }
 

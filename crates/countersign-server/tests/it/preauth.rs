@@ -33,7 +33,7 @@ const SMALL_EUR: &str = r#"
     constraints = [
         { kind = "currency", arg = "/currency", allowed = ["EUR"] },
         { kind = "max", arg = "/amount", max = "100.00" },
-        { kind = "one_of", arg = "/memo", values = [null, "rent"] },
+        { kind = "one_of", arg = "/memo", values = ["rent", "payroll"] },
     ]
 "#;
 
@@ -58,7 +58,7 @@ fn fingerprint(params: &Value) -> String {
 #[tokio::test]
 async fn a_covered_call_is_approved_without_a_human_and_says_by_what() {
     let app = TestApp::start(config_with(SMALL_EUR), &[&Approver::alice()]).await;
-    let params = payment("99.99", Some(Value::Null));
+    let params = payment("99.99", Some(json!("rent")));
     let r = app.create("payments.transfer", params.clone()).await;
     assert_eq!(r.status, 200, "{:?}", r.body);
     assert_eq!(r.body["status"], "APPROVED");
@@ -166,7 +166,7 @@ async fn an_expired_preauthorization_approves_nothing() {
 
 #[test]
 fn a_config_with_a_local_expiry_or_an_unknown_constraint_does_not_load() {
-    let base = format!("rp_id = \"x\"\norigins = [\"https://x\"]\n");
+    let base = "rp_id = \"x\"\norigins = [\"https://x\"]\n";
     let local = SMALL_EUR.replace("2099-01-01T00:00:00Z", "2099-01-01T00:00:00");
     let err = Config::from_toml(&format!("{base}{local}")).err().unwrap();
     assert!(err.to_string().contains("offset"), "{err}");
