@@ -979,6 +979,33 @@ mod tests {
 
     const T: &str = "2026-01-01T00:00:00Z";
 
+    /// An approval whose outcome records `one_call` authority for op_hash [1; 32] until `until`,
+    /// and a grant for `fingerprint` at `at`.
+    fn scoped(fingerprint: &[u8; 32], at: &str, until: &str) -> Vec<AuditEvent> {
+        let granted = super::super::authority(Some(&[1; 32]), Some(until), "tool_rule", None);
+        vec![
+            AuditEvent::outcome("s", T, "APPROVED", None).with_member("authority", granted),
+            AuditEvent::grant("s", at, &b64::encode(fingerprint)),
+        ]
+    }
+
+    #[test]
+    fn a_grant_outside_the_recorded_authority_is_a_violation() {
+        let later = "2026-01-01T00:01:00Z";
+        let (sealer, lines) = log(&scoped(&[1; 32], T, later));
+        assert!(codes(&verify(&sealer, &lines), IssueClass::Violation).is_empty());
+        let (sealer, lines) = log(&scoped(&[2; 32], T, later));
+        assert_eq!(
+            codes(&verify(&sealer, &lines), IssueClass::Violation),
+            ["grant_outside_scope"]
+        );
+        let (sealer, lines) = log(&scoped(&[1; 32], later, later));
+        assert_eq!(
+            codes(&verify(&sealer, &lines), IssueClass::Violation),
+            ["grant_outside_scope"]
+        );
+    }
+
     fn lifecycle(id: &str) -> Vec<AuditEvent> {
         let fields = serde_json::json!({"a": 1});
         vec![
