@@ -3,8 +3,11 @@
 mod harness;
 mod logging;
 mod mcp;
+mod preauth;
+mod profiles;
 mod profiles;
 mod proofs;
+mod recheck;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -147,6 +150,11 @@ enum Command {
     Mcp {
         #[command(subcommand)]
         command: mcp::McpCommand,
+    },
+    /// Operator preauthorizations: list them with their uses, disable one by hand.
+    Preauth {
+        #[command(subcommand)]
+        command: preauth::PreauthCommand,
     },
     /// Answer conformance vectors on stdin/stdout (the JSON-lines protocol of
     /// conformance/HARNESS.md), for `countersign-conformance run --impl 'countersign harness'`.
@@ -317,6 +325,34 @@ enum WitnessCommand {
         /// The key file to create (owner-only; never overwritten).
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
+    },
+    /// Replay every request of a log against a new configuration: one verdict per approval.
+    ///
+    /// The log must verify under KEY first. For each approval the new config's rules are applied
+    /// in the service's order (a tool rule that needs no approval, then [[preauthorizations]]
+    /// at the request's time, else a human) and the recorded human evidence is held to the new
+    /// rule (eligible approvers, min_assurance, quorum). Verdicts: unchanged, newly_denied (the
+    /// new policy refuses the tool or the approver), newly_parked (approved without a human
+    /// before, a human is asked now: a human might still approve), newly_allowed (approved
+    /// without a human now), insufficient_assurance, quorum_not_met. Preauthorization use counts
+    /// are not replayed.
+    ///
+    /// Exit codes: 0 nothing would change, 1 something would, 2 unusable input (unreadable log,
+    /// key or config; a log that does not verify).
+    #[command(after_help = "Example:\n  countersign audit recheck audit.log \
+                            --key countersign-data/service-key.pub --config new.toml --json")]
+    Recheck {
+        /// The audit log (JSON lines), or - for stdin.
+        file: PathBuf,
+        /// The service's Ed25519 public key: base64url, or a file containing it.
+        #[arg(long)]
+        key: String,
+        /// The new service configuration (TOML) to judge the log by.
+        #[arg(long, value_name = "NEW.toml")]
+        config: PathBuf,
+        /// Print a JSON array of {approval_id, tool_name, was, verdict, detail, granted}.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -578,6 +614,15 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Witness {
             command: WitnessCommand::Keygen { name, out },
         } => proofs::witness_keygen(&name, &out),
+        Command::Audit {
+            command:
+                AuditCommand::Recheck {
+                    file,
+                    key,
+                    config,
+                    json,
+                },
+        } => recheck::run(&file, &key, &config, json),
         Command::Registry {
             command: RegistryCommand::Export { data_dir, database },
         } => registry_export(&data_dir, database.as_deref()),
@@ -598,6 +643,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     database,
                 },
         } => credential_revoke(&credential_id, &reason, &data_dir, database.as_deref()),
+        Command::Preauth { command } => preauth::run(command),
         Command::Gateway {
             command:
                 GatewayCommand::Add {
@@ -721,6 +767,18 @@ fn evidence_check(
         registry,
         threads,
     })
+}
+
+/// An Ed25519 public key given as base64url or as a file holding it.
+fn verifying_key(key: &str) -> Option<ed25519_dalek::VerifyingKey> {
+    let key_text = match std::fs::read_to_string(key) {
+        Ok(text) => text,
+        Err(_) => key.to_owned(),
+    };
+    countersign::b64::decode(key_text.trim())
+        .ok()
+        .and_then(|b| <[u8; 32]>::try_from(b).ok())
+        .and_then(|b| ed25519_dalek::VerifyingKey::from_bytes(&b).ok())
 }
 
 /// `audit verify --witness-key W... --quorum K`.

@@ -12,6 +12,12 @@
 //! each step of a lifecycle then goes to the next replica round robin, so verdicts, grants and
 //! audit appends from different replicas interleave.
 //!
+//! `COUNTERSIGN_BENCH_PREAUTH=1` measures preauthorized calls instead: the config carries a
+//! `[[preauthorizations]]` entry covering every lifecycle's call (a `max`, a `currency` and a
+//! `prefix` constraint, `max_uses` far above the run), so each lifecycle is create (APPROVED at
+//! once, the use consumed in the create's transaction) → grant (the preauthorization rechecked by
+//! database time).
+//!
 //! The gateway calls carry a gateway bearer token, as every gateway's must (one gateway, `bench`,
 //! added before the clock starts).
 //!
@@ -105,9 +111,19 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
     // `COUNTERSIGN_BENCH_DURABILITY=full` measures the power-loss setting (an fsync per commit).
     let durability =
         std::env::var("COUNTERSIGN_BENCH_DURABILITY").unwrap_or_else(|_| "normal".into());
+    let preauth = std::env::var_os("COUNTERSIGN_BENCH_PREAUTH").is_some();
+    let preauthorization = if preauth {
+        "[[preauthorizations]]\nslug = \"bench\"\nagent = \"bench\"\ntool = \"payments.*\"\n\
+         expires_at = 2100-01-01T00:00:00Z\nmax_uses = 1000000000\nconstraints = [\n\
+         { kind = \"max\", arg = \"/amount\", max = \"100.00\" },\n\
+         { kind = \"currency\", arg = \"/currency\", allowed = [\"EUR\", \"USD\"] },\n\
+         { kind = \"prefix\", arg = \"/to\", prefix = \"A\" },\n]\n"
+    } else {
+        ""
+    };
     let config = Config::from_toml(&format!(
         "rp_id = \"{RP_ID}\"\norigins = [\"{ORIGIN}\"]\ndurability = \"{durability}\"\n\
-         [timeouts]\napproval_seconds = 3600\n"
+         {preauthorization}[timeouts]\napproval_seconds = 3600\n"
     ))
     .unwrap();
     let sealer = AuditSealer::from_seed([1; 32]);
@@ -203,12 +219,28 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
             for n in 0..share {
                 // Each step on the next replica (all the same one when there is one).
                 let at = |step: usize| bases[(w + n + step) % bases.len()].clone();
-                let params = json!({"to": "A", "worker": w.to_string(), "n": n.to_string()});
+                let params = json!({"to": "A", "worker": w.to_string(), "n": n.to_string(),
+                                    "amount": "12.50", "currency": "EUR"});
                 let body = json!({"agent_id": "bench", "tool_name": "payments.transfer", "params": params});
                 let t = Instant::now();
                 let created = post(&http, format!("{}/v1/approvals", at(0)), None, &body).await;
                 lat.0.push(t.elapsed());
                 let id = created["approval_id"].as_str().unwrap().to_owned();
+                if preauth {
+                    // Approved at once: straight to the grant, for the recorded op_hash.
+                    assert_eq!(created["status"], "APPROVED", "{created}");
+                    let t = Instant::now();
+                    let g = post(
+                        &http,
+                        format!("{}/v1/approvals/{id}/grant", at(1)),
+                        None,
+                        &json!({"fingerprint": created["authority"]["op_hash"]}),
+                    )
+                    .await;
+                    assert!(g.get("collected_at").is_some(), "{g}");
+                    lat.2.push(t.elapsed());
+                    continue;
+                }
                 let ch = post(
                     &http,
                     format!("{}/v1/approver/approvals/{id}/challenge", at(1)),
@@ -257,8 +289,13 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
     }
     let elapsed = started.elapsed().as_secs_f64();
     println!("## Service load benchmark\n");
+    let what = if preauth {
+        "preauthorized calls (create APPROVED at once, then grant)"
+    } else {
+        "full lifecycles"
+    };
     println!(
-        "{lifecycles} full lifecycles, {concurrency} concurrent workers, loopback HTTP/1.1, {backend}\n"
+        "{lifecycles} {what}, {concurrency} concurrent workers, loopback HTTP/1.1, {backend}\n"
     );
     println!("| measure | value |\n|---|---|");
     println!(
@@ -270,6 +307,9 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
         ("redrive", &mut redrive),
         ("grant", &mut grant),
     ] {
+        if v.is_empty() {
+            continue;
+        }
         println!(
             "| {name} p50 / p99 (ms) | {:.2} / {:.2} |",
             pct(v, 0.5),
@@ -292,6 +332,7 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
                         profile: None,
                         severity: None,
                         server_id: None,
+                        revises: None,
                     },
                     "bench",
                 )

@@ -67,6 +67,10 @@ pub struct Config {
     /// How often, in seconds, a grown log's new checkpoint is sent to the witnesses.
     #[serde(default = "default_witness_interval")]
     pub witness_interval_seconds: u64,
+    /// Operator preauthorizations: calls they cover are APPROVED without a human
+    /// (see [`crate::preauth`]). Validated as the file is read.
+    #[serde(default, deserialize_with = "crate::preauth::deserialize")]
+    pub preauthorizations: Vec<crate::preauth::Preauthorization>,
 }
 
 /// One witness: where to send checkpoints and the key its cosignatures must verify under.
@@ -269,6 +273,7 @@ impl Default for Config {
             witnesses: Vec::new(),
             witness_interval_seconds: default_witness_interval(),
             limits: Limits::default(),
+            preauthorizations: Vec::new(),
         }
     }
 }

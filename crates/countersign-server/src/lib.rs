@@ -24,6 +24,7 @@ mod error;
 pub mod gateways;
 mod http;
 mod notify;
+pub mod preauth;
 mod random;
 mod serve;
 mod service;

@@ -69,6 +69,15 @@ pub struct ApprovalResult {
     /// §14).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub standing_grant: Option<StandingGrantUse>,
+    /// The authority an APPROVED result grants, as the service recorded it in its Decision or
+    /// outcome line: one call with this op_hash until a time, or the preauthorization that
+    /// approved it. Informational to a verifier, which checks the evidence, never this member.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authority: Option<Value>,
+    /// The approval this one revises, when the gateway said so. A revision is a new proposal:
+    /// nothing passes to it from the one it revises.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revises: Option<String>,
 }
 
 /// The `standing_grant` member of a result: which grant approved the call, the grant's signed
@@ -134,6 +143,8 @@ impl ApprovalResult {
             identity_assurance: None,
             approver_evidence: Vec::new(),
             standing_grant: None,
+            authority: None,
+            revises: None,
         }
     }
 
@@ -198,6 +209,8 @@ impl ApprovalResult {
                 .get("standing_grant")
                 .map(StandingGrantUse::from_value)
                 .transpose()?,
+            authority: object.get("authority").filter(|v| !v.is_null()).cloned(),
+            revises: optional_string(object, "revises")?,
         };
         if result.status == ApprovalStatus::Pending && result.approval_id.is_none() {
             return Err(ResultError::PendingWithoutId);

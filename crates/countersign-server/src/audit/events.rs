@@ -60,6 +60,34 @@ pub struct EnrollmentFacts<'a> {
     pub source: EnrollmentSource,
 }
 
+/// The `authority` member of a Decision or at-once outcome line: what the verdict grants.
+///
+/// An APPROVED verdict grants one call whose APPROVED op_hash is `op_hash`, collectable once
+/// until `until` (`{"scope": "one_call", …}`), and says on what basis: a human `decision`, a
+/// `tool_rule` that needs no human, or a `preauthorization` (with its slug, digest and use
+/// number). A DENIED verdict grants nothing (`{"scope": "none"}`). A grant line whose
+/// fingerprint or time falls outside the recorded authority is refused by `audit verify`.
+pub fn authority(
+    op_hash: Option<&[u8; 32]>,
+    until: Option<&str>,
+    by: &str,
+    preauthorization: Option<Value>,
+) -> Value {
+    let (Some(op_hash), Some(until)) = (op_hash, until) else {
+        return json!({ "scope": "none" });
+    };
+    let mut value = json!({
+        "scope": "one_call",
+        "op_hash": b64::encode(op_hash),
+        "until": until,
+        "by": by,
+    });
+    if let (Some(p), Value::Object(map)) = (preauthorization, &mut value) {
+        map.insert("preauthorization".into(), p);
+    }
+    value
+}
+
 impl AuditEvent {
     fn of(value: Value) -> Self {
         match value {
@@ -224,6 +252,37 @@ impl AuditEvent {
             "credential_id": b64::encode(credential_id),
             "reason": reason,
         }))
+    }
+
+    /// A config-owned preauthorization added, changed or removed at startup, or disabled by an
+    /// operator (`change`: `added`, `changed`, `removed`, `disabled`). Carries no `approval_id`.
+    /// Added and changed lines carry the definition and its digest, so the log alone says what
+    /// every later `preauthorization` member of an outcome line referred to.
+    pub fn preauthorization(
+        ts: &str,
+        change: &str,
+        slug: &str,
+        definition: Option<&crate::store::PreauthDefinition>,
+    ) -> Self {
+        let mut line = Self::of(json!({
+            "kind": "preauthorization",
+            "ts": ts,
+            "change": change,
+            "slug": slug,
+        }));
+        if let Some(d) = definition {
+            let parsed: Value = serde_json::from_str(&d.definition_json).unwrap_or(Value::Null);
+            line.0.insert("definition".into(), parsed);
+            line.0
+                .insert("digest".into(), Value::from(b64::encode(&d.digest)));
+        }
+        line
+    }
+
+    /// Set one member (replacing it if present).
+    pub(crate) fn with_member(mut self, key: &str, value: Value) -> Self {
+        self.0.insert(key.into(), value);
+        self
     }
 
     /// Name the gateway that made this happen (`"gateway": NAME`): on `request` lines, on the

@@ -13,14 +13,16 @@ pub(crate) mod events;
 pub mod merkle;
 mod mirror;
 pub mod note;
+mod recheck;
 mod verify;
 
 pub use checkpoint::{
     CHECKPOINT_VERSION, CHECKPOINT_VERSION_1, Checkpoint, CheckpointError, CheckpointHash,
     LogComparison, ORIGIN_PATH, default_origin, key_id, valid_origin,
 };
-pub use events::{AuditEvent, EnrollmentFacts, EnrollmentSource, RequestFacts};
+pub use events::{AuditEvent, EnrollmentFacts, EnrollmentSource, RequestFacts, authority};
 pub use mirror::AuditMirror;
+pub use recheck::{RecheckLine, RecheckVerdict, recheck};
 pub use verify::{AuditIssue, AuditReport, EvidenceCheck, IssueClass, verify_log, verify_log_with};
 
 use countersign::b64;

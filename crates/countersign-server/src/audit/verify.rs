@@ -20,6 +20,8 @@ use ed25519_dalek::{Signature, VerifyingKey};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 
 use countersign::{
     ApprovalResult, CredentialRecord, CredentialRegistry, Policy, ReasonCode, RegistryDocument,
@@ -128,6 +130,8 @@ struct Approval {
     pending: Option<usize>,
     terminal: Option<(usize, String)>,
     granted: bool,
+    /// The `authority` an APPROVED Decision or outcome line recorded: (op_hash, until).
+    authority: Option<(String, String)>,
 }
 
 /// What the file has said so far about one credential id (base64url).
@@ -456,6 +460,11 @@ fn check_structure(c: &mut Checker, n: usize, object: &Map<String, Value>) {
         mcp_line(c, n, kind, object);
         return;
     }
+    if kind == "preauthorization" {
+        // Operator configuration changes: recorded for the reader (and `audit recheck`), no
+        // cross-line rule of their own.
+        return;
+    }
     let Some(id) = object.get("approval_id").and_then(Value::as_str) else {
         c.violation(
             n,
@@ -486,7 +495,10 @@ fn check_structure(c: &mut Checker, n: usize, object: &Map<String, Value>) {
             "PENDING" => {
                 c.approvals.entry(id).or_default().pending = Some(n);
             }
-            "APPROVED" | "DENIED" => terminal(c, n, id, status),
+            "APPROVED" | "DENIED" => {
+                record_authority(c, &id, object);
+                terminal(c, n, id, status);
+            }
             other => c.violation(n, "bad_status", format!("outcome status {other:?}")),
         },
         "decision" => {
@@ -503,13 +515,17 @@ fn check_structure(c: &mut Checker, n: usize, object: &Map<String, Value>) {
                 );
             }
             revoked_signer(c, n, &id, object.get("evidence"));
+            record_authority(c, &id, object);
             if c.evidence.is_some() {
                 queue_evidence(c, n, &id, verdict, object);
             }
             terminal(c, n, id, verdict);
         }
         "settlement" => terminal(c, n, id, "DENIED"),
-        "grant" => grant(c, n, id),
+        "grant" => {
+            grant_in_scope(c, n, &id, object);
+            grant(c, n, id);
+        }
         // The signer of a standing grant revoked it: later uses stop, earlier ones stand. It
         // changes no approval's verdict, so it carries no rule of its own here.
         "standing_revocation" => {}
@@ -954,6 +970,52 @@ fn terminal(c: &mut Checker, n: usize, id: String, status: &str) {
     a.terminal = Some((n, status.to_owned()));
 }
 
+/// Remember what an APPROVED verdict line says it grants (lines written before the `authority`
+/// member existed record none, and their grants are checked only as before).
+fn record_authority(c: &mut Checker, id: &str, object: &Map<String, Value>) {
+    let Some(Value::Object(a)) = object.get("authority") else {
+        return;
+    };
+    if a.get("scope").and_then(Value::as_str) != Some("one_call") {
+        return;
+    }
+    let op_hash = a.get("op_hash").and_then(Value::as_str).unwrap_or_default();
+    let until = a.get("until").and_then(Value::as_str).unwrap_or_default();
+    let entry = c.approvals.entry(id.to_owned()).or_default();
+    if entry.terminal.is_none() {
+        entry.authority = Some((op_hash.to_owned(), until.to_owned()));
+    }
+}
+
+/// A grant must fall inside the authority its verdict recorded: the same op_hash, before
+/// `until`. Approval without recorded scope would be a blank check in the evidence.
+fn grant_in_scope(c: &mut Checker, n: usize, id: &str, object: &Map<String, Value>) {
+    let Some((op_hash, until)) = c.approvals.get(id).and_then(|a| a.authority.clone()) else {
+        return;
+    };
+    let fingerprint = object.get("fingerprint").and_then(Value::as_str);
+    if fingerprint != Some(op_hash.as_str()) {
+        c.violation(
+            n,
+            "grant_outside_scope",
+            format!("{id} granted for {fingerprint:?}, the verdict granted {op_hash}"),
+        );
+        return;
+    }
+    let at = object
+        .get("ts")
+        .and_then(Value::as_str)
+        .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok());
+    let end = OffsetDateTime::parse(&until, &Rfc3339).ok();
+    if !matches!((at, end), (Some(at), Some(end)) if at < end) {
+        c.violation(
+            n,
+            "grant_outside_scope",
+            format!("{id} granted after (or without a time inside) its authority, until {until}"),
+        );
+    }
+}
+
 fn grant(c: &mut Checker, n: usize, id: String) {
     let Some(a) = c.approvals.get_mut(&id) else {
         c.note(
@@ -1015,6 +1077,33 @@ mod tests {
     }
 
     const T: &str = "2026-01-01T00:00:00Z";
+
+    /// An approval whose outcome records `one_call` authority for op_hash [1; 32] until `until`,
+    /// and a grant for `fingerprint` at `at`.
+    fn scoped(fingerprint: &[u8; 32], at: &str, until: &str) -> Vec<AuditEvent> {
+        let granted = super::super::authority(Some(&[1; 32]), Some(until), "tool_rule", None);
+        vec![
+            AuditEvent::outcome("s", T, "APPROVED", None).with_member("authority", granted),
+            AuditEvent::grant("s", at, &b64::encode(fingerprint)),
+        ]
+    }
+
+    #[test]
+    fn a_grant_outside_the_recorded_authority_is_a_violation() {
+        let later = "2026-01-01T00:01:00Z";
+        let (sealer, lines) = log(&scoped(&[1; 32], T, later));
+        assert!(codes(&verify(&sealer, &lines), IssueClass::Violation).is_empty());
+        let (sealer, lines) = log(&scoped(&[2; 32], T, later));
+        assert_eq!(
+            codes(&verify(&sealer, &lines), IssueClass::Violation),
+            ["grant_outside_scope"]
+        );
+        let (sealer, lines) = log(&scoped(&[1; 32], later, later));
+        assert_eq!(
+            codes(&verify(&sealer, &lines), IssueClass::Violation),
+            ["grant_outside_scope"]
+        );
+    }
 
     fn lifecycle(id: &str) -> Vec<AuditEvent> {
         let fields = serde_json::json!({"a": 1});

@@ -569,11 +569,33 @@ impl AppState {
                 &approver.principal,
                 &assurance,
                 &evidence,
+            )
+            .with_member(
+                "authority",
+                decision_authority(&record, status, now, grant_ttl),
             ),
         };
         let outcome = self.committing(move |s| s.settle(&settlement)).await?;
         self.settled_outcome(outcome)
     }
+}
+
+/// The authority a human verdict grants: one call with the approval's op_hash, until the grant
+/// window closes (nothing for a refusal).
+fn decision_authority(
+    record: &crate::store::ApprovalRecord,
+    status: ApprovalStatus,
+    now: i64,
+    grant_ttl: i64,
+) -> serde_json::Value {
+    let until = rfc3339(from_ms(now.saturating_add(grant_ttl)));
+    let approved = status == ApprovalStatus::Approved;
+    crate::audit::authority(
+        approved.then_some(&record.op_hash_approved),
+        approved.then_some(until.as_str()),
+        "decision",
+        None,
+    )
 }
 
 impl ApiError {

@@ -37,6 +37,10 @@ pub struct CreateRequest {
     /// profile, which signs it beside the agent and the tool.
     #[serde(default)]
     pub server_id: Option<String>,
+    /// The approval this request revises (the same gateway's): recorded and linked, never
+    /// inherited — the revision is decided on its own.
+    #[serde(default)]
+    pub revises: Option<String>,
 }
 
 /// The MCP interposer's profile: `{agent_id, server_id, tool_name, params}`.
@@ -209,6 +213,14 @@ fn admit(
     })
 }
 
+/// Add the `revises` member to a request line when the request names the approval it revises.
+fn revision_link(line: AuditEvent, revises: Option<&str>) -> AuditEvent {
+    match revises {
+        Some(id) => line.with_member("revises", serde_json::Value::from(id)),
+        None => line,
+    }
+}
+
 /// Lowercase hex of SHA-256.
 fn sha256_hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
@@ -280,6 +292,7 @@ impl AppState {
             && countersign::nfc_changes(profile, fields_json.as_bytes())
                 .is_ok_and(|c| !c.is_empty()))
         .then(|| fields_json.clone());
+        let revises = self.check_revises(req.revises.as_deref(), gateway).await?;
         let approved = countersign::op_hash(profile, Decision::Approved, &fields);
         let denied = countersign::op_hash(profile, Decision::Denied, &fields);
 
@@ -313,11 +326,12 @@ impl AppState {
             grant_expires_at: (status == ApprovalStatus::Approved)
                 .then(|| now.saturating_add(grant_ttl)),
             gateway: gateway.to_owned(),
+            revises,
         };
         let ts = rfc3339(from_ms(now));
         let expires_at = rfc3339(from_ms(approval.expires_at));
         let fingerprint = b64::encode(&approved.0);
-        let events = [
+        let request = revision_link(
             AuditEvent::request(&RequestFacts {
                 approval_id: &approval.id,
                 ts: &ts,
@@ -332,13 +346,47 @@ impl AppState {
                 fingerprint: &fingerprint,
             })
             .by_gateway(gateway),
-            AuditEvent::outcome(
-                &approval.id,
-                &ts,
-                status.as_str(),
-                reason.map(ReasonCode::as_str),
-            ),
-        ];
+            approval.revises.as_deref(),
+        );
+        if rule.approval == ApprovalRule::Required {
+            let args = if profile_id == DEFAULT_PROFILE {
+                fields
+                    .as_value()
+                    .get("params")
+                    .unwrap_or(&serde_json::Value::Null)
+            } else {
+                fields.as_value()
+            };
+            let candidate = super::preauth::PreauthCandidate {
+                approval: &approval,
+                request: &request,
+                args,
+                grant_expires_at: now.saturating_add(grant_ttl),
+            };
+            if let Some(record) = self.approve_preauthorized(candidate).await? {
+                self.metrics()
+                    .created(&req.tool_name, record.status.as_str());
+                self.metrics().settled(record.status.as_str(), None);
+                return Ok(self.result_of(&record));
+            }
+        }
+        let mut outcome = AuditEvent::outcome(
+            &approval.id,
+            &ts,
+            status.as_str(),
+            reason.map(ReasonCode::as_str),
+        );
+        if let Some(until) = approval.grant_expires_at {
+            let until = rfc3339(from_ms(until));
+            let granted = crate::audit::authority(
+                Some(&approval.op_hash_approved),
+                Some(&until),
+                "tool_rule",
+                None,
+            );
+            outcome = outcome.with_member("authority", granted);
+        }
+        let events = [request, outcome];
         // A call a signed standing grant covers is approved under it, with its evidence.
         if status == ApprovalStatus::Pending
             && let Some(result) = self
@@ -382,7 +430,32 @@ impl AppState {
             status: approval.status,
             grant_expires_at: approval.grant_expires_at,
             gateway: Some(approval.gateway),
+            preauthorization: None,
+            revises: approval.revises,
         }))
+    }
+
+    /// The approval a request says it revises: it must exist and belong to the same gateway
+    /// (another gateway's approval is answered like an unknown one). Only the link is taken
+    /// from it — never its status, evidence or grant.
+    async fn check_revises(
+        &self,
+        revises: Option<&str>,
+        gateway: &str,
+    ) -> Result<Option<String>, ApiError> {
+        let Some(id) = revises else {
+            return Ok(None);
+        };
+        let key = id.to_owned();
+        let found = self.blocking(move |s| s.get(&key)).await?;
+        match found {
+            Some(r) if r.gateway.as_deref() == Some(gateway) => Ok(Some(r.id)),
+            _ => Err(ApiError::unprocessable(
+                ReasonCode::ResultMalformed,
+                format!("revises names {id:?}, which is not an approval of this gateway"),
+            )
+            .code("unknown_revision")),
+        }
     }
 
     /// Whether at least one enrolled, unrevoked credential belongs to an eligible principal.
@@ -604,6 +677,14 @@ impl AppState {
                 "the call fingerprint (or the named tool) differs from the approved action",
             )
             .reason(ReasonCode::BindingMismatch)),
+            GrantOutcome::PreauthorizationWithdrawn => Err(ApiError::conflict(
+                "preauthorization_withdrawn",
+                format!(
+                    "{id} was approved by a preauthorization that is now disabled, expired or \
+                     changed; the grant is refused"
+                ),
+            )
+            .reason(ReasonCode::Stale)),
             GrantOutcome::Expired => Err(ApiError::conflict(
                 "grant_expired",
                 format!("the grant of {id} expired"),

@@ -9,6 +9,7 @@ mod enroll;
 mod gateway;
 mod gateway_auth;
 mod metrics;
+mod preauth;
 mod proofs;
 mod standing;
 mod waiters;
@@ -145,6 +146,23 @@ impl AppState {
                 None
             }
         };
+        // The config-owned preauthorizations, reconciled in one transaction before anything is
+        // served: if this fails (on PostgreSQL: another replica holding the rows, a lost
+        // connection), the service does not start.
+        let definitions: Vec<crate::store::PreauthDefinition> = parts
+            .config
+            .preauthorizations
+            .iter()
+            .map(crate::store::PreauthDefinition::of)
+            .collect();
+        let now = crate::clock::to_ms(parts.clock.now());
+        let changes = parts
+            .store
+            .reconcile_preauthorizations(&definitions, now)
+            .map_err(|e| anyhow::anyhow!("reconciling [[preauthorizations]]: {e}"))?;
+        for change in &changes {
+            tracing::info!(?change, "preauthorization reconciled");
+        }
         let members = enroll::group_members(parts.store.memberships()?);
         let notifier = parts
             .config
@@ -497,6 +515,8 @@ impl AppState {
         result.expires_at = Some(rfc3339(from_ms(r.expires_at)));
         result.redrive_url = Some(self.redrive_url(&r.id));
         result.reason_code = r.reason_code.clone();
+        result.authority = preauth::authority_of(r);
+        result.revises = r.revises.clone();
         if let Some(json) = &r.evidence_json {
             // An array: a human's verdict on this approval. An object: a use of a standing grant
             // (the grant's evidence and which use this is).

@@ -13,12 +13,16 @@
 //! passed in, so the store never reads a clock of its own (tests drive expiry explicitly).
 
 mod postgres;
+mod preauth;
 mod sqlite;
 pub mod standing;
 #[cfg(test)]
 mod tests;
 
 pub use postgres::{PostgresStore, ScratchSchema, TEST_DATABASE_DEFAULT, TEST_DATABASE_ENV};
+pub use preauth::{
+    DisableOutcome, PreauthChange, PreauthDefinition, PreauthUse, StoredPreauth, plan_reconcile,
+};
 pub use sqlite::SqliteStore;
 
 use crate::audit::{AuditEvent, AuditSealer};
@@ -108,6 +112,9 @@ pub struct NewApproval {
     pub grant_expires_at: Option<i64>,
     /// The gateway that asked (its name): only it may follow, withdraw or collect this approval.
     pub gateway: String,
+    /// The approval this request revises, when the gateway says so (a new proposal: nothing
+    /// passes from the one it revises).
+    pub revises: Option<String>,
 }
 
 /// An approval as stored.
@@ -133,6 +140,10 @@ pub struct ApprovalRecord {
     /// The gateway that created it; `None` for a row written before gateways authenticated,
     /// which therefore belongs to no gateway (every gateway is answered 404 for it).
     pub gateway: Option<String>,
+    /// The operator preauthorization that approved it without a human, if one did.
+    pub preauthorization: Option<PreauthUse>,
+    /// The approval this one revises, if the gateway said so.
+    pub revises: Option<String>,
 }
 
 /// A gateway credential as stored: the bearer token itself is never stored, only its SHA-256.
@@ -209,6 +220,9 @@ pub enum GrantOutcome {
     },
     FingerprintMismatch,
     Expired,
+    /// Approved by a preauthorization that, by the database's clock at collection, is no longer
+    /// enabled, has expired, or has a different definition: the grant is refused.
+    PreauthorizationWithdrawn,
 }
 
 /// A challenge issued to an authenticated approver for one decision on one approval.
@@ -463,6 +477,32 @@ pub trait Store: standing::StandingStore + Send + Sync + std::fmt::Debug + 'stat
     fn pending_count(&self) -> Result<u64, StoreError>;
     /// `created_at` (ms) of the oldest PENDING approval, if any.
     fn oldest_pending(&self) -> Result<Option<i64>, StoreError>;
+    /// Reconcile the config-owned preauthorizations with `incoming` (the whole set the config
+    /// defines) in one transaction, as [`plan_reconcile`] says, with one audit line per change.
+    /// Returns the changes made.
+    fn reconcile_preauthorizations(
+        &self,
+        incoming: &[PreauthDefinition],
+        now: i64,
+    ) -> Result<Vec<PreauthChange>, StoreError>;
+    /// Every stored preauthorization, by slug.
+    fn preauthorizations(&self) -> Result<Vec<StoredPreauth>, StoreError>;
+    /// Disable a preauthorization by hand (kept across restarts), with a `preauthorization`
+    /// line `change: "disabled"`.
+    fn disable_preauthorization(&self, slug: &str, now: i64) -> Result<DisableOutcome, StoreError>;
+    /// Consume one use of preauthorization `slug` and insert `approval` (APPROVED) with its
+    /// lines, in one transaction. The use is taken by a guarded update that re-checks, by the
+    /// database's clock, that the row is in the config, not disabled, unexpired, under
+    /// `max_uses` and has `digest`; `None` (and nothing written) when it does not hold. The
+    /// `outcome` line gets the use number as `preauthorization.use`.
+    fn create_preauthorized(
+        &self,
+        approval: &NewApproval,
+        slug: &str,
+        digest: &[u8; 32],
+        events: &[AuditEvent],
+    ) -> Result<Option<i64>, StoreError>;
+
     /// Readiness (`GET /readyz`): the store answers, its schema is the one this build writes
     /// (every migration applied), and it would accept a write to the audit chain right now.
     /// Probes with a write transaction that is rolled back, so it changes nothing.

@@ -20,10 +20,12 @@
 //! thread and a call sends it a job and waits for the answer on a plain channel: that works from
 //! any thread, like the SQLite store's mutex.
 
+use super::preauth::stamp_use;
 use super::{
-    ApprovalRecord, GatewayRecord, GrantOutcome, Import, IssuedChallenge, NewApproval,
-    RedeemOutcome, RevokeOutcome, Session, SettleKind, SettleOutcome, Settlement, Store,
-    StoreError, plan_import,
+    ApprovalRecord, DisableOutcome, GatewayRecord, GrantOutcome, Import, IssuedChallenge,
+    NewApproval, PreauthChange, PreauthDefinition, PreauthUse, RedeemOutcome, RevokeOutcome,
+    Session, SettleKind, SettleOutcome, Settlement, Store, StoreError, StoredPreauth, plan_import,
+    plan_reconcile,
 };
 use crate::audit::{AuditEvent, AuditSealer, GENESIS_HASH};
 use crate::clock::{from_ms, rfc3339};
@@ -121,6 +123,22 @@ CREATE TABLE gateways (
 ",
     // Approver-signed standing grants (store/standing.rs).
     standing::MIGRATION,
+    // Operator preauthorizations (config-owned rows), the one that approved a call, and the
+    // approval a request revises.
+    "
+ALTER TABLE approvals ADD COLUMN preauth_slug TEXT, ADD COLUMN preauth_digest BYTEA,
+    ADD COLUMN preauth_use BIGINT, ADD COLUMN revises TEXT;
+CREATE TABLE preauthorizations (
+    slug TEXT PRIMARY KEY,
+    definition_json TEXT NOT NULL,
+    digest BYTEA NOT NULL,
+    expires_at BIGINT NOT NULL,
+    max_uses BIGINT NOT NULL,
+    uses BIGINT NOT NULL DEFAULT 0,
+    in_config BOOLEAN NOT NULL,
+    disabled_at BIGINT
+);
+",
 ];
 
 /// Advisory lock key serializing migrations across replicas ("cntrsign").
@@ -129,11 +147,12 @@ const MIGRATION_LOCK: i64 = 0x636e_7472_7369_676e;
 // Statements are cache keys (`&'static str`), so the column list is spelled out in each.
 const SELECT_APPROVAL: &str = "SELECT id, created_at, expires_at, agent_id, tool_name, profile, \
     fields_json, severity, op_hash_approved, op_hash_denied, status, reason_code, evidence_json, \
-    decided_at, grant_expires_at, grant_collected_at, gateway FROM approvals WHERE id = $1";
+    decided_at, grant_expires_at, grant_collected_at, gateway, preauth_slug, preauth_digest, \
+    preauth_use, revises FROM approvals WHERE id = $1";
 const SELECT_APPROVAL_FOR_UPDATE: &str = "SELECT id, created_at, expires_at, agent_id, tool_name, \
     profile, fields_json, severity, op_hash_approved, op_hash_denied, status, reason_code, \
-    evidence_json, decided_at, grant_expires_at, grant_collected_at, gateway FROM approvals \
-    WHERE id = $1 FOR UPDATE";
+    evidence_json, decided_at, grant_expires_at, grant_collected_at, gateway, preauth_slug, \
+    preauth_digest, preauth_use, revises FROM approvals WHERE id = $1 FOR UPDATE";
 
 /// How many times a transaction is retried after a serialization failure or deadlock report.
 const RETRIES: usize = 5;
@@ -576,7 +595,97 @@ fn read_approval(r: &Row) -> Result<ApprovalRecord, StoreError> {
         grant_expires_at: r.try_get(14).map_err(get)?,
         grant_collected_at: r.try_get(15).map_err(get)?,
         gateway: r.try_get(16).map_err(get)?,
+        preauthorization: match (
+            r.try_get::<_, Option<String>>(17).map_err(get)?,
+            r.try_get::<_, Option<Vec<u8>>>(18).map_err(get)?,
+            r.try_get::<_, Option<i64>>(19).map_err(get)?,
+        ) {
+            (Some(slug), Some(digest), Some(use_number)) => Some(PreauthUse {
+                slug,
+                digest: hash32(digest, "preauth_digest")?,
+                use_number,
+            }),
+            _ => None,
+        },
+        revises: r.try_get(20).map_err(get)?,
     })
+}
+
+/// Insert an approval row (with the preauthorization that approved it, if one did).
+fn insert_approval(
+    tx: &mut Tx<'_, '_>,
+    a: &NewApproval,
+    preauth: Option<&PreauthUse>,
+) -> Result<(), StoreError> {
+    let decided = (a.status != ApprovalStatus::Pending).then_some(a.created_at);
+    let inserted = tx.execute(
+        "INSERT INTO approvals (id, created_at, expires_at, agent_id, tool_name, profile, \
+         fields_json, severity, op_hash_approved, op_hash_denied, status, reason_code, \
+         decided_at, grant_expires_at, gateway, revises, preauth_slug, preauth_digest, \
+         preauth_use) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
+         $18, $19) ON CONFLICT (id) DO NOTHING",
+        &[
+            &a.id,
+            &a.created_at,
+            &a.expires_at,
+            &a.agent_id,
+            &a.tool_name,
+            &a.profile,
+            &a.fields_json,
+            &a.severity,
+            &&a.op_hash_approved[..],
+            &&a.op_hash_denied[..],
+            &a.status.as_str(),
+            &a.reason_code.map(ReasonCode::as_str),
+            &decided,
+            &a.grant_expires_at,
+            &a.gateway,
+            &a.revises,
+            &preauth.map(|p| p.slug.as_str()),
+            &preauth.map(|p| p.digest.to_vec()),
+            &preauth.map(|p| p.use_number),
+        ],
+    )?;
+    if inserted == 0 {
+        return Err(StoreError::DuplicateId(a.id.clone()));
+    }
+    Ok(())
+}
+
+/// Every preauthorization row, by slug.
+fn stored_preauths(tx: &mut Tx<'_, '_>) -> Result<Vec<StoredPreauth>, StoreError> {
+    tx.query(
+        "SELECT slug, definition_json, digest, expires_at, max_uses, uses, in_config, \
+         disabled_at FROM preauthorizations ORDER BY slug",
+        &[],
+    )?
+    .iter()
+    .map(|r| {
+        Ok(StoredPreauth {
+            slug: r.get(0),
+            definition_json: r.get(1),
+            digest: hash32(r.get(2), "preauthorization digest")?,
+            expires_at: r.get(3),
+            max_uses: r.get(4),
+            uses: r.get(5),
+            in_config: r.get(6),
+            disabled_at: r.get(7),
+        })
+    })
+    .collect()
+}
+
+/// The recheck before a preauthorized call's grant is collected, by the database's clock.
+fn preauth_still_usable(tx: &mut Tx<'_, '_>, p: &PreauthUse) -> Result<bool, StoreError> {
+    Ok(tx
+        .query_opt(
+            "SELECT 1 FROM preauthorizations WHERE slug = $1 AND digest = $2 AND in_config \
+             AND disabled_at IS NULL \
+             AND expires_at > (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+            &[&p.slug, &&p.digest[..]],
+        )?
+        .is_some())
 }
 
 /// Read an approval and lock its row until commit.
@@ -631,35 +740,121 @@ impl Store for PostgresStore {
         let a = a.clone();
         let events = events.to_vec();
         self.tx(move |tx, sealer| {
-            let decided = (a.status != ApprovalStatus::Pending).then_some(a.created_at);
-            let inserted = tx.execute(
-                "INSERT INTO approvals (id, created_at, expires_at, agent_id, tool_name, profile, \
-                 fields_json, severity, op_hash_approved, op_hash_denied, status, reason_code, \
-                 decided_at, grant_expires_at, gateway) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
-                 ON CONFLICT (id) DO NOTHING",
-                &[
-                    &a.id,
-                    &a.created_at,
-                    &a.expires_at,
-                    &a.agent_id,
-                    &a.tool_name,
-                    &a.profile,
-                    &a.fields_json,
-                    &a.severity,
-                    &&a.op_hash_approved[..],
-                    &&a.op_hash_denied[..],
-                    &a.status.as_str(),
-                    &a.reason_code.map(ReasonCode::as_str),
-                    &decided,
-                    &a.grant_expires_at,
-                    &a.gateway,
-                ],
-            )?;
-            if inserted == 0 {
-                return Err(StoreError::DuplicateId(a.id.clone()));
-            }
+            insert_approval(tx, &a, None)?;
             append(tx, sealer, &events)
+        })
+    }
+
+    fn create_preauthorized(
+        &self,
+        a: &NewApproval,
+        slug: &str,
+        digest: &[u8; 32],
+        events: &[AuditEvent],
+    ) -> Result<Option<i64>, StoreError> {
+        let (a, slug, digest, events) = (a.clone(), slug.to_owned(), *digest, events.to_vec());
+        self.tx(move |tx, sealer| {
+            // The guarded consume. Under READ COMMITTED a concurrent consumer of the same row
+            // waits for this one's commit and then re-evaluates the WHERE clause on the new
+            // row: at most `max_uses` updates ever succeed, across every replica.
+            let taken = tx.query_opt(
+                "UPDATE preauthorizations SET uses = uses + 1 \
+                 WHERE slug = $1 AND digest = $2 AND in_config AND disabled_at IS NULL \
+                 AND uses < max_uses \
+                 AND expires_at > (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
+                 RETURNING uses",
+                &[&slug, &&digest[..]],
+            )?;
+            let Some(row) = taken else {
+                return Ok(None);
+            };
+            let use_number: i64 = row.get(0);
+            let used = PreauthUse {
+                slug: slug.clone(),
+                digest,
+                use_number,
+            };
+            insert_approval(tx, &a, Some(&used))?;
+            append(tx, sealer, &stamp_use(&events, use_number))?;
+            Ok(Some(use_number))
+        })
+    }
+
+    fn reconcile_preauthorizations(
+        &self,
+        incoming: &[PreauthDefinition],
+        now: i64,
+    ) -> Result<Vec<PreauthChange>, StoreError> {
+        let incoming = incoming.to_vec();
+        self.tx(move |tx, sealer| {
+            // Every row locked first, so two replicas starting together reconcile one after
+            // the other instead of interleaving their plans.
+            tx.query("SELECT slug FROM preauthorizations FOR UPDATE", &[])?;
+            let changes = plan_reconcile(&stored_preauths(tx)?, &incoming);
+            let ts = rfc3339(from_ms(now));
+            for change in &changes {
+                match change {
+                    PreauthChange::Insert(d) => tx.execute(
+                        "INSERT INTO preauthorizations (slug, definition_json, digest, \
+                         expires_at, max_uses, uses, in_config) \
+                         VALUES ($1, $2, $3, $4, $5, 0, TRUE)",
+                        &[
+                            &d.slug,
+                            &d.definition_json,
+                            &&d.digest[..],
+                            &d.expires_at,
+                            &d.max_uses,
+                        ],
+                    )?,
+                    PreauthChange::Replace(d) => tx.execute(
+                        "UPDATE preauthorizations SET definition_json = $2, digest = $3, \
+                         expires_at = $4, max_uses = $5, in_config = TRUE WHERE slug = $1",
+                        &[
+                            &d.slug,
+                            &d.definition_json,
+                            &&d.digest[..],
+                            &d.expires_at,
+                            &d.max_uses,
+                        ],
+                    )?,
+                    PreauthChange::Remove(slug) => tx.execute(
+                        "UPDATE preauthorizations SET in_config = FALSE WHERE slug = $1",
+                        &[slug],
+                    )?,
+                };
+                append(tx, sealer, &[change.event(&ts)])?;
+            }
+            Ok(changes)
+        })
+    }
+
+    fn preauthorizations(&self) -> Result<Vec<StoredPreauth>, StoreError> {
+        self.one(stored_preauths)
+    }
+
+    fn disable_preauthorization(&self, slug: &str, now: i64) -> Result<DisableOutcome, StoreError> {
+        let slug = slug.to_owned();
+        self.tx(move |tx, sealer| {
+            let row = tx.query_opt(
+                "SELECT disabled_at FROM preauthorizations WHERE slug = $1 FOR UPDATE",
+                &[&slug],
+            )?;
+            match row.map(|r| r.get::<_, Option<i64>>(0)) {
+                None => return Ok(DisableOutcome::NotFound),
+                Some(Some(_)) => return Ok(DisableOutcome::AlreadyDisabled),
+                Some(None) => {}
+            }
+            tx.execute(
+                "UPDATE preauthorizations SET disabled_at = $2 WHERE slug = $1",
+                &[&slug, &now],
+            )?;
+            let ts = rfc3339(from_ms(now));
+            append(
+                tx,
+                sealer,
+                &[AuditEvent::preauthorization(&ts, "disabled", &slug, None)],
+            )?;
+            Ok(DisableOutcome::Disabled)
         })
     }
 
@@ -736,7 +931,8 @@ impl Store for PostgresStore {
                  WHERE id = $1 AND status = 'PENDING' AND expires_at > $5 \
                  RETURNING id, created_at, expires_at, agent_id, tool_name, profile, \
                  fields_json, severity, op_hash_approved, op_hash_denied, status, reason_code, \
-                 evidence_json, decided_at, grant_expires_at, grant_collected_at, gateway",
+                 evidence_json, decided_at, grant_expires_at, grant_collected_at, gateway, \
+                 preauth_slug, preauth_digest, preauth_use, revises",
                 &[
                     &s.approval_id,
                     &s.status.as_str(),
@@ -821,6 +1017,11 @@ impl Store for PostgresStore {
             }
             if current.grant_expires_at.is_none_or(|t| t <= now) {
                 return Ok(GrantOutcome::Expired);
+            }
+            if let Some(p) = &current.preauthorization
+                && !preauth_still_usable(tx, p)?
+            {
+                return Ok(GrantOutcome::PreauthorizationWithdrawn);
             }
             let changed = tx.execute(
                 "UPDATE approvals SET grant_collected_at = $2 \

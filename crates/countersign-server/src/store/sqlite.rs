@@ -5,10 +5,12 @@
 //! a committed transaction survives the process being killed (the WAL is in the OS page cache);
 //! `durability = "full"` also survives power loss at the cost of an fsync per commit.
 
+use super::preauth::stamp_use;
 use super::{
-    ApprovalRecord, GatewayRecord, GrantOutcome, Import, IssuedChallenge, NewApproval,
-    RedeemOutcome, RevokeOutcome, Session, SettleKind, SettleOutcome, Settlement, Store,
-    StoreError, plan_import,
+    ApprovalRecord, DisableOutcome, GatewayRecord, GrantOutcome, Import, IssuedChallenge,
+    NewApproval, PreauthChange, PreauthDefinition, PreauthUse, RedeemOutcome, RevokeOutcome,
+    Session, SettleKind, SettleOutcome, Settlement, Store, StoreError, StoredPreauth, plan_import,
+    plan_reconcile,
 };
 use crate::audit::{AuditEvent, AuditSealer, GENESIS_HASH};
 use crate::clock::{from_ms, rfc3339};
@@ -76,6 +78,16 @@ CREATE TABLE IF NOT EXISTS credentials_version (
     version INTEGER NOT NULL
 );
 INSERT OR IGNORE INTO credentials_version (one, version) VALUES (1, 0);
+CREATE TABLE IF NOT EXISTS preauthorizations (
+    slug TEXT PRIMARY KEY,
+    definition_json TEXT NOT NULL,
+    digest BLOB NOT NULL,
+    expires_at INTEGER NOT NULL,
+    max_uses INTEGER NOT NULL,
+    uses INTEGER NOT NULL DEFAULT 0,
+    in_config INTEGER NOT NULL,
+    disabled_at INTEGER
+);
 CREATE TABLE IF NOT EXISTS gateways (
     name TEXT PRIMARY KEY,
     token_hash BLOB NOT NULL UNIQUE,
@@ -93,11 +105,38 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
         "gateway",
         "ALTER TABLE approvals ADD COLUMN gateway TEXT",
     ),
+    // The preauthorization that approved a call without a human (slug, definition digest, use).
+    (
+        "approvals",
+        "preauth_slug",
+        "ALTER TABLE approvals ADD COLUMN preauth_slug TEXT",
+    ),
+    (
+        "approvals",
+        "preauth_digest",
+        "ALTER TABLE approvals ADD COLUMN preauth_digest BLOB",
+    ),
+    (
+        "approvals",
+        "preauth_use",
+        "ALTER TABLE approvals ADD COLUMN preauth_use INTEGER",
+    ),
+    // The approval a request revises, when the gateway says so.
+    (
+        "approvals",
+        "revises",
+        "ALTER TABLE approvals ADD COLUMN revises TEXT",
+    ),
 ];
+
+/// The database's clock in milliseconds since the epoch (preauthorization expiry is judged by
+/// it, not by the service's clock).
+const DB_NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
 
 const SELECT_APPROVAL: &str = "SELECT id, created_at, expires_at, agent_id, tool_name, profile, \
     fields_json, severity, op_hash_approved, op_hash_denied, status, reason_code, evidence_json, \
-    decided_at, grant_expires_at, grant_collected_at, gateway FROM approvals WHERE id = ?1";
+    decided_at, grant_expires_at, grant_collected_at, gateway, preauth_slug, preauth_digest, \
+    preauth_use, revises FROM approvals WHERE id = ?1";
 
 /// SQLite-backed [`Store`].
 #[derive(Debug)]
@@ -460,7 +499,10 @@ fn status_from(text: &str) -> Result<ApprovalStatus, StoreError> {
     }
 }
 
-fn read_approval(r: &Row<'_>) -> rusqlite::Result<(ApprovalRecord, Vec<u8>, Vec<u8>, String)> {
+type ApprovalRow = (ApprovalRecord, Vec<u8>, Vec<u8>, String, PreauthColumns);
+type PreauthColumns = (Option<String>, Option<Vec<u8>>, Option<i64>);
+
+fn read_approval(r: &Row<'_>) -> rusqlite::Result<ApprovalRow> {
     Ok((
         ApprovalRecord {
             id: r.get(0)?,
@@ -480,10 +522,13 @@ fn read_approval(r: &Row<'_>) -> rusqlite::Result<(ApprovalRecord, Vec<u8>, Vec<
             grant_expires_at: r.get(14)?,
             grant_collected_at: r.get(15)?,
             gateway: r.get(16)?,
+            preauthorization: None,
+            revises: r.get(20)?,
         },
         r.get(8)?,
         r.get(9)?,
         r.get(10)?,
+        (r.get(17)?, r.get(18)?, r.get(19)?),
     ))
 }
 
@@ -491,13 +536,137 @@ fn get_approval(conn: &Connection, id: &str) -> Result<Option<ApprovalRecord>, S
     let row = query_row(conn, SELECT_APPROVAL, [id], read_approval)
         .optional()
         .map_err(db)?;
-    let Some((mut record, approved, denied, status)) = row else {
+    let Some((mut record, approved, denied, status, (slug, digest, use_number))) = row else {
         return Ok(None);
     };
+    if let (Some(slug), Some(digest), Some(use_number)) = (slug, digest, use_number) {
+        record.preauthorization = Some(PreauthUse {
+            slug,
+            digest: hash32(digest, "preauth_digest")?,
+            use_number,
+        });
+    }
     record.op_hash_approved = hash32(approved, "op_hash_approved")?;
     record.op_hash_denied = hash32(denied, "op_hash_denied")?;
     record.status = status_from(&status)?;
     Ok(Some(record))
+}
+
+/// Insert an approval row (with the preauthorization that approved it, if one did).
+fn insert_approval(
+    tx: &Connection,
+    a: &NewApproval,
+    preauth: Option<&PreauthUse>,
+) -> Result<(), StoreError> {
+    let decided = (a.status != ApprovalStatus::Pending).then_some(a.created_at);
+    let inserted = exec(
+        tx,
+        "INSERT INTO approvals (id, created_at, expires_at, agent_id, tool_name, profile, \
+         fields_json, severity, op_hash_approved, op_hash_denied, status, reason_code, \
+         decided_at, grant_expires_at, gateway, revises, preauth_slug, preauth_digest, \
+         preauth_use) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, \
+         ?18, ?19)",
+        params![
+            a.id,
+            a.created_at,
+            a.expires_at,
+            a.agent_id,
+            a.tool_name,
+            a.profile,
+            a.fields_json,
+            a.severity,
+            &a.op_hash_approved[..],
+            &a.op_hash_denied[..],
+            a.status.as_str(),
+            a.reason_code.map(ReasonCode::as_str),
+            decided,
+            a.grant_expires_at,
+            a.gateway,
+            a.revises,
+            preauth.map(|p| p.slug.as_str()),
+            preauth.map(|p| p.digest.to_vec()),
+            preauth.map(|p| p.use_number),
+        ],
+    );
+    match inserted {
+        Ok(_) => Ok(()),
+        Err(rusqlite::Error::SqliteFailure(e, _))
+            if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+        {
+            Err(StoreError::DuplicateId(a.id.clone()))
+        }
+        Err(e) => Err(db(e)),
+    }
+}
+
+/// Every preauthorization row, by slug.
+fn stored_preauths(conn: &Connection) -> Result<Vec<StoredPreauth>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT slug, definition_json, digest, expires_at, max_uses, uses, in_config, \
+             disabled_at FROM preauthorizations ORDER BY slug",
+        )
+        .map_err(db)?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, Vec<u8>>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, i64>(4)?,
+                r.get::<_, i64>(5)?,
+                r.get::<_, i64>(6)?,
+                r.get::<_, Option<i64>>(7)?,
+            ))
+        })
+        .map_err(db)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(db)?;
+    rows.into_iter()
+        .map(
+            |(
+                slug,
+                definition_json,
+                digest,
+                expires_at,
+                max_uses,
+                uses,
+                in_config,
+                disabled_at,
+            )| {
+                Ok(StoredPreauth {
+                    slug,
+                    definition_json,
+                    digest: hash32(digest, "preauthorization digest")?,
+                    expires_at,
+                    max_uses,
+                    uses,
+                    in_config: in_config != 0,
+                    disabled_at,
+                })
+            },
+        )
+        .collect()
+}
+
+/// The recheck before a preauthorized call's grant is collected: the row is still in the
+/// config, not disabled, unexpired by the database's clock, and has the digest the call was
+/// approved under.
+fn preauth_still_usable(tx: &Connection, p: &PreauthUse) -> Result<bool, StoreError> {
+    let found: Option<i64> = query_row(
+        tx,
+        &format!(
+            "SELECT 1 FROM preauthorizations WHERE slug = ?1 AND digest = ?2 AND in_config = 1 \
+             AND disabled_at IS NULL AND expires_at > {DB_NOW_MS}"
+        ),
+        params![p.slug, &p.digest[..]],
+        |r| r.get(0),
+    )
+    .optional()
+    .map_err(db)?;
+    Ok(found.is_some())
 }
 
 fn decision_text(d: Decision) -> &'static str {
@@ -515,41 +684,125 @@ fn decision_from(text: &str) -> Result<Decision, StoreError> {
 impl Store for SqliteStore {
     fn create(&self, a: &NewApproval, events: &[AuditEvent]) -> Result<(), StoreError> {
         self.with_tx(|tx| {
-            let decided = (a.status != ApprovalStatus::Pending).then_some(a.created_at);
-            let inserted = exec(
-                tx,
-                "INSERT INTO approvals (id, created_at, expires_at, agent_id, tool_name, profile, \
-                 fields_json, severity, op_hash_approved, op_hash_denied, status, reason_code, \
-                 decided_at, grant_expires_at, gateway) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-                params![
-                    a.id,
-                    a.created_at,
-                    a.expires_at,
-                    a.agent_id,
-                    a.tool_name,
-                    a.profile,
-                    a.fields_json,
-                    a.severity,
-                    &a.op_hash_approved[..],
-                    &a.op_hash_denied[..],
-                    a.status.as_str(),
-                    a.reason_code.map(ReasonCode::as_str),
-                    decided,
-                    a.grant_expires_at,
-                    a.gateway,
-                ],
-            );
-            match inserted {
-                Ok(_) => {}
-                Err(rusqlite::Error::SqliteFailure(e, _))
-                    if e.code == rusqlite::ErrorCode::ConstraintViolation =>
-                {
-                    return Err(StoreError::DuplicateId(a.id.clone()));
-                }
-                Err(e) => return Err(db(e)),
-            }
+            insert_approval(tx, a, None)?;
             self.append(tx, events)
+        })
+    }
+
+    fn create_preauthorized(
+        &self,
+        a: &NewApproval,
+        slug: &str,
+        digest: &[u8; 32],
+        events: &[AuditEvent],
+    ) -> Result<Option<i64>, StoreError> {
+        self.with_tx(|tx| {
+            // The guarded consume: the row must still allow a use by the database's clock.
+            let taken: Option<i64> = query_row(
+                tx,
+                &format!(
+                    "UPDATE preauthorizations SET uses = uses + 1 \
+                     WHERE slug = ?1 AND digest = ?2 AND in_config = 1 AND disabled_at IS NULL \
+                     AND uses < max_uses AND expires_at > {DB_NOW_MS} RETURNING uses"
+                ),
+                params![slug, &digest[..]],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db)?;
+            let Some(use_number) = taken else {
+                return Ok(None);
+            };
+            let used = PreauthUse {
+                slug: slug.to_owned(),
+                digest: *digest,
+                use_number,
+            };
+            insert_approval(tx, a, Some(&used))?;
+            self.append(tx, &stamp_use(events, use_number))?;
+            Ok(Some(use_number))
+        })
+    }
+
+    fn reconcile_preauthorizations(
+        &self,
+        incoming: &[PreauthDefinition],
+        now: i64,
+    ) -> Result<Vec<PreauthChange>, StoreError> {
+        self.with_tx(|tx| {
+            let changes = plan_reconcile(&stored_preauths(tx)?, incoming);
+            let ts = rfc3339(from_ms(now));
+            for change in &changes {
+                match change {
+                    PreauthChange::Insert(d) => exec(
+                        tx,
+                        "INSERT INTO preauthorizations (slug, definition_json, digest, \
+                         expires_at, max_uses, uses, in_config) VALUES (?1, ?2, ?3, ?4, ?5, 0, 1)",
+                        params![
+                            d.slug,
+                            d.definition_json,
+                            &d.digest[..],
+                            d.expires_at,
+                            d.max_uses
+                        ],
+                    ),
+                    PreauthChange::Replace(d) => exec(
+                        tx,
+                        "UPDATE preauthorizations SET definition_json = ?2, digest = ?3, \
+                         expires_at = ?4, max_uses = ?5, in_config = 1 WHERE slug = ?1",
+                        params![
+                            d.slug,
+                            d.definition_json,
+                            &d.digest[..],
+                            d.expires_at,
+                            d.max_uses
+                        ],
+                    ),
+                    PreauthChange::Remove(slug) => exec(
+                        tx,
+                        "UPDATE preauthorizations SET in_config = 0 WHERE slug = ?1",
+                        params![slug],
+                    ),
+                }
+                .map_err(db)?;
+                self.append(tx, &[change.event(&ts)])?;
+            }
+            Ok(changes)
+        })
+    }
+
+    fn preauthorizations(&self) -> Result<Vec<StoredPreauth>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        stored_preauths(&conn)
+    }
+
+    fn disable_preauthorization(&self, slug: &str, now: i64) -> Result<DisableOutcome, StoreError> {
+        self.with_tx(|tx| {
+            let disabled: Option<Option<i64>> = query_row(
+                tx,
+                "SELECT disabled_at FROM preauthorizations WHERE slug = ?1",
+                [slug],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db)?;
+            match disabled {
+                None => return Ok(DisableOutcome::NotFound),
+                Some(Some(_)) => return Ok(DisableOutcome::AlreadyDisabled),
+                Some(None) => {}
+            }
+            exec(
+                tx,
+                "UPDATE preauthorizations SET disabled_at = ?2 WHERE slug = ?1",
+                params![slug, now],
+            )
+            .map_err(db)?;
+            let ts = rfc3339(from_ms(now));
+            self.append(
+                tx,
+                &[AuditEvent::preauthorization(&ts, "disabled", slug, None)],
+            )?;
+            Ok(DisableOutcome::Disabled)
         })
     }
 
@@ -717,6 +970,11 @@ impl Store for SqliteStore {
             }
             if current.grant_expires_at.is_none_or(|t| t <= now) {
                 return Ok(GrantOutcome::Expired);
+            }
+            if let Some(p) = &current.preauthorization
+                && !preauth_still_usable(tx, p)?
+            {
+                return Ok(GrantOutcome::PreauthorizationWithdrawn);
             }
             let changed = exec(
                 tx,

@@ -41,6 +41,7 @@ fn new(id: &str, expires_at: i64) -> NewApproval {
         reason_code: None,
         grant_expires_at: None,
         gateway: "gw".into(),
+        revises: None,
     }
 }
 
@@ -1200,4 +1201,307 @@ fn open_approvals_are_the_pending_unexpired_ones_newest_first() {
             .collect();
         assert_eq!(open, ["c", "b"]);
     }
+}
+
+// --- operator preauthorizations --------------------------------------------------------------
+
+/// Far in the future by any database clock.
+const FUTURE_MS: i64 = 4_102_444_800_000; // 2100-01-01
+
+fn preauth_def(slug: &str, digest: u8, max_uses: i64, expires_at: i64) -> PreauthDefinition {
+    PreauthDefinition {
+        slug: slug.into(),
+        definition_json: format!("{{\"slug\":\"{slug}\",\"v\":{digest}}}"),
+        digest: [digest; 32],
+        expires_at,
+        max_uses,
+    }
+}
+
+fn approved(id: &str) -> NewApproval {
+    NewApproval {
+        status: ApprovalStatus::Approved,
+        grant_expires_at: Some(FUTURE_MS),
+        ..new(id, FUTURE_MS)
+    }
+}
+
+fn outcome_with_preauth(id: &str) -> AuditEvent {
+    AuditEvent::outcome(id, "2026-01-01T00:00:00Z", "APPROVED", None)
+        .with_member("preauthorization", serde_json::json!({"slug": "s"}))
+}
+
+fn stored(s: &dyn Store, slug: &str) -> StoredPreauth {
+    s.preauthorizations()
+        .unwrap()
+        .into_iter()
+        .find(|p| p.slug == slug)
+        .unwrap_or_else(|| panic!("{slug} not stored"))
+}
+
+#[test]
+fn reconciling_keeps_uses_and_disables_replaces_changes_and_removes_the_absent() {
+    for (s, _guard) in stores("preauth_reconcile") {
+        let s = s.as_ref();
+        let first = [
+            preauth_def("a", 1, 5, FUTURE_MS),
+            preauth_def("b", 2, 5, FUTURE_MS),
+        ];
+        let changes = s.reconcile_preauthorizations(&first, 0).unwrap();
+        assert_eq!(changes.len(), 2);
+        assert_eq!(kinds(s), ["preauthorization", "preauthorization"]);
+        // Same config again: nothing changes, nothing is written.
+        assert!(s.reconcile_preauthorizations(&first, 1).unwrap().is_empty());
+        assert_eq!(kinds(s).len(), 2);
+
+        // A use and a manual disable...
+        assert_eq!(
+            s.create_preauthorized(&approved("u1"), "a", &[1; 32], &[])
+                .unwrap(),
+            Some(1)
+        );
+        assert_eq!(
+            s.disable_preauthorization("b", 5).unwrap(),
+            DisableOutcome::Disabled
+        );
+        assert_eq!(
+            s.disable_preauthorization("b", 6).unwrap(),
+            DisableOutcome::AlreadyDisabled
+        );
+        assert_eq!(
+            s.disable_preauthorization("zz", 6).unwrap(),
+            DisableOutcome::NotFound
+        );
+
+        // ...survive a changed definition, which replaces the stored fields.
+        let second = [
+            preauth_def("a", 9, 7, FUTURE_MS),
+            preauth_def("b", 2, 5, FUTURE_MS),
+        ];
+        let changes = s.reconcile_preauthorizations(&second, 10).unwrap();
+        assert_eq!(changes, vec![PreauthChange::Replace(second[0].clone())]);
+        let a = stored(s, "a");
+        assert_eq!((a.uses, a.max_uses, a.digest), (1, 7, [9; 32]));
+        assert_eq!(
+            stored(s, "b").disabled_at,
+            Some(5),
+            "a manual disable is kept"
+        );
+
+        // A slug absent from the config is disabled, not deleted.
+        let changes = s.reconcile_preauthorizations(&second[..1], 11).unwrap();
+        assert_eq!(changes, vec![PreauthChange::Remove("b".into())]);
+        assert!(!stored(s, "b").in_config);
+        let last = lines(s).pop().unwrap();
+        assert_eq!(last["change"], "removed");
+        assert_one_chain(s);
+    }
+}
+
+#[test]
+fn a_preauthorized_create_consumes_a_use_atomically_with_its_row_and_lines() {
+    for (s, _guard) in stores("preauth_consume") {
+        let s = s.as_ref();
+        s.reconcile_preauthorizations(&[preauth_def("s", 1, 2, FUTURE_MS)], 0)
+            .unwrap();
+        let used = s
+            .create_preauthorized(
+                &approved("p1"),
+                "s",
+                &[1; 32],
+                &[outcome_with_preauth("p1")],
+            )
+            .unwrap();
+        assert_eq!(used, Some(1));
+        let record = s.get("p1").unwrap().unwrap();
+        assert_eq!(
+            record.preauthorization,
+            Some(PreauthUse {
+                slug: "s".into(),
+                digest: [1; 32],
+                use_number: 1
+            })
+        );
+        let line = lines(s).pop().unwrap();
+        assert_eq!(
+            line["preauthorization"]["use"], 1,
+            "the use is stamped in the line"
+        );
+
+        // A stale digest consumes nothing and writes nothing.
+        let before = lines(s).len();
+        assert_eq!(
+            s.create_preauthorized(
+                &approved("p2"),
+                "s",
+                &[7; 32],
+                &[outcome_with_preauth("p2")]
+            )
+            .unwrap(),
+            None
+        );
+        assert!(s.get("p2").unwrap().is_none());
+        assert_eq!(lines(s).len(), before);
+
+        assert_eq!(
+            s.create_preauthorized(&approved("p3"), "s", &[1; 32], &[])
+                .unwrap(),
+            Some(2)
+        );
+        // max_uses = 2: the third is refused, and a duplicate id rolls the use back.
+        assert_eq!(
+            s.create_preauthorized(&approved("p4"), "s", &[1; 32], &[])
+                .unwrap(),
+            None
+        );
+        assert_eq!(stored(s, "s").uses, 2);
+        s.reconcile_preauthorizations(&[preauth_def("s", 5, 3, FUTURE_MS)], 1)
+            .unwrap();
+        assert!(matches!(
+            s.create_preauthorized(&approved("p1"), "s", &[5; 32], &[]),
+            Err(StoreError::DuplicateId(_))
+        ));
+        assert_eq!(stored(s, "s").uses, 2, "the failed insert returned its use");
+    }
+}
+
+#[test]
+fn expired_disabled_and_removed_preauthorizations_approve_nothing_by_database_time() {
+    for (s, _guard) in stores("preauth_refusals") {
+        let s = s.as_ref();
+        s.reconcile_preauthorizations(
+            &[
+                // Expired by the database's clock (2001), whatever the service clock says.
+                preauth_def("old", 1, 5, 1_000_000_000_000),
+                preauth_def("off", 2, 5, FUTURE_MS),
+                preauth_def("gone", 3, 5, FUTURE_MS),
+            ],
+            0,
+        )
+        .unwrap();
+        s.disable_preauthorization("off", 1).unwrap();
+        s.reconcile_preauthorizations(
+            &[
+                preauth_def("old", 1, 5, 1_000_000_000_000),
+                preauth_def("off", 2, 5, FUTURE_MS),
+            ],
+            2,
+        )
+        .unwrap();
+        for (i, (slug, d)) in [("old", 1), ("off", 2), ("gone", 3), ("nobody", 4)]
+            .into_iter()
+            .enumerate()
+        {
+            let id = format!("r{i}");
+            assert_eq!(
+                s.create_preauthorized(&approved(&id), slug, &[d; 32], &[])
+                    .unwrap(),
+                None,
+                "{slug}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_preauthorized_grant_is_rechecked_before_it_is_collected() {
+    for (s, _guard) in stores("preauth_grant_recheck") {
+        let s = s.as_ref();
+        s.reconcile_preauthorizations(&[preauth_def("s", 1, 5, FUTURE_MS)], 0)
+            .unwrap();
+        for id in ["g1", "g2", "g3"] {
+            s.create_preauthorized(&approved(id), "s", &[1; 32], &[])
+                .unwrap();
+        }
+        let grant = |id: &str| {
+            s.collect_grant(
+                id,
+                "gw",
+                &[1; 32],
+                None,
+                10,
+                &AuditEvent::grant(id, "t", "f"),
+            )
+            .unwrap()
+        };
+        assert_eq!(grant("g1"), GrantOutcome::Granted { collected_at: 10 });
+        // A changed definition: the approval's digest no longer matches.
+        s.reconcile_preauthorizations(&[preauth_def("s", 2, 5, FUTURE_MS)], 1)
+            .unwrap();
+        assert_eq!(grant("g2"), GrantOutcome::PreauthorizationWithdrawn);
+        // Back to the approved definition, then disabled by hand.
+        s.reconcile_preauthorizations(&[preauth_def("s", 1, 5, FUTURE_MS)], 2)
+            .unwrap();
+        assert_eq!(grant("g2"), GrantOutcome::Granted { collected_at: 10 });
+        s.disable_preauthorization("s", 3).unwrap();
+        assert_eq!(grant("g3"), GrantOutcome::PreauthorizationWithdrawn);
+    }
+}
+
+#[test]
+fn revisions_are_linked_in_the_row() {
+    for (s, _guard) in stores("revisions") {
+        let s = s.as_ref();
+        s.create(&new("v1", 1_000), &[]).unwrap();
+        let v2 = NewApproval {
+            revises: Some("v1".into()),
+            ..new("v2", 1_000)
+        };
+        s.create(&v2, &[]).unwrap();
+        assert_eq!(s.get("v2").unwrap().unwrap().revises.as_deref(), Some("v1"));
+        assert_eq!(s.get("v1").unwrap().unwrap().revises, None);
+    }
+}
+
+#[test]
+fn postgres_max_uses_holds_across_replicas_under_64_concurrent_calls() {
+    let Some(schema) = postgres("preauth_replicas") else {
+        eprintln!("skipped: no PostgreSQL reachable");
+        return;
+    };
+    let replicas: Vec<Arc<dyn Store>> = (0..3)
+        .map(|_| {
+            Arc::new(PostgresStore::connect(&schema.url(), sealer(), 4).unwrap()) as Arc<dyn Store>
+        })
+        .collect();
+    for r in &replicas {
+        // Every replica reconciles the same config at its start.
+        r.reconcile_preauthorizations(&[preauth_def("five", 1, 5, FUTURE_MS)], 0)
+            .unwrap();
+    }
+    let approvals = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..64)
+            .map(|i| {
+                let r = Arc::clone(&replicas[i % 3]);
+                scope.spawn(move || {
+                    let id = format!("c{i}");
+                    r.create_preauthorized(
+                        &approved(&id),
+                        "five",
+                        &[1; 32],
+                        &[outcome_with_preauth(&id)],
+                    )
+                    .unwrap()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|h| h.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    let mut uses = approvals.clone();
+    uses.sort_unstable();
+    assert_eq!(
+        uses,
+        [1, 2, 3, 4, 5],
+        "exactly five approvals, numbered once each"
+    );
+    assert_eq!(stored(replicas[0].as_ref(), "five").uses, 5);
+    let outcome_lines = lines(replicas[1].as_ref())
+        .into_iter()
+        .filter(|l| l["kind"] == "outcome")
+        .count();
+    assert_eq!(outcome_lines, 5, "a refused call writes no line");
+    assert_one_chain(replicas[2].as_ref());
 }

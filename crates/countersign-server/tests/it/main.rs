@@ -10,6 +10,7 @@ mod hardening;
 mod http_errors;
 mod lifecycle;
 mod merkle;
+mod preauth;
 mod readiness;
 mod revoke;
 mod standing;

@@ -1,0 +1,151 @@
+//! `countersign preauth`: the operator preauthorizations a service has stored.
+//!
+//! The definitions live in the service config (`[[preauthorizations]]`) and are reconciled into
+//! the database at every start; these commands read that stored state (with uses consumed so
+//! far) and disable an entry by hand, which a restart does not undo.
+
+use super::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE, now_ms, open_store};
+use clap::Subcommand;
+use countersign_server::clock::{from_ms, rfc3339};
+use countersign_server::store::DisableOutcome;
+use std::io::Write as _;
+use std::path::PathBuf;
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum PreauthCommand {
+    /// List the stored preauthorizations: slug, state, uses, expiry, digest.
+    ///
+    /// STATE is `active` (in the config and not disabled: it approves the calls it covers until
+    /// it expires or runs out of uses), `disabled` (by `preauth disable`; kept across restarts),
+    /// or `removed` (no longer in the config). The digest (base64url SHA-256 of the definition)
+    /// is what approval results and audit lines carry. `--json` prints an array of {slug, state,
+    /// uses, max_uses, expires_at, digest, definition}. Exit 0, or 2 when the data directory or
+    /// database cannot be opened.
+    List {
+        /// The service's data directory.
+        #[arg(long, default_value = "countersign-data")]
+        data_dir: PathBuf,
+        /// The service's database URL, when it is not the SQLite database in DATA_DIR.
+        #[arg(long, value_name = "URL")]
+        database: Option<String>,
+        /// Print a JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Disable a preauthorization now, on every replica, until an operator removes the mark.
+    ///
+    /// Calls it would have covered go to a human again at once; a call it already approved
+    /// whose grant is not yet collected is refused at collection (`preauthorization_withdrawn`).
+    /// The disable is recorded in the audit log and survives restarts, even with the entry
+    /// still in the config (rename the slug to start afresh).
+    ///
+    /// Exit codes: 0 disabled, 1 already disabled (nothing changed), 2 no preauthorization of
+    /// that slug or unusable input (no data directory, database unreachable).
+    #[command(
+        after_help = "Example:\n  countersign preauth disable small-eur-payments \
+                            --data-dir /var/lib/countersign"
+    )]
+    Disable {
+        /// The slug, as `preauth list` prints it.
+        slug: String,
+        /// The service's data directory.
+        #[arg(long, default_value = "countersign-data")]
+        data_dir: PathBuf,
+        /// The service's database URL, when it is not the SQLite database in DATA_DIR.
+        #[arg(long, value_name = "URL")]
+        database: Option<String>,
+    },
+}
+
+/// One row of `preauth list`.
+#[derive(serde::Serialize)]
+struct Row {
+    slug: String,
+    state: &'static str,
+    uses: i64,
+    max_uses: i64,
+    expires_at: String,
+    digest: String,
+    definition: serde_json::Value,
+}
+
+pub(crate) fn run(command: PreauthCommand) -> anyhow::Result<u8> {
+    match command {
+        PreauthCommand::List {
+            data_dir,
+            database,
+            json,
+        } => list(&data_dir, database.as_deref(), json),
+        PreauthCommand::Disable {
+            slug,
+            data_dir,
+            database,
+        } => disable(&slug, &data_dir, database.as_deref()),
+    }
+}
+
+fn list(data_dir: &std::path::Path, database: Option<&str>, json: bool) -> anyhow::Result<u8> {
+    let store = open_store(data_dir, database)?;
+    let rows: Vec<Row> = store
+        .preauthorizations()?
+        .into_iter()
+        .map(|p| Row {
+            state: match (p.in_config, p.disabled_at) {
+                (_, Some(_)) => "disabled",
+                (false, None) => "removed",
+                (true, None) => "active",
+            },
+            uses: p.uses,
+            max_uses: p.max_uses,
+            expires_at: rfc3339(from_ms(p.expires_at)),
+            digest: countersign::b64::encode(&p.digest),
+            definition: serde_json::from_str(&p.definition_json).unwrap_or(serde_json::Value::Null),
+            slug: p.slug,
+        })
+        .collect();
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+        return Ok(EXIT_ALLOW);
+    }
+    if rows.is_empty() {
+        eprintln!("countersign: no preauthorization stored ([[preauthorizations]] in the config)");
+        return Ok(EXIT_ALLOW);
+    }
+    let width = rows.iter().map(|r| r.slug.len()).max().unwrap_or(0).max(4);
+    writeln!(
+        out,
+        "{:<width$}  {:<8}  {:>11}  {:<20}  DIGEST",
+        "SLUG", "STATE", "USES", "EXPIRES"
+    )?;
+    for r in &rows {
+        let uses = format!("{}/{}", r.uses, r.max_uses);
+        writeln!(
+            out,
+            "{:<width$}  {:<8}  {:>11}  {:<20}  {}",
+            r.slug, r.state, uses, r.expires_at, r.digest
+        )?;
+    }
+    Ok(EXIT_ALLOW)
+}
+
+fn disable(slug: &str, data_dir: &std::path::Path, database: Option<&str>) -> anyhow::Result<u8> {
+    let store = open_store(data_dir, database)?;
+    Ok(match store.disable_preauthorization(slug, now_ms())? {
+        DisableOutcome::Disabled => {
+            eprintln!(
+                "countersign: preauthorization {slug} disabled; calls it covered now wait for a \
+                 human"
+            );
+            EXIT_ALLOW
+        }
+        DisableOutcome::AlreadyDisabled => {
+            eprintln!("countersign: preauthorization {slug} was already disabled; nothing changed");
+            EXIT_DENY
+        }
+        DisableOutcome::NotFound => {
+            eprintln!("countersign: no preauthorization {slug:?} (see `countersign preauth list`)");
+            EXIT_UNUSABLE
+        }
+    })
+}
