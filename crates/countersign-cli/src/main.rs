@@ -5,7 +5,6 @@ mod logging;
 mod mcp;
 mod preauth;
 mod profiles;
-mod profiles;
 mod proofs;
 mod recheck;
 
@@ -234,6 +233,34 @@ enum AuditCommand {
         #[command(subcommand)]
         command: ProveCommand,
     },
+    /// Replay every request of a log against a new configuration: one verdict per approval.
+    ///
+    /// The log must verify under KEY first. For each approval the new config's rules are applied
+    /// in the service's order (a tool rule that needs no approval, then [[preauthorizations]]
+    /// at the request's time, else a human) and the recorded human evidence is held to the new
+    /// rule (eligible approvers, min_assurance, quorum). Verdicts: unchanged, newly_denied (the
+    /// new policy refuses the tool or the approver), newly_parked (approved without a human
+    /// before, a human is asked now: a human might still approve), newly_allowed (approved
+    /// without a human now), insufficient_assurance, quorum_not_met. Preauthorization use counts
+    /// are not replayed.
+    ///
+    /// Exit codes: 0 nothing would change, 1 something would, 2 unusable input (unreadable log,
+    /// key or config; a log that does not verify).
+    #[command(after_help = "Example:\n  countersign audit recheck audit.log \
+                            --key countersign-data/service-key.pub --config new.toml --json")]
+    Recheck {
+        /// The audit log (JSON lines), or - for stdin.
+        file: PathBuf,
+        /// The service's Ed25519 public key: base64url, or a file containing it.
+        #[arg(long)]
+        key: String,
+        /// The new service configuration (TOML) to judge the log by.
+        #[arg(long, value_name = "NEW.toml")]
+        config: PathBuf,
+        /// Print a JSON array of {approval_id, tool_name, was, verdict, detail, granted}.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -325,34 +352,6 @@ enum WitnessCommand {
         /// The key file to create (owner-only; never overwritten).
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
-    },
-    /// Replay every request of a log against a new configuration: one verdict per approval.
-    ///
-    /// The log must verify under KEY first. For each approval the new config's rules are applied
-    /// in the service's order (a tool rule that needs no approval, then [[preauthorizations]]
-    /// at the request's time, else a human) and the recorded human evidence is held to the new
-    /// rule (eligible approvers, min_assurance, quorum). Verdicts: unchanged, newly_denied (the
-    /// new policy refuses the tool or the approver), newly_parked (approved without a human
-    /// before, a human is asked now: a human might still approve), newly_allowed (approved
-    /// without a human now), insufficient_assurance, quorum_not_met. Preauthorization use counts
-    /// are not replayed.
-    ///
-    /// Exit codes: 0 nothing would change, 1 something would, 2 unusable input (unreadable log,
-    /// key or config; a log that does not verify).
-    #[command(after_help = "Example:\n  countersign audit recheck audit.log \
-                            --key countersign-data/service-key.pub --config new.toml --json")]
-    Recheck {
-        /// The audit log (JSON lines), or - for stdin.
-        file: PathBuf,
-        /// The service's Ed25519 public key: base64url, or a file containing it.
-        #[arg(long)]
-        key: String,
-        /// The new service configuration (TOML) to judge the log by.
-        #[arg(long, value_name = "NEW.toml")]
-        config: PathBuf,
-        /// Print a JSON array of {approval_id, tool_name, was, verdict, detail, granted}.
-        #[arg(long)]
-        json: bool,
     },
 }
 

@@ -44,6 +44,7 @@ fn data_dir(dir: &Path, config: &str) -> std::path::PathBuf {
                 params,
                 profile: None,
                 severity: None,
+                server_id: None,
                 revises: None,
             },
             "gw",

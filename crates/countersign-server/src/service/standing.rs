@@ -197,6 +197,7 @@ impl AppState {
             reason_code: reason,
             grant_expires_at: None,
             gateway: gateway.to_owned(),
+            revises: None,
         };
         let grant = NewStandingGrant {
             id: approval.id.clone(),

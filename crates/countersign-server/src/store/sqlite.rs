@@ -499,7 +499,7 @@ fn status_from(text: &str) -> Result<ApprovalStatus, StoreError> {
     }
 }
 
-type ApprovalRow = (ApprovalRecord, Vec<u8>, Vec<u8>, String, PreauthColumns);
+pub(super) type ApprovalRow = (ApprovalRecord, Vec<u8>, Vec<u8>, String, PreauthColumns);
 type PreauthColumns = (Option<String>, Option<Vec<u8>>, Option<i64>);
 
 fn read_approval(r: &Row<'_>) -> rusqlite::Result<ApprovalRow> {
@@ -533,12 +533,18 @@ fn read_approval(r: &Row<'_>) -> rusqlite::Result<ApprovalRow> {
 }
 
 fn get_approval(conn: &Connection, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
-    let row = query_row(conn, SELECT_APPROVAL, [id], read_approval)
+    query_row(conn, SELECT_APPROVAL, [id], read_approval)
         .optional()
-        .map_err(db)?;
-    let Some((mut record, approved, denied, status, (slug, digest, use_number))) = row else {
-        return Ok(None);
-    };
+        .map_err(db)?
+        .map(finish_approval)
+        .transpose()
+}
+
+/// An approval row as read by [`read_approval`], checked and completed: the two op_hashes, the
+/// status, and the preauthorization that approved it (all three columns or none).
+pub(super) fn finish_approval(
+    (mut record, approved, denied, status, (slug, digest, use_number)): ApprovalRow,
+) -> Result<ApprovalRecord, StoreError> {
     if let (Some(slug), Some(digest), Some(use_number)) = (slug, digest, use_number) {
         record.preauthorization = Some(PreauthUse {
             slug,
@@ -549,7 +555,7 @@ fn get_approval(conn: &Connection, id: &str) -> Result<Option<ApprovalRecord>, S
     record.op_hash_approved = hash32(approved, "op_hash_approved")?;
     record.op_hash_denied = hash32(denied, "op_hash_denied")?;
     record.status = status_from(&status)?;
-    Ok(Some(record))
+    Ok(record)
 }
 
 /// Insert an approval row (with the preauthorization that approved it, if one did).

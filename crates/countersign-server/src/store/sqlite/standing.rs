@@ -1,6 +1,6 @@
 //! [`StandingStore`] on SQLite: every method one `IMMEDIATE` transaction, like the rest.
 
-use super::{SqliteStore, db, exec, hash32, read_approval, status_from};
+use super::{ApprovalRow, SqliteStore, db, exec, finish_approval, read_approval};
 use crate::audit::AuditEvent;
 use crate::store::standing::{NewStandingGrant, StandingGrantRecord, StandingStore, UseRecords};
 use crate::store::{ApprovalRecord, NewApproval, StoreError};
@@ -28,27 +28,18 @@ CREATE TABLE IF NOT EXISTS standing_uses (
 const SELECT_GRANTS: &str = "SELECT a.id, a.created_at, a.expires_at, a.agent_id, a.tool_name, \
     a.profile, a.fields_json, a.severity, a.op_hash_approved, a.op_hash_denied, a.status, \
     a.reason_code, a.evidence_json, a.decided_at, a.grant_expires_at, a.grant_collected_at, \
-    a.gateway, g.expires_at, g.max_uses, g.uses, g.revoked_at, g.revoked_by \
+    a.gateway, a.preauth_slug, a.preauth_digest, a.preauth_use, a.revises, \
+    g.expires_at, g.max_uses, g.uses, g.revoked_at, g.revoked_by \
     FROM standing_grants g JOIN approvals a ON a.id = g.id";
 
 fn read_grant(r: &Row<'_>) -> rusqlite::Result<(ApprovalRow, GrantColumns)> {
     Ok((
         read_approval(r)?,
-        (r.get(17)?, r.get(18)?, r.get(19)?, r.get(20)?, r.get(21)?),
+        (r.get(21)?, r.get(22)?, r.get(23)?, r.get(24)?, r.get(25)?),
     ))
 }
 
-type ApprovalRow = (ApprovalRecord, Vec<u8>, Vec<u8>, String);
 type GrantColumns = (i64, i64, i64, Option<i64>, Option<String>);
-
-fn finish_approval(
-    (mut record, approved, denied, status): ApprovalRow,
-) -> Result<ApprovalRecord, StoreError> {
-    record.op_hash_approved = hash32(approved, "op_hash_approved")?;
-    record.op_hash_denied = hash32(denied, "op_hash_denied")?;
-    record.status = status_from(&status)?;
-    Ok(record)
-}
 
 fn finish_grant(
     (row, (expires_at, max_uses, uses, revoked_at, revoked_by)): (ApprovalRow, GrantColumns),
@@ -227,7 +218,8 @@ impl StandingStore for SqliteStore {
             .prepare_cached(
                 "SELECT id, created_at, expires_at, agent_id, tool_name, profile, fields_json, \
                  severity, op_hash_approved, op_hash_denied, status, reason_code, evidence_json, \
-                 decided_at, grant_expires_at, grant_collected_at, gateway FROM approvals \
+                 decided_at, grant_expires_at, grant_collected_at, gateway, preauth_slug, \
+                 preauth_digest, preauth_use, revises FROM approvals \
                  WHERE status = 'PENDING' AND expires_at > ?1 \
                  ORDER BY created_at DESC, id DESC LIMIT ?2",
             )
