@@ -54,6 +54,34 @@ pub struct ClientKind {
     pub url_elicitation: bool,
 }
 
+/// The key of the interposer's input request in a multi round-trip answer.
+pub const INPUT_REQUEST_KEY: &str = "countersign.approval";
+
+/// A 2026-07-28 multi round-trip answer (`resultType: "input_required"`): a URL elicitation of
+/// the approver page and the sealed `requestState` the client echoes when it calls again.
+pub fn input_required(id: &Value, tool: &str, ticket: &Ticket, request_state: &str) -> Value {
+    let url = ticket.approve_url.as_deref().unwrap_or_default();
+    json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "result": {
+            "resultType": "input_required",
+            "inputRequests": {
+                INPUT_REQUEST_KEY: {
+                    "method": "elicitation/create",
+                    "params": {
+                        "mode": "url",
+                        "url": url,
+                        "message": format!("Approve this call of {tool}; it runs when the client calls again."),
+                    }
+                }
+            },
+            "requestState": request_state,
+            "_meta": { APPROVAL_KEY: ticket.block() },
+        }
+    })
+}
+
 /// Which moment of a held call is being answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Moment {
@@ -276,6 +304,17 @@ mod tests {
         let text = r["result"]["content"][0]["text"].as_str().unwrap();
         assert!(text.starts_with("Not run: refused (expired_unanswered)"));
         assert_eq!(r["result"]["_meta"][APPROVAL_KEY]["status"], "DENIED");
+    }
+
+    #[test]
+    fn mrtr_answers_carry_a_url_elicitation_and_the_state() {
+        let r = input_required(&json!(3), "write_file", &pending(), "S.M");
+        assert_eq!(r["result"]["resultType"], "input_required");
+        let req = &r["result"]["inputRequests"][INPUT_REQUEST_KEY];
+        assert_eq!(req["method"], "elicitation/create");
+        assert_eq!(req["params"]["mode"], "url");
+        assert_eq!(req["params"]["url"], "http://svc/approve/apr_1");
+        assert_eq!(r["result"]["requestState"], "S.M");
     }
 
     #[test]

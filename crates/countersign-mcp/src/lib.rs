@@ -5,12 +5,14 @@
 //! - [`config`]: the per-upstream TOML and the allow / hold / deny rule;
 //! - [`answer`]: what a client sees when a call is held or refused;
 //! - [`audit`]: the interposer's own signed, hash-chained log;
-//! - [`relay`]: the relay and the held-call life cycle.
+//! - [`relay`]: the relay and the held-call life cycle;
+//! - [`state`]: the HMAC-protected `requestState` of 2026-07-28 multi round-trip answers.
 
 pub mod answer;
 pub mod audit;
 pub mod config;
 pub mod relay;
+pub mod state;
 
 pub use config::{Config, HeldAs};
 pub use relay::{Interposer, Settings};

@@ -62,6 +62,7 @@ pub struct Interposer {
     session: Mutex<Session>,
     run_id: String,
     counter: AtomicU64,
+    states: crate::state::StateCodec,
 }
 
 impl std::fmt::Debug for Interposer {
@@ -84,6 +85,13 @@ struct CallParams<'a> {
     name: String,
     #[serde(borrow, default)]
     arguments: Option<&'a RawValue>,
+}
+
+/// A key from the clock and the process id, used only if the system RNG fails (it does not on
+/// supported platforms); states sealed under it are still checked for the call they name.
+fn random_fallback() -> Vec<u8> {
+    let t = OffsetDateTime::now_utc().unix_timestamp_nanos();
+    format!("{t}:{}", std::process::id()).into_bytes()
 }
 
 /// The key of a JSON-RPC id (its JSON text: `1` and `"1"` stay distinct).
@@ -114,6 +122,10 @@ impl Interposer {
             session: Mutex::new(Session::default()),
             run_id,
             counter: AtomicU64::new(0),
+            // A key that cannot be generated leaves the interposer unable to seal states; a
+            // fixed key would be worse (forgeable), so refuse to start instead (see `new`'s doc).
+            states: crate::state::StateCodec::random()
+                .unwrap_or_else(|_| crate::state::StateCodec::with_key(&random_fallback())),
         }
     }
 
@@ -470,12 +482,24 @@ impl Interposer {
                     self.refuse(&call_id, &id, &tool, ticket, to_client);
                 }
                 Ok(op_hash) => {
+                    let frame: Value = serde_json::from_str(&line).unwrap_or_default();
+                    let mrtr = frame
+                        .pointer("/params/_meta")
+                        .and_then(|m| m.get("io.modelcontextprotocol/clientCapabilities"))
+                        .and_then(|c| c.pointer("/elicitation/url"))
+                        .is_some_and(Value::is_object);
+                    let request_state = frame
+                        .pointer("/params/requestState")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
                     let held = Held {
                         call_id,
                         id,
                         line,
                         call,
                         op_hash,
+                        mrtr,
+                        request_state,
                     };
                     self.hold(held, to_client, to_upstream).await;
                 }
@@ -527,7 +551,37 @@ impl Interposer {
 
     /// A held call: a new approval on first arrival, else park, release or refuse.
     async fn hold(&self, h: Held, to_client: &Lines, to_upstream: &Lines) {
-        let open = self.tickets().get(&h.op_hash).cloned();
+        let open = match &h.request_state {
+            // A multi round-trip retry: the state names the approval, once it is proven ours
+            // and for this very call.
+            Some(text) => {
+                let now = OffsetDateTime::now_utc().unix_timestamp();
+                match self.states.open(text, &h.op_hash, now) {
+                    Ok(state) => Some(OpenTicket {
+                        approval_id: state.approval_id,
+                        expires_at: None,
+                    }),
+                    Err(e) => {
+                        let ticket = Ticket {
+                            approval_id: None,
+                            op_hash: h.op_hash.clone(),
+                            expires_at: None,
+                            approve_url: None,
+                            denied: Some(e.reason_code().to_owned()),
+                        };
+                        tracing::info!(error = %e, "requestState refused");
+                        return self.refuse(
+                            &h.call_id,
+                            &h.id,
+                            &h.call.tool_name,
+                            ticket,
+                            to_client,
+                        );
+                    }
+                }
+            }
+            None => self.tickets().get(&h.op_hash).cloned(),
+        };
         let Some(open) = open else {
             return self.first_arrival(h, to_client, to_upstream).await;
         };
@@ -645,6 +699,16 @@ impl Interposer {
             },
         );
         let ticket = self.ticket(&h, &approval_id, result.expires_at.as_deref());
+        if h.mrtr {
+            let state = self.states.seal(&crate::state::RequestState {
+                approval_id: approval_id.clone(),
+                op_hash: h.op_hash.clone(),
+                exp: state_expiry(result.expires_at.as_deref()),
+            });
+            let frame = answer::input_required(&h.id, &h.call.tool_name, &ticket, &state);
+            let _ = to_client.send(frame.to_string());
+            return;
+        }
         self.answer(
             &h.id,
             &h.call.tool_name,
@@ -748,6 +812,23 @@ struct Held {
     line: String,
     call: ToolCall,
     op_hash: String,
+    /// The client declared URL elicitation in a 2026-07-28 request (`_meta`): answer with a
+    /// multi round-trip result.
+    mrtr: bool,
+    /// The `requestState` the client echoed, if any.
+    request_state: Option<String>,
+}
+
+/// Longest life of a `requestState`: short, so a leaked state is soon worthless; a client whose
+/// state expired calls again without it and is matched by op_hash.
+const STATE_TTL_SECONDS: i64 = 600;
+
+/// When a state expires: at the approval's own expiry, and at most [`STATE_TTL_SECONDS`] from now.
+fn state_expiry(expires_at: Option<&str>) -> i64 {
+    let cap = OffsetDateTime::now_utc().unix_timestamp() + STATE_TTL_SECONDS;
+    expires_at
+        .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
+        .map_or(cap, |t| t.unix_timestamp().min(cap))
 }
 
 fn method(frame: &Value) -> Option<&str> {

@@ -644,3 +644,63 @@ async fn a_client_cancel_during_a_park_drops_only_the_response() {
             .any(|l| l.contains("notifications/cancelled"))
     );
 }
+
+/// A 2026-07-28 tools/call declaring URL elicitation in `_meta`, optionally echoing a state.
+fn mrtr_line(id: u64, args: &str, state: Option<&str>) -> String {
+    let state = state
+        .map(|s| format!(",\"requestState\":\"{s}\",\"inputResponses\":{{\"countersign.approval\":{{\"action\":\"accept\"}}}}"))
+        .unwrap_or_default();
+    format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"write_file\",\"arguments\":{args},\"_meta\":{{\"io.modelcontextprotocol/clientCapabilities\":{{\"elicitation\":{{\"url\":{{}}}}}}}}{state}}}}}"
+    )
+}
+
+async fn mrtr_call(client: &mut Client, args: &str, state: Option<&str>) -> Value {
+    client.next += 1;
+    let id = client.next;
+    client.send_line(&mrtr_line(id, args, state)).await;
+    client.response(id).await
+}
+
+#[tokio::test]
+async fn the_2026_07_28_round_trip_and_its_state_refusals() {
+    let mut rig = rig("mrtr", plain_client()).await;
+    let args = r#"{"path":"/m"}"#;
+    let first = mrtr_call(&mut rig.client, args, None).await;
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let request = &first["result"]["inputRequests"]["countersign.approval"];
+    assert_eq!(request["params"]["mode"], "url");
+    let state = first["result"]["requestState"].as_str().unwrap().to_owned();
+    assert!(!state.contains("/m"));
+    let id = approval_id(&first);
+    rig.alice.decide(&rig.svc, &id, Decision::Approved).await;
+
+    // Tampered: one character of the MAC changed.
+    let mut tampered = state.clone();
+    let last = tampered.pop().unwrap();
+    tampered.push(if last == 'A' { 'B' } else { 'A' });
+    let r = mrtr_call(&mut rig.client, args, Some(&tampered)).await;
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("Not run: refused (request_state_invalid)"),
+        "{text}"
+    );
+    // Moved onto other arguments.
+    let r = mrtr_call(&mut rig.client, r#"{"path":"/other"}"#, Some(&state)).await;
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("Not run: refused (binding_mismatch)"),
+        "{text}"
+    );
+    assert!(rig.upstream.calls_of("write_file").is_empty());
+
+    let ran = mrtr_call(&mut rig.client, args, Some(&state)).await;
+    assert_eq!(
+        ran["result"]["content"][0]["text"], "ran \"write_file\"",
+        "{ran}"
+    );
+    // Replayed after use: the grant is spent, nothing runs twice.
+    let again = mrtr_call(&mut rig.client, args, Some(&state)).await;
+    assert_eq!(again["result"]["isError"], true, "{again}");
+    assert_eq!(rig.upstream.calls_of("write_file").len(), 1);
+}
