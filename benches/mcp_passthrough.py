@@ -1,8 +1,14 @@
 """Added latency and throughput of `countersign mcp stdio` for calls that pass through (not held).
 
-The same echo tool (tests/mcp/peers/counting_server.py, `echo`, allowed by the interposer's
-configuration) is called by the real Python MCP client (`mcp` 2.3.0) twice over stdio: directly,
-and through `countersign mcp stdio`. For each path it reports
+The same echo server (tests/mcp/peers/raw_echo_server.py: `echo`, allowed by the interposer's
+configuration; no SDK, so its own cost stays small) is called over stdio twice: directly, and
+through `countersign mcp stdio`. Two clients:
+
+- `raw`: newline-delimited JSON-RPC frames written and read on the pipes by this script, the
+  sharpest view of what the relay adds;
+- `sdk`: the real Python MCP client (`mcp` 2.3.0), what an agent host built on it sees.
+
+For each client and path it reports
 
 - latency: N sequential `tools/call`s, p50 / p99 / mean in microseconds, after a warm-up;
 - throughput: calls per second with C calls in flight at once (the client pipelines them on the
@@ -46,7 +52,7 @@ from peers.clients import stdio_session  # noqa: E402
 from peers.interposer import StdioInterposer  # noqa: E402
 from support import Service  # noqa: E402
 
-COUNTING_SERVER = REPO / "tests" / "mcp" / "peers" / "counting_server.py"
+ECHO_SERVER = REPO / "tests" / "mcp" / "peers" / "raw_echo_server.py"
 PAYLOAD = {"text": "x" * 64}
 
 
@@ -56,7 +62,54 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[k]
 
 
-async def measure(command: str, args: list[str], env: dict[str, str], calls: int, inflight: int):
+def measure_raw(command: str, args: list[str], env: dict[str, str], calls: int, inflight: int):
+    import subprocess
+
+    proc = subprocess.Popen([command, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env={**os.environ, **env}, bufsize=0)
+    reader = proc.stdout
+    ids = iter(range(1, 10**9))
+
+    def send(method: str, params: dict, notify: bool = False) -> None:
+        msg = {"jsonrpc": "2.0", "method": method, "params": params}
+        if not notify:
+            msg["id"] = next(ids)
+        proc.stdin.write((json.dumps(msg) + "\n").encode())
+
+    def receive() -> dict:
+        return json.loads(reader.readline())
+
+    send("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                        "clientInfo": {"name": "bench", "version": "1"}})
+    receive()
+    send("notifications/initialized", {}, notify=True)
+    send("tools/list", {})
+    receive()
+    call = {"name": "echo", "arguments": PAYLOAD}
+    for _ in range(200):
+        send("tools/call", call)
+        receive()
+    latencies = []
+    for _ in range(calls):
+        t0 = time.perf_counter_ns()
+        send("tools/call", call)
+        answer = receive()
+        latencies.append((time.perf_counter_ns() - t0) / 1000)
+        assert answer["result"]["content"][0]["text"] == PAYLOAD["text"], answer
+    t0 = time.perf_counter()
+    for _ in range(inflight):
+        send("tools/call", call)
+    for sent in range(inflight, calls + inflight):
+        receive()
+        if sent < calls:
+            send("tools/call", call)
+    throughput = calls / (time.perf_counter() - t0)
+    proc.stdin.close()
+    proc.wait()
+    return latencies, throughput
+
+
+async def measure_sdk(command: str, args: list[str], env: dict[str, str], calls: int, inflight: int):
     async with stdio_session(command, args, env, errlog=open(os.devnull, "w")) as s:
         await s.list_tools()  # the interposer learns the annotations here, as a real host's would
         for _ in range(200):  # warm-up
@@ -88,6 +141,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000, help="calls per latency and per throughput run")
     parser.add_argument("--inflight", type=int, default=16, help="calls in flight in the throughput run")
     parser.add_argument("--rounds", type=int, default=3, help="alternating direct/interposer rounds")
+    parser.add_argument("--client", choices=["raw", "sdk"], default="raw")
+    parser.add_argument("--no-audit", action="store_true",
+                        help="run the interposer without its audit log (default: with it, as deployed)")
     opts = parser.parse_args()
 
     binary = os.environ.get("COUNTERSIGN_BIN") or str(REPO / "target" / "release" / "countersign")
@@ -98,15 +154,21 @@ def main() -> None:
         service.token_file = tmp / "service" / "gateway-token"
         service.token_file.write_text(service.token + "\n")
         try:
-            env = {"COUNTING_LOG": str(tmp / "executions.log")}
-            upstream = [sys.executable, str(COUNTING_SERVER)]
+            env: dict[str, str] = {}
+            upstream = [sys.executable, str(ECHO_SERVER)]
             ip = StdioInterposer(binary, service, tmp / "interposer", upstream,
                                  settings={"allow": ["echo"], "hold": ["delete_thing"]})
+            if opts.no_audit:
+                ip.write_config(audit_log=None, audit_key=None)
             paths = {"direct": (upstream[0], upstream[1:]), "interposer": ip.command()}
             results: dict[str, list] = {"direct": [], "interposer": []}
             for _ in range(opts.rounds):
                 for name, (command, args) in paths.items():
-                    results[name].append(anyio.run(measure, command, args, env, opts.calls, opts.inflight))
+                    if opts.client == "raw":
+                        results[name].append(measure_raw(command, args, env, opts.calls, opts.inflight))
+                    else:
+                        results[name].append(
+                            anyio.run(measure_sdk, command, args, env, opts.calls, opts.inflight))
         finally:
             service.stop()
 
@@ -125,7 +187,9 @@ def main() -> None:
         "throughput_ratio": i["calls_per_s"] / d["calls_per_s"],
     }
     summary["setup"] = {"calls": opts.calls, "inflight": opts.inflight, "rounds": opts.rounds,
-                        "binary": binary, "transport": "stdio"}
+                        "binary": binary, "transport": "stdio", "client": opts.client,
+                        "audit_log": not opts.no_audit,
+                        "load_average": os.getloadavg()}
     print(json.dumps(summary, indent=2))
 
 

@@ -6,8 +6,8 @@
 #
 # Runs before python.sh (alphabetical), so it builds the Python package itself, in its own venv,
 # into the shared target dir: python.sh's build of the same crate then reuses the compiled code.
-# Cold (empty venv, empty npm cache, warm cargo target): about 4 minutes on 2 cores, most of it
-# the package build; the tests themselves take about a minute.
+# Measured 2026-12-03 with a warm cargo target and venv on a heavily loaded 2-core machine: 4 min 27 s
+# (npm ci ~20 s, pytest ~2-3 min). Cold, add the package build (minutes on 2 cores) and pip (~30 s).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD

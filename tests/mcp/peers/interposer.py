@@ -56,7 +56,9 @@ class StdioInterposer:
             "park_seconds": 2,
         }
         base.update(self.settings)
-        self.config.write_text("".join(f"{k} = {toml_value(v)}\n" for k, v in base.items()))
+        # A setting given as None is left out (e.g. `audit_log=None`: no audit log).
+        self.config.write_text(
+            "".join(f"{k} = {toml_value(v)}\n" for k, v in base.items() if v is not None))
 
     def command(self) -> tuple[str, list[str]]:
         return "/bin/sh", [
