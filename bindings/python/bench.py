@@ -12,6 +12,7 @@ same bytes. py_webauthn's `verify_authentication_response` runs on an assertion 
     (cd bindings/python && VIRTUAL_ENV=$PWD/../../target/bench-venv \
         ../../target/bench-venv/bin/maturin develop --release --features testing)
     target/bench-venv/bin/python bindings/python/bench.py [--rust]
+    target/bench-venv/bin/python bindings/python/bench.py --callgrind 200   # busy machine
 
 The Rust figure is the same call in Rust, in the same process and the same release build:
 `countersign._native.testing.rust_verify_seconds` runs `verify_evidence_with` on the same fixture
@@ -20,6 +21,10 @@ rounds so they see the same machine load; the figures are medians over rounds. `
 the criterion benchmark (`cargo bench -p countersign --features ring --bench verify --
 ES256/verify_evidence/ring`). Threads: verifications per second with 1 and 2 threads, beside the
 same for the pure-Rust loop (GIL released throughout) as the control for what the machine allows.
+
+Beside the full calls, the signature alone: ring's verify on the fixture's signed bytes
+(`rust_raw_verify_seconds`) and OpenSSL's through `cryptography`, the floor under each side.
+`--callgrind N` counts instructions per call instead of timing (valgrind; immune to load).
 """
 
 import argparse
