@@ -12,6 +12,7 @@ same bytes. py_webauthn's `verify_authentication_response` runs on an assertion 
     (cd bindings/python && VIRTUAL_ENV=$PWD/../../target/bench-venv \
         ../../target/bench-venv/bin/maturin develop --release --features testing)
     target/bench-venv/bin/python bindings/python/bench.py [--rust]
+    target/bench-venv/bin/python bindings/python/bench.py --callgrind 200   # busy machine
 
 The Rust figure is the same call in Rust, in the same process and the same release build:
 `countersign._native.testing.rust_verify_seconds` runs `verify_evidence_with` on the same fixture
@@ -20,6 +21,10 @@ rounds so they see the same machine load; the figures are medians over rounds. `
 the criterion benchmark (`cargo bench -p countersign --features ring --bench verify --
 ES256/verify_evidence/ring`). Threads: verifications per second with 1 and 2 threads, beside the
 same for the pure-Rust loop (GIL released throughout) as the control for what the machine allows.
+
+Beside the full calls, the signature alone: ring's verify on the fixture's signed bytes
+(`rust_raw_verify_seconds`) and OpenSSL's through `cryptography`, the floor under each side.
+`--callgrind N` counts instructions per call instead of timing (valgrind; immune to load).
 """
 
 import argparse
@@ -29,6 +34,7 @@ import pathlib
 import re
 import statistics
 import subprocess
+import sys
 import threading
 import time
 import timeit
@@ -100,6 +106,25 @@ def py_webauthn_call():
     return once
 
 
+def openssl_raw_call():
+    """OpenSSL's ES256 verify alone, through `cryptography` (what py_webauthn calls in the end),
+    on a message of the assertion's shape: 37 bytes of authenticatorData || SHA-256(clientData)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    public = key.public_key()
+    signed = os.urandom(69)
+    sig = key.sign(signed, ec.ECDSA(hashes.SHA256()))
+    algorithm = ec.ECDSA(hashes.SHA256())
+
+    def once():
+        public.verify(sig, signed, algorithm)
+
+    once()
+    return once
+
+
 def rust_median_us():
     out = subprocess.run(
         ["cargo", "bench", "-q", "-p", "countersign", "--features", "ring", "--bench", "verify",
@@ -125,20 +150,89 @@ def throughput(fn, threads, total):
     return per * threads / (time.perf_counter() - start)
 
 
+CONTENDERS = ("countersign", "countersign_text", "rust", "rust_raw", "py_webauthn", "openssl_raw")
+
+
+def run_contender(name, n):
+    """Set every contender up (so every run pays the same setup), then run one of them n times."""
+    parsed, from_text = countersign_calls()
+    calls = {
+        "countersign": parsed,
+        "countersign_text": from_text,
+        "py_webauthn": py_webauthn_call(),
+        "openssl_raw": openssl_raw_call(),
+    }
+    if name == "rust":
+        testing.rust_verify_seconds(n)
+    elif name == "rust_raw":
+        testing.rust_raw_verify_seconds(n)
+    else:
+        fn = calls[name]
+        for _ in range(n):
+            fn()
+
+
+def callgrind(n):
+    """Instructions per call of every contender, counted by callgrind: immune to the machine's
+    load, unlike the wall clock. Each contender runs twice, 0 and n calls; the difference / n is
+    its cost per call (setup, imports and the interpreter's start cancel out)."""
+    def refs(name, calls):
+        out = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+             __file__, "--count", name, str(calls)],
+            capture_output=True, text=True, check=True,
+        ).stderr
+        m = re.search(r"refs:\s+([\d,]+)", out)
+        if not m:
+            raise SystemExit(f"no instruction count in:\n{out}")
+        return int(m.group(1).replace(",", ""))
+
+    # Setup is the same for every contender, except that the Rust loops build their own fixture:
+    # one baseline for each kind. The runs are independent: two at a time.
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [("countersign", 0), ("rust", 0)] + [(name, n) for name in CONTENDERS]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        counted = dict(zip(jobs, pool.map(lambda j: refs(*j), jobs)))
+    base = {name: counted[("rust", 0)] if name.startswith("rust") else counted[("countersign", 0)]
+            for name in CONTENDERS}
+    per = {name: (counted[(name, n)] - base[name]) / n for name in CONTENDERS}
+    for name in CONTENDERS:
+        print(f"{name:18} {per[name]:12,.0f} instructions per call")
+    print(f"py_webauthn / countersign          = {per['py_webauthn'] / per['countersign']:.2f}")
+    print(f"countersign / Rust call            = {per['countersign'] / per['rust']:.2f}")
+    print(f"signature share of the Python call = {per['rust_raw'] / per['countersign']:.0%}")
+    print(f"ceiling (py_webauthn / raw verify) = {per['py_webauthn'] / per['rust_raw']:.2f}")
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--count", nargs=2, metavar=("CONTENDER", "N"),
+                    help="run one contender N times and exit (what --callgrind measures)")
+    ap.add_argument("--callgrind", type=int, metavar="N",
+                    help="count instructions per call of every contender with valgrind, N calls")
     ap.add_argument("--rust", action="store_true", help="also run the Rust criterion benchmark")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--batch", type=int, default=300)
     args = ap.parse_args()
+    if args.count:
+        run_contender(args.count[0], int(args.count[1]))
+        return
+    if args.callgrind:
+        callgrind(args.callgrind)
+        return
     print(f"countersign backend: {countersign.BACKEND}; {os.cpu_count()} CPUs; "
           f"load average {os.getloadavg()[0]:.2f}")
     criterion = rust_median_us() if args.rust else None
     parsed, from_text = countersign_calls()
     webauthn = py_webauthn_call()
+    openssl = openssl_raw_call()
 
     def rust(n):
         return testing.rust_verify_seconds(n) * 1e6
+
+    def rust_raw(n):
+        return testing.rust_raw_verify_seconds(n) * 1e6
 
     def timed(fn, n):
         start = time.perf_counter()
@@ -147,7 +241,8 @@ def main():
         return (time.perf_counter() - start) / n * 1e6
 
     # Interleaved rounds: every contender sees the same load; medians over rounds.
-    rows = {"py": [], "text": [], "rust": [], "webauthn": [], "ratio": []}
+    rows = {"py": [], "text": [], "rust": [], "webauthn": [], "ratio": [], "raw": [],
+            "openssl": []}
     for _ in range(args.rounds):
         r = rust(args.batch)
         p = timed(parsed, args.batch)
@@ -156,6 +251,8 @@ def main():
         rows["ratio"].append(p / r)
         rows["text"].append(timed(from_text, args.batch))
         rows["webauthn"].append(timed(webauthn, args.batch))
+        rows["raw"].append(rust_raw(args.batch))
+        rows["openssl"].append(timed(openssl, args.batch))
     med = {k: statistics.median(v) for k, v in rows.items()}
     print(f"countersign.verify_evidence (parsed result)   {med['py']:8.1f} us")
     print(f"countersign.verify_evidence (result as text)  {med['text']:8.1f} us")
@@ -163,6 +260,13 @@ def main():
           f"-> Python call / Rust call = {med['ratio']:.2f} (median of per-round ratios)")
     print(f"py_webauthn verify_authentication_response    {med['webauthn']:8.1f} us   "
           f"-> countersign is {med['webauthn'] / med['py']:.2f}x faster")
+    # The floor: the signature alone, on each side. No amount of work around the signature can
+    # take countersign below its backend's verify, so py_webauthn / raw verify bounds the ratio.
+    print(f"  of which the signature alone ({countersign.BACKEND}, raw verify)  {med['raw']:8.1f} us   "
+          f"-> {med['raw'] / med['py']:.0%} of the Python call; ceiling "
+          f"{med['webauthn'] / med['raw']:.2f}x if everything else cost nothing")
+    print(f"OpenSSL ES256 verify alone (cryptography)    {med['openssl']:8.1f} us   "
+          f"-> py_webauthn spends {med['webauthn'] - med['openssl']:.1f} us around it")
     if criterion is not None:
         print(f"Rust criterion median (cargo bench)           {criterion:8.1f} us")
 

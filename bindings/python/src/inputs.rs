@@ -114,10 +114,13 @@ pub(crate) fn now(value: Option<&Bound<'_, PyAny>>) -> PyResult<OffsetDateTime> 
 }
 
 /// The action about to be authorized: a profile id and the JSON text of its fields.
+///
+/// Shared, not copied, into each verification (a gateway verifies one action per call, but a
+/// benchmark or a retry loop passes the same object many times).
 #[pyclass(frozen, module = "countersign")]
 #[derive(Clone, Debug)]
 pub struct Action {
-    pub(crate) inner: countersign::Action,
+    pub(crate) inner: Arc<countersign::Action>,
 }
 
 #[pymethods]
@@ -136,7 +139,9 @@ impl Action {
         let fields = json_bytes(py, fields, "action.fields")?;
         let mut inner = countersign::Action::new(profile, fields);
         inner.tool = tool;
-        Ok(Self { inner })
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
     }
 
     /// The canonicalization profile id.

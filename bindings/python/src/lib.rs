@@ -81,7 +81,7 @@ fn verify_evidence(
     replay: &ReplayState,
     now: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Verdict> {
-    let action = Action::from_py(py, action)?;
+    let action = Action::from_py(py, action)?.inner;
     let now = inputs::now(now)?;
     let registry = Arc::clone(&registry.inner);
     let policy = Arc::clone(&policy.inner);
@@ -99,7 +99,7 @@ fn verify_evidence(
             verify_evidence_with(
                 webauthn::default_backend(),
                 &policy,
-                &action.inner,
+                &action,
                 &result,
                 &registry,
                 state,

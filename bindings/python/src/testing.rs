@@ -128,11 +128,57 @@ fn rust_verify_seconds(py: Python<'_>, iterations: u32, key: &str, filler: &str)
     Ok(seconds.0 / f64::from(iterations.max(1)))
 }
 
+/// The signature share of that verification, alone: `PreparedSignature::new` (DER checks) and
+/// the default backend's `verify` of the same signed bytes under the same enrolled key, as the
+/// criterion benchmark's `raw_signature_verify`. Seconds per verification, GIL released.
+#[pyfunction]
+#[pyo3(signature = (iterations, key = "alice-es256", filler = "bob-es256"))]
+fn rust_raw_verify_seconds(
+    py: Python<'_>,
+    iterations: u32,
+    key: &str,
+    filler: &str,
+) -> PyResult<f64> {
+    use countersign::webauthn::{DerPolicy, PreparedSignature};
+    let fx = countersign_testkit::hot_path(key, filler);
+    let enrolled = fx
+        .registry
+        .get(fx.key.credential_id())
+        .and_then(|c| c.key().ok())
+        .ok_or_else(|| PyValueError::new_err("the fixture key is not enrolled"))?;
+    let (seconds, verified) = py.detach(|| {
+        let backend = countersign::webauthn::default_backend();
+        let start = std::time::Instant::now();
+        let mut verified = 0u32;
+        for _ in 0..iterations {
+            let ok = PreparedSignature::new(
+                enrolled,
+                std::hint::black_box(&fx.response.signature),
+                DerPolicy::Strict,
+            )
+            .is_ok_and(|sig| {
+                backend
+                    .verify(enrolled, std::hint::black_box(&fx.signed), &sig)
+                    .is_ok()
+            });
+            verified += u32::from(ok);
+        }
+        (start.elapsed().as_secs_f64(), verified)
+    });
+    if verified != iterations {
+        return Err(PyValueError::new_err(
+            "the fixture signature did not verify",
+        ));
+    }
+    Ok(seconds / f64::from(iterations.max(1)))
+}
+
 pub(crate) fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     let m = PyModule::new(parent.py(), "testing")?;
     m.add_class::<SoftAuthenticator>()?;
     m.add_function(wrap_pyfunction!(hot_path, &m)?)?;
     m.add_function(wrap_pyfunction!(rust_verify_seconds, &m)?)?;
+    m.add_function(wrap_pyfunction!(rust_raw_verify_seconds, &m)?)?;
     m.add("RP_ID", countersign_testkit::RP_ID)?;
     m.add("ORIGIN", countersign_testkit::ORIGIN)?;
     m.add("NOW", countersign_testkit::NOW)?;
