@@ -20,6 +20,7 @@
     )
 )]
 
+mod absent_or_value;
 mod assurance;
 pub mod b64;
 mod binding;
@@ -33,6 +34,7 @@ mod result;
 mod verify;
 pub mod webauthn;
 
+pub use absent_or_value::present_not_null;
 pub use assurance::{AssuranceBasis, AssuranceLevel, AssuranceSource, IdentityAssurance};
 pub use binding::signs_operation;
 pub use canon::{

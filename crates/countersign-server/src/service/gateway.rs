@@ -29,10 +29,27 @@ pub struct CreateRequest {
     pub tool_name: String,
     /// Kept as raw text so admission sees the exact bytes (duplicate keys, number ranges).
     pub params: Box<RawValue>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "not_null::profile")]
     pub profile: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "not_null::severity")]
     pub severity: Option<String>,
+}
+
+/// Optional request members: absent takes the default, `null` is refused (the core's rule,
+/// docs/SPEC.md §2). For `tool_name` of a grant, a `null` read as absent would skip the check
+/// that the grant is spent on the approved tool.
+mod not_null {
+    use serde::Deserializer;
+
+    pub(super) fn profile<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        countersign::present_not_null(d, "profile")
+    }
+    pub(super) fn severity<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        countersign::present_not_null(d, "severity")
+    }
+    pub(super) fn tool_name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        countersign::present_not_null(d, "tool_name")
+    }
 }
 
 /// Longest `agent_id` and `tool_name`, in bytes (UTF-8). Both are shown to the approver and
@@ -97,7 +114,7 @@ pub struct GrantRequest {
     /// The tool about to run. When given, it must be the approval's tool: a typed profile's
     /// fingerprint does not cover the tool, so this is what stops its grant from being spent on
     /// another tool with the same arguments. The reference client always sends it.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "not_null::tool_name")]
     pub tool_name: Option<String>,
 }
 
