@@ -440,8 +440,9 @@ DEFAULT_POLICY = {"require_evidence": True, "require_user_verification": True, "
 
 def policy_shape_error(raw):
     """SPEC §8 and §11: a policy with an unknown member or a member of the wrong type is unusable.
-    `null` is a value, not an absence, except where the member is itself optional with no
-    default (min_assurance, aal3_aaguids, approvers)."""
+    `null` is a value, not an absence, on every member: absent takes the default, null is refused
+    (SPEC §2), also for min_assurance, aal3_aaguids and approvers, whose absence means "no
+    restriction"."""
     if not isinstance(raw, dict):
         return "policy is not an object"
     unknown = set(raw) - set(DEFAULT_POLICY) - {"rp_id", "origins"}
@@ -455,15 +456,15 @@ def policy_shape_error(raw):
         "require_evidence": lambda v: isinstance(v, bool),
         "require_user_verification": lambda v: isinstance(v, bool),
         "allow_cross_origin": lambda v: isinstance(v, bool),
-        "min_assurance": lambda v: v is None or v in ("declared", "AAL1", "AAL2", "AAL3"),
+        "min_assurance": lambda v: v in ("declared", "AAL1", "AAL2", "AAL3"),
         "quorum": lambda v: count(v) and v < 2**32,
         "max_age_seconds": count,
         "clock_skew_seconds": count,
         "top_origins": strs,
-        "aal3_aaguids": lambda v: v is None or strs(v),
+        "aal3_aaguids": lambda v: strs(v),
         "nfc": lambda v: v in ("require", "normalize"),
         "profile_tools": lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
-        "approvers": lambda v: v is None or strs(v),
+        "approvers": lambda v: strs(v),
     }
     for member in ("rp_id", "origins"):
         if member not in raw:
@@ -526,8 +527,11 @@ def verify_case(raw):
     if not isinstance(result, dict) or result.get("status") not in ("APPROVED", "DENIED", "PENDING"):
         return verdict("DENY", None, "result_malformed")
     for k in ("approval_id", "expires_at", "redrive_url", "reason_code"):
-        if result.get(k) is not None and not isinstance(result[k], str):
+        if k in result and not isinstance(result[k], str):
             return verdict("DENY", None, "result_malformed")
+    # Optional envelope members are absent or of their type: null is refused, not "absent".
+    if "identity_assurance" in result and result["identity_assurance"] is None:
+        return verdict("DENY", None, "result_malformed")
     evidence = result.get("approver_evidence")
     # Absent means none; anything else, null included, must be an array.
     if "approver_evidence" in result and not isinstance(evidence, list):
@@ -535,6 +539,15 @@ def verify_case(raw):
     status = result["status"]
     if status == "PENDING" and result.get("approval_id") is None:
         return verdict("DENY", None, "result_malformed")
+    # Optional CASE members are absent or of their type; null is refused (SPEC §2).
+    if isinstance(case["action"], dict) and "tool" in case["action"] and case["action"]["tool"] is None:
+        raise UnusableMember("action", "tool is null")
+    for c in case["registry"]["credentials"]:
+        for k in ("aaguid", "backup_eligible", "attestation"):
+            if k in c and c[k] is None:
+                raise UnusableMember("registry", f"{k} is null")
+        if isinstance(c.get("attestation"), dict) and "root" in c["attestation"] and c["attestation"]["root"] is None:
+            raise UnusableMember("registry", "attestation.root is null")
     # A usable result under an unusable policy: no verdict at all (SPEC §8, §11).
     why = policy_shape_error(case["policy"])
     if why:

@@ -21,6 +21,9 @@ pub(crate) const ACCOUNT_B: &str = "account-B";
 #[derive(Clone, Debug)]
 pub(crate) struct Case {
     pub action: Action,
+    /// Extra members written into the CASE's action object as given (e.g. `"tool": null`, which
+    /// an `Action` cannot hold).
+    pub action_members: serde_json::Map<String, Value>,
     /// Replaces the action's fields by this exact text in the CASE (lexical traps).
     pub fields_text: Option<String>,
     pub result: Value,
@@ -50,6 +53,7 @@ impl Case {
         }
         Self {
             action,
+            action_members: serde_json::Map::new(),
             fields_text: None,
             result,
             result_text: None,
@@ -92,6 +96,9 @@ impl Case {
         let mut action = json!({"profile": self.action.profile, "fields": fields});
         if let Some(tool) = &self.action.tool {
             action["tool"] = json!(tool);
+        }
+        if let Some(object) = action.as_object_mut() {
+            object.extend(self.action_members.clone());
         }
         let result = match &self.result_text {
             Some(_) => Value::String(RESULT_PLACEHOLDER.to_owned()),

@@ -82,6 +82,7 @@ pub fn files() -> anyhow::Result<Vec<(String, String)>> {
     rules::eligibility_more(&mut evidence);
     rules::contradictory(&mut evidence);
     rules::policy_shape(&mut evidence);
+    rules::null_members(&mut evidence);
     near::envelope(&mut evidence);
     near::entries(&mut evidence);
     near::freshness(&mut evidence);

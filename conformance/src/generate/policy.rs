@@ -133,7 +133,6 @@ pub(crate) fn status(out: &mut Out) {
         ("unknown", json!("banana")),
         ("not-transport", json!("signature_invalid")),
         ("uppercase", json!("EXPIRED_UNANSWERED")),
-        ("null", Value::Null),
     ] {
         out.ev(
             &format!("status::denied-reason-{name}"),

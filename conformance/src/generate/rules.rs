@@ -665,6 +665,118 @@ pub(crate) fn policy_shape(out: &mut Out) {
     }
 }
 
+/// `null` on an optional member is refused, never read as absent (SPEC §2): absent takes the
+/// documented default, and for several members that default is "no restriction" (`approvers`,
+/// `aal3_aaguids`, `backup_eligible`). One accepting vector omits every optional member; each
+/// refusing vector sets one of them to `null` in an otherwise valid approval.
+pub(crate) fn null_members(out: &mut Out) {
+    let a = "alice-es256";
+    let mut c = approve(a);
+    c.policy = json!({"rp_id": "pay.example.com", "origins": ["https://pay.example.com"]});
+    if let Some(result) = c.result.as_object_mut() {
+        result.remove("approval_id");
+    }
+    out.ev(
+        "null::every-optional-member-absent",
+        "a valid approval with every optional member absent: no action tool, no envelope \
+         approval_id, no registry aaguid/backup_eligible/attestation, a policy of rp_id and \
+         origins only; each takes its default",
+        &["null-member", "policy-shape"],
+        c,
+        allow("AAL2"),
+    );
+    for member in ["min_assurance", "aal3_aaguids", "approvers"] {
+        let mut c = approve(a);
+        c.policy[member] = Value::Null;
+        out.ev(
+            &format!("null::policy-{}", member.replace('_', "-")),
+            &format!(
+                "a valid approval under a policy whose {member} is null: null is not read as \
+                 absent (no restriction); the CASE is unusable"
+            ),
+            &["null-member", "policy-shape"],
+            c,
+            unusable_case("policy"),
+        );
+    }
+    let mut c = approve(a);
+    c.action_members.insert("tool".to_owned(), Value::Null);
+    out.ev(
+        "null::action-tool",
+        "a valid approval whose action has tool null: not read as \"no tool\"; the CASE is \
+         unusable",
+        &["null-member"],
+        c,
+        unusable_case("action"),
+    );
+    for (member, attestation) in [
+        ("aaguid", false),
+        ("backup_eligible", false),
+        ("attestation", false),
+        ("root", true),
+    ] {
+        let mut c = approve(a);
+        let mut record = c
+            .registry
+            .first()
+            .map(|r| serde_json::to_value(r).unwrap_or(Value::Null))
+            .unwrap_or(Value::Null);
+        if attestation {
+            record["attestation"] =
+                json!({"format": "packed", "chain_verified": true, "root": null});
+        } else {
+            record[member] = Value::Null;
+        }
+        c.registry.clear();
+        c.extra_credentials.push(record);
+        let path = if attestation {
+            "attestation.root"
+        } else {
+            member
+        };
+        out.ev(
+            &format!("null::registry-{}", path.replace(['_', '.'], "-")),
+            &format!(
+                "a valid approval whose credential has {path} null: not read as absent; the \
+                 registry, so the CASE, is unusable"
+            ),
+            &["null-member"],
+            c,
+            unusable_case("registry"),
+        );
+    }
+    for member in [
+        "approval_id",
+        "expires_at",
+        "redrive_url",
+        "reason_code",
+        "identity_assurance",
+    ] {
+        for status in ["APPROVED", "DENIED"] {
+            let mut c = if status == "APPROVED" {
+                approve(a)
+            } else {
+                refuse(a)
+            };
+            c.result[member] = Value::Null;
+            out.ev(
+                &format!(
+                    "null::result-{}-{}",
+                    member.replace('_', "-"),
+                    status.to_lowercase()
+                ),
+                &format!(
+                    "a valid {status} result whose envelope has {member} null: not read as \
+                     absent; the envelope is unusable"
+                ),
+                &["null-member", "result-malformed"],
+                c,
+                expect("DENY", None, Some("result_malformed"), "declared"),
+            );
+        }
+    }
+}
+
 pub(crate) fn contradictory(out: &mut Out) {
     let a = "alice-es256";
     let bare = || {

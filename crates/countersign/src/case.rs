@@ -80,8 +80,14 @@ struct RawAction<'a> {
     profile: String,
     #[serde(borrow)]
     fields: &'a RawValue,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "not_null::tool")]
     tool: Option<String>,
+}
+
+/// `tool` absent means the action names no tool; `null` is refused, not read as absent (see
+/// `crate::absent_or_value`).
+mod not_null {
+    crate::absent_or_value::refuse_null! { tool => "tool" }
 }
 
 impl Case {
@@ -125,5 +131,26 @@ impl Case {
             replay,
             self.now,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn action_tool_may_be_absent_or_a_string_but_not_null() {
+        let action = |extra: &str| format!(r#"{{"profile":"p","fields":{{}}{extra}}}"#);
+        let parse = |text: &str| serde_json::from_str::<RawAction<'_>>(text).map(|a| a.tool);
+        assert_eq!(parse(&action("")).ok(), Some(None));
+        assert_eq!(
+            parse(&action(r#","tool":"payments.transfer""#)).ok(),
+            Some(Some("payments.transfer".to_owned()))
+        );
+        let null = parse(&action(r#","tool":null"#))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(null.contains("\"tool\" is null"), "{null}");
     }
 }

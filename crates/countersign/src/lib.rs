@@ -20,6 +20,7 @@
     )
 )]
 
+mod absent_or_value;
 mod assurance;
 pub mod b64;
 mod binding;
@@ -34,6 +35,7 @@ pub mod scope;
 mod verify;
 pub mod webauthn;
 
+pub use absent_or_value::present_not_null;
 pub use assurance::{AssuranceBasis, AssuranceLevel, AssuranceSource, IdentityAssurance};
 pub use binding::signs_operation;
 pub use canon::{

@@ -31,7 +31,11 @@ pub struct Policy {
     #[serde(default = "yes")]
     pub require_user_verification: bool,
     /// The weakest assurance an approval may have (default: none beyond the other rules).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "not_null::min_assurance"
+    )]
     pub min_assurance: Option<AssuranceLevel>,
     /// How many distinct principals must approve (default 1).
     #[serde(default = "one")]
@@ -49,7 +53,11 @@ pub struct Policy {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub top_origins: Vec<String>,
     /// AAGUIDs eligible for AAL3. Absent: any authenticator whose attestation chain verified.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "not_null::aal3_aaguids"
+    )]
     pub aal3_aaguids: Option<Vec<Aaguid>>,
     /// What admission does with action strings that NFC would change: refuse them (`require`, the
     /// default) or normalize them (`normalize`, for a gateway that executes the NFC form).
@@ -60,12 +68,26 @@ pub struct Policy {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub profile_tools: BTreeMap<String, String>,
     /// The principals allowed to decide. Absent: every credential of the registry.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "not_null::approvers"
+    )]
     pub approvers: Option<Vec<String>>,
     /// The canonicalization profiles this verifier accepts, pinned by digest. Not part of the
     /// CASE wire form: a CASE verifier uses the built-in profiles.
     #[serde(skip, default = "ProfileRegistry::builtin")]
     pub profiles: ProfileRegistry,
+}
+
+/// The optional members: absent means "no such restriction", so `null` is refused rather than
+/// read as absent (see `crate::absent_or_value`).
+mod not_null {
+    crate::absent_or_value::refuse_null! {
+        min_assurance => "min_assurance",
+        aal3_aaguids => "aal3_aaguids",
+        approvers => "approvers",
+    }
 }
 
 fn is_require(mode: &NfcMode) -> bool {
@@ -193,6 +215,27 @@ mod tests {
             Some((true, true, 1))
         );
         assert_eq!(p.map(|p| p.max_age_seconds), Some(DEFAULT_MAX_AGE_SECONDS));
+    }
+
+    #[test]
+    fn null_optional_members_are_refused_naming_the_member() {
+        let base = r#""rp_id":"example.org","origins":["https://example.org"]"#;
+        for (member, value) in [
+            ("min_assurance", r#""AAL2""#),
+            ("aal3_aaguids", "[]"),
+            ("approvers", r#"["alice"]"#),
+        ] {
+            let given = serde_json::from_str::<Policy>(&format!("{{{base},\"{member}\":{value}}}"));
+            assert!(given.is_ok(), "{member}: {value}");
+            let null = serde_json::from_str::<Policy>(&format!("{{{base},\"{member}\":null}}"))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(
+                null.contains(&format!("\"{member}\" is null")),
+                "{member}: {null}"
+            );
+        }
     }
 
     #[test]

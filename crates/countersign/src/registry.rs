@@ -74,6 +74,18 @@ impl<'de> Deserialize<'de> for Aaguid {
     }
 }
 
+/// The optional members of a credential: absent has a documented meaning (no AAGUID, no backup
+/// check, no attestation), so `null` is refused rather than read as absent (see
+/// `crate::absent_or_value`).
+mod not_null {
+    crate::absent_or_value::refuse_null! {
+        root => "attestation.root",
+        aaguid => "aaguid",
+        backup_eligible => "backup_eligible",
+        attestation => "attestation",
+    }
+}
+
 /// What enrollment established about the authenticator's attestation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -84,7 +96,11 @@ pub struct AttestationRecord {
     #[serde(default)]
     pub chain_verified: bool,
     /// The root the chain verified against (informational).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "not_null::root"
+    )]
     pub root: Option<String>,
 }
 
@@ -98,11 +114,23 @@ pub struct CredentialRecord {
     /// The COSE_Key, base64url.
     #[serde(with = "b64::bytes")]
     pub public_key: Vec<u8>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "not_null::aaguid"
+    )]
     pub aaguid: Option<Aaguid>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "not_null::backup_eligible"
+    )]
     pub backup_eligible: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "not_null::attestation"
+    )]
     pub attestation: Option<AttestationRecord>,
     #[serde(default)]
     pub sign_count: u32,
@@ -250,5 +278,40 @@ mod tests {
             CredentialRegistry::from_json(br#"{"credentials":[{"credential_id":"AA","principal":"a","public_key":"AA","extra":1}]}"#),
             Err(RegistryError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn null_optional_credential_members_are_refused_absent_ones_are_not() {
+        let cred = |extra: &str| {
+            format!(
+                r#"{{"credentials":[{{"credential_id":"AA","principal":"alice","public_key":"AA"{extra}}}]}}"#
+            )
+        };
+        assert!(serde_json::from_str::<RegistryDocument>(&cred("")).is_ok());
+        for (member, value) in [
+            ("aaguid", r#""00000000-0000-0000-0000-000000000001""#),
+            ("backup_eligible", "false"),
+            (
+                "attestation",
+                r#"{"format":"packed","chain_verified":true}"#,
+            ),
+        ] {
+            let given = cred(&format!(r#","{member}":{value}"#));
+            assert!(
+                serde_json::from_str::<RegistryDocument>(&given).is_ok(),
+                "{member}"
+            );
+            let null =
+                serde_json::from_str::<RegistryDocument>(&cred(&format!(r#","{member}":null"#)))
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+            assert!(
+                null.contains(&format!("\"{member}\" is null")),
+                "{member}: {null}"
+            );
+        }
+        let root_null = cred(r#","attestation":{"format":"packed","root":null}"#);
+        assert!(serde_json::from_str::<RegistryDocument>(&root_null).is_err());
     }
 }

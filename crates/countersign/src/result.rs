@@ -198,10 +198,10 @@ impl ApprovalResult {
             expires_at: optional_string(object, "expires_at")?,
             redrive_url: optional_string(object, "redrive_url")?,
             reason_code: optional_string(object, "reason_code")?,
-            identity_assurance: object
-                .get("identity_assurance")
-                .filter(|v| !v.is_null())
-                .cloned(),
+            identity_assurance: match object.get("identity_assurance") {
+                Some(Value::Null) => return Err(null_member("identity_assurance")),
+                other => other.cloned(),
+            },
             approver_evidence,
             // Absent means no standing grant; `null` or any non-object is refused rather than
             // read as absent, like `approver_evidence`.
@@ -209,7 +209,12 @@ impl ApprovalResult {
                 .get("standing_grant")
                 .map(StandingGrantUse::from_value)
                 .transpose()?,
-            authority: object.get("authority").filter(|v| !v.is_null()).cloned(),
+            // Informational, but held to the envelope's rule: `null` is refused, not absent.
+            authority: match object.get("authority") {
+                None => None,
+                Some(Value::Null) => return Err(null_member("authority")),
+                Some(v) => Some(v.clone()),
+            },
             revises: optional_string(object, "revises")?,
         };
         if result.status == ApprovalStatus::Pending && result.approval_id.is_none() {
@@ -235,12 +240,20 @@ fn invalid(field: &'static str, detail: &str) -> ResultError {
     }
 }
 
+/// An optional envelope member written as `null`. Absent is the only way to say "none": a
+/// `null` read as absent would give a second spelling that some readers take differently (the
+/// rule of `crate::absent_or_value`, applied to the envelope's hand-written reader).
+fn null_member(field: &'static str) -> ResultError {
+    invalid(field, "is null: null is refused, omit the member instead")
+}
+
 fn optional_string(
     object: &serde_json::Map<String, Value>,
     field: &'static str,
 ) -> Result<Option<String>, ResultError> {
     match object.get(field) {
-        None | Some(Value::Null) => Ok(None),
+        None => Ok(None),
+        Some(Value::Null) => Err(null_member(field)),
         Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(_) => Err(invalid(field, "must be a string")),
     }
@@ -303,7 +316,8 @@ pub struct EvidenceEntry {
         deserialize_with = "aaguid_text"
     )]
     pub aaguid: Option<String>,
-    /// A string, `null` or absent.
+    /// A string, `null` or absent: SPEC §2.2 gives `null` a meaning here (no attestation
+    /// reference), so this is the one optional member where `null` is read, not refused.
     #[serde(default)]
     pub attestation_ref: Option<String>,
     #[serde(with = "b64::bytes")]
@@ -398,6 +412,27 @@ mod tests {
             ),
             Err(ResultError::Inadmissible(CanonError::DuplicateKey { path, .. })) if path == "/approver_evidence/0"
         ));
+    }
+
+    #[test]
+    fn null_optional_envelope_members_are_refused_and_absent_ones_are_not() {
+        assert!(ApprovalResult::from_json(br#"{"status":"DENIED"}"#).is_ok());
+        for member in [
+            "approval_id",
+            "expires_at",
+            "redrive_url",
+            "reason_code",
+            "identity_assurance",
+        ] {
+            let text = format!(r#"{{"status":"DENIED","{member}":null}}"#);
+            assert!(
+                matches!(
+                    ApprovalResult::from_json(text.as_bytes()),
+                    Err(ResultError::InvalidField { field, .. }) if field == member
+                ),
+                "{member}"
+            );
+        }
     }
 
     #[test]

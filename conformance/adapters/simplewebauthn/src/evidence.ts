@@ -125,7 +125,7 @@ function readPolicy(v: unknown): Policy {
       p[k] = v[k] as number;
     }
   }
-  if ("min_assurance" in v && v.min_assurance !== null) {
+  if ("min_assurance" in v) {
     if (!LEVELS.includes(v.min_assurance as Level)) throw bad("min_assurance");
     p.min_assurance = v.min_assurance as Level;
   }
@@ -133,7 +133,7 @@ function readPolicy(v: unknown): Policy {
     if (!isStrs(v.top_origins)) throw bad("top_origins");
     p.top_origins = v.top_origins;
   }
-  if ("aal3_aaguids" in v && v.aal3_aaguids !== null) {
+  if ("aal3_aaguids" in v) {
     if (!isStrs(v.aal3_aaguids)) throw bad("aal3_aaguids");
     p.aal3_aaguids = v.aal3_aaguids;
   }
@@ -146,7 +146,7 @@ function readPolicy(v: unknown): Policy {
     if (!isObj(t) || !Object.values(t).every(isStr)) throw bad("profile_tools");
     p.profile_tools = new Map(Object.entries(t) as [string, string][]);
   }
-  if ("approvers" in v && v.approvers !== null) {
+  if ("approvers" in v) {
     if (!isStrs(v.approvers)) throw bad("approvers");
     p.approvers = v.approvers;
   }
@@ -177,7 +177,12 @@ function readRegistry(v: unknown): Map<string, Credential> {
     } catch {
       throw new Unusable("registry", "registry record: not base64url");
     }
+    // Optional members are absent or of their type: null is refused, not read as absent (SPEC §2).
+    for (const k of ["aaguid", "backup_eligible", "attestation"]) {
+      if (k in c && c[k] === null) throw new Unusable("registry", `registry record: ${k} is null`);
+    }
     const att = c.attestation;
+    if (isObj(att) && "root" in att && att.root === null) throw new Unusable("registry", "registry record: attestation.root is null");
     const hex = id.toString("hex");
     if (out.has(hex)) throw new Unusable("registry", "registry: a credential id enrolled twice");
     out.set(hex, {
@@ -440,7 +445,7 @@ export async function verifyCase(bytes: Uint8Array): Promise<Verdict> {
   only(a, ["profile", "fields", "tool"], "action");
   const fieldsNode = member(actionNode, "fields");
   if (hasDuplicateKeysAt(actionNode) || !isStr(a.profile) || fieldsNode === undefined) throw new Unusable("action", "action: profile and fields are required");
-  if ("tool" in a && a.tool !== null && !isStr(a.tool)) throw new Unusable("action", "action.tool must be a string");
+  if ("tool" in a && !isStr(a.tool)) throw new Unusable("action", "action.tool must be a string (null is refused, not read as absent)");
   const action: Action = {
     profile: a.profile,
     fieldsBytes: Buffer.from(text.slice(fieldsNode.start, fieldsNode.end), "utf8"),
@@ -478,8 +483,10 @@ async function verify(policy: Policy, action: Action, resultNode: Node, registry
   const status = result.status;
   if (status !== "APPROVED" && status !== "DENIED" && status !== "PENDING") return malformed;
   for (const k of ["approval_id", "expires_at", "redrive_url", "reason_code"]) {
-    if (k in result && result[k] !== null && !isStr(result[k])) return malformed;
+    if (k in result && !isStr(result[k])) return malformed;
   }
+  // Optional envelope members are absent or of their type: null is refused, not read as absent.
+  if ("identity_assurance" in result && result.identity_assurance === null) return malformed;
   if ("approver_evidence" in result && !Array.isArray(result.approver_evidence)) return malformed;
   if (status === "PENDING" && !isStr(result.approval_id)) return malformed;
   const entries = resultNode.t === "obj" && member(resultNode, "approver_evidence")?.t === "arr" ? (member(resultNode, "approver_evidence") as { items: Node[] }).items : [];

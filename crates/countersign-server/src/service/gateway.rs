@@ -29,22 +29,45 @@ pub struct CreateRequest {
     pub tool_name: String,
     /// Kept as raw text so admission sees the exact bytes (duplicate keys, number ranges).
     pub params: Box<RawValue>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "not_null::profile")]
     pub profile: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "not_null::severity")]
     pub severity: Option<String>,
     /// The MCP server the call goes to: required by, and only allowed with, the MCP tool-call
     /// profile, which signs it beside the agent and the tool.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "not_null::server_id")]
     pub server_id: Option<String>,
     /// The approval this request revises (the same gateway's): recorded and linked, never
     /// inherited — the revision is decided on its own.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "not_null::revises")]
     pub revises: Option<String>,
 }
 
 /// The MCP interposer's profile: `{agent_id, server_id, tool_name, params}`.
 pub(crate) const MCP_PROFILE: &str = "countersign.mcp-tool-call/1";
+
+/// Optional request members: absent takes the default, `null` is refused (the core's rule,
+/// docs/SPEC.md §2). For `tool_name` of a grant, a `null` read as absent would skip the check
+/// that the grant is spent on the approved tool.
+mod not_null {
+    use serde::Deserializer;
+
+    pub(super) fn profile<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        countersign::present_not_null(d, "profile")
+    }
+    pub(super) fn severity<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        countersign::present_not_null(d, "severity")
+    }
+    pub(super) fn tool_name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        countersign::present_not_null(d, "tool_name")
+    }
+    pub(super) fn server_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        countersign::present_not_null(d, "server_id")
+    }
+    pub(super) fn revises<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        countersign::present_not_null(d, "revises")
+    }
+}
 
 /// Longest `agent_id` and `tool_name`, in bytes (UTF-8). Both are shown to the approver and
 /// written into every audit line of the request; 256 bytes is far above any real tool or agent
@@ -108,7 +131,7 @@ pub struct GrantRequest {
     /// The tool about to run. When given, it must be the approval's tool: a typed profile's
     /// fingerprint does not cover the tool, so this is what stops its grant from being spent on
     /// another tool with the same arguments. The reference client always sends it.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "not_null::tool_name")]
     pub tool_name: Option<String>,
 }
 

@@ -171,6 +171,21 @@ async fn another_gateways_approval_is_answered_exactly_like_an_unknown_id() {
             assert_eq!(t.body, n.body, "byte-identical to an unknown id");
         }
     }
+    // `tool_name: null` is refused, not read as absent: absent skips the grant's tool check.
+    let null_tool = app
+        .post(
+            &format!("/v1/approvals/{approved}/grant"),
+            &json!({"fingerprint": fingerprint, "tool_name": null}),
+        )
+        .await;
+    assert_eq!(null_tool.status, 422, "{:?}", null_tool.body);
+    assert!(
+        null_tool.body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("tool_name")),
+        "{:?}",
+        null_tool.body
+    );
     // The owner still has everything: the pending request, the decided one and its grant.
     assert_eq!(
         app.get(&format!("/v1/approvals/{pending}")).await.body["status"],

@@ -10,6 +10,33 @@ fn assert_envelope(status: u16, body: &Value, want: u16) {
 }
 
 #[tokio::test]
+async fn null_optional_request_members_are_refused_naming_the_member() {
+    let alice = Approver::alice();
+    let app = TestApp::default_with(&[&alice]).await;
+    for member in ["profile", "severity"] {
+        let mut body = json!({"agent_id": "a", "tool_name": "read_file", "params": {}});
+        body[member] = Value::Null;
+        let r = app.post("/v1/approvals", &body).await;
+        assert_envelope(r.status, &r.body, 422);
+        assert!(
+            r.body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(member)),
+            "{member}: {:?}",
+            r.body
+        );
+    }
+    // Absent, both take their defaults.
+    let r = app
+        .post(
+            "/v1/approvals",
+            &json!({"agent_id": "a", "tool_name": "read_file", "params": {}}),
+        )
+        .await;
+    assert!((200..300).contains(&r.status), "{:?}", r.body);
+}
+
+#[tokio::test]
 async fn malformed_requests_get_json_4xx() {
     let alice = Approver::alice();
     let app = TestApp::default_with(&[&alice]).await;

@@ -52,20 +52,27 @@ struct Wire<'a> {
     challenge: Cow<'a, str>,
     #[serde(borrow)]
     origin: Cow<'a, str>,
-    #[serde(rename = "crossOrigin", default, deserialize_with = "present")]
+    #[serde(
+        rename = "crossOrigin",
+        default,
+        deserialize_with = "not_null::cross_origin"
+    )]
     cross_origin: Option<bool>,
-    #[serde(rename = "topOrigin", default, deserialize_with = "present")]
+    #[serde(
+        rename = "topOrigin",
+        default,
+        deserialize_with = "not_null::top_origin"
+    )]
     top_origin: Option<String>,
 }
 
-/// A member that may be absent (`default` gives `None`) but, when present, must have its type:
-/// unlike `Option`'s own impl, `null` is refused.
-fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    T::deserialize(deserializer).map(Some)
+/// `crossOrigin` and `topOrigin` may be absent; when present they must have their type (`null`
+/// is refused, see `crate::absent_or_value`).
+mod not_null {
+    crate::absent_or_value::refuse_null! {
+        cross_origin => "crossOrigin",
+        top_origin => "topOrigin",
+    }
 }
 
 impl ClientData {
