@@ -54,6 +54,14 @@ pub fn expected_code(v: &Loaded) -> Option<&str> {
 /// For each reason code, the flags of the rule that produces it. An accepting vector carrying one
 /// of them is a negative vector for the code: the input came close and the check let it through.
 pub const CODE_RULES: &[(&str, &[&str])] = &[
+    // A call under a standing grant at the edge of its scope: the last use, a constraint's
+    // limit, a pattern covering another tool (SPEC §14).
+    (
+        "out_of_scope",
+        &["standing-uses", "standing-constraint", "standing-scope"],
+    ),
+    // A call one second before the grant's expiry.
+    ("standing_grant_expired", &["standing-expiry"]),
     // An approval with verified evidence carrying the transport's refusal reason: the reason
     // speaks only for a DENIED result without evidence (SPEC §6 step 2).
     ("approver_refused", &["transport-reason"]),

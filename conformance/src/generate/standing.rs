@@ -118,6 +118,18 @@ pub(crate) fn standing(out: &mut Out) {
         out_of_scope(),
     );
     out.ev(
+        "standing::tool-pattern-covers",
+        "another tool inside the grant's pattern payments.*: the pattern, not one name, is signed",
+        &["standing-grant", "standing-scope"],
+        under_grant(
+            call("agent-7", "payments.refund", params()),
+            &grant_fields(),
+            Approved,
+            1,
+        ),
+        allow("AAL2"),
+    );
+    out.ev(
         "standing::tool-not-covered",
         "a tool outside the grant's pattern payments.*",
         &["standing-grant", "standing-scope"],
@@ -178,6 +190,19 @@ pub(crate) fn standing(out: &mut Out) {
             1,
         );
         match description {
+            // An explicit null that the one_of rule lists is present and allowed: the
+            // accepting side of absent-vs-null.
+            None if id == "one-of-null-allowed" => out.ev(
+                &format!("standing::{id}"),
+                "the argument a one_of rule names is present as null, which the rule lists",
+                &[
+                    "standing-grant",
+                    "standing-constraint",
+                    "standing-absent-null",
+                ],
+                case,
+                allow("AAL2"),
+            ),
             None => out.ev(
                 &format!("standing::{id}"),
                 &format!("{name} at an edge the rule admits ({id})"),
