@@ -402,6 +402,7 @@ mod tests {
             [
                 "countersign.mcp-tool-call/1",
                 "countersign.payment/1",
+                "countersign.standing-grant/1",
                 "countersign.tool-call/1"
             ]
         );
