@@ -30,13 +30,15 @@ CREATE TABLE standing_uses (
 const SELECT_GRANT: &str = "SELECT a.id, a.created_at, a.expires_at, a.agent_id, a.tool_name, \
     a.profile, a.fields_json, a.severity, a.op_hash_approved, a.op_hash_denied, a.status, \
     a.reason_code, a.evidence_json, a.decided_at, a.grant_expires_at, a.grant_collected_at, \
-    a.gateway, g.expires_at, g.max_uses, g.uses, g.revoked_at, g.revoked_by \
+    a.gateway, a.preauth_slug, a.preauth_digest, a.preauth_use, a.revises, \
+    g.expires_at, g.max_uses, g.uses, g.revoked_at, g.revoked_by \
     FROM standing_grants g JOIN approvals a ON a.id = g.id WHERE g.id = $1";
 
 const SELECT_LIVE_GRANTS: &str = "SELECT a.id, a.created_at, a.expires_at, a.agent_id, \
     a.tool_name, a.profile, a.fields_json, a.severity, a.op_hash_approved, a.op_hash_denied, \
     a.status, a.reason_code, a.evidence_json, a.decided_at, a.grant_expires_at, \
-    a.grant_collected_at, a.gateway, g.expires_at, g.max_uses, g.uses, g.revoked_at, \
+    a.grant_collected_at, a.gateway, a.preauth_slug, a.preauth_digest, a.preauth_use, \
+    a.revises, g.expires_at, g.max_uses, g.uses, g.revoked_at, \
     g.revoked_by FROM standing_grants g JOIN approvals a ON a.id = g.id \
     WHERE a.status = 'APPROVED' AND g.revoked_at IS NULL AND g.expires_at > $1 \
     AND g.uses < g.max_uses ORDER BY a.created_at, a.id LIMIT $2";
@@ -48,11 +50,11 @@ fn read_grant(r: &Row) -> Result<StandingGrantRecord, StoreError> {
     };
     Ok(StandingGrantRecord {
         proposal: read_approval(r)?,
-        expires_at: r.try_get(17).map_err(get)?,
-        max_uses: count(r.try_get(18).map_err(get)?, "max_uses")?,
-        uses: count(r.try_get(19).map_err(get)?, "uses")?,
-        revoked_at: r.try_get(20).map_err(get)?,
-        revoked_by: r.try_get(21).map_err(get)?,
+        expires_at: r.try_get(21).map_err(get)?,
+        max_uses: count(r.try_get(22).map_err(get)?, "max_uses")?,
+        uses: count(r.try_get(23).map_err(get)?, "uses")?,
+        revoked_at: r.try_get(24).map_err(get)?,
+        revoked_by: r.try_get(25).map_err(get)?,
     })
 }
 
@@ -200,7 +202,8 @@ impl StandingStore for PostgresStore {
             tx.query(
                 "SELECT id, created_at, expires_at, agent_id, tool_name, profile, fields_json, \
                  severity, op_hash_approved, op_hash_denied, status, reason_code, evidence_json, \
-                 decided_at, grant_expires_at, grant_collected_at, gateway FROM approvals \
+                 decided_at, grant_expires_at, grant_collected_at, gateway, preauth_slug, \
+                 preauth_digest, preauth_use, revises FROM approvals \
                  WHERE status = 'PENDING' AND expires_at > $1 \
                  ORDER BY created_at DESC, id DESC LIMIT $2",
                 &[&now, &limit],
