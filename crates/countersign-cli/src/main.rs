@@ -768,18 +768,6 @@ fn evidence_check(
     })
 }
 
-/// An Ed25519 public key given as base64url or as a file holding it.
-fn verifying_key(key: &str) -> Option<ed25519_dalek::VerifyingKey> {
-    let key_text = match std::fs::read_to_string(key) {
-        Ok(text) => text,
-        Err(_) => key.to_owned(),
-    };
-    countersign::b64::decode(key_text.trim())
-        .ok()
-        .and_then(|b| <[u8; 32]>::try_from(b).ok())
-        .and_then(|b| ed25519_dalek::VerifyingKey::from_bytes(&b).ok())
-}
-
 /// `audit verify --witness-key W... --quorum K`.
 struct Witnessing {
     keys: Vec<String>,

@@ -1,13 +1,13 @@
 //! `countersign audit recheck`: what a new configuration would have decided on a whole log.
 
-use super::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE, read_input, verifying_key};
+use super::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE, read_input};
 use countersign_server::audit::{RecheckVerdict, recheck, verify_log};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Recheck `file` (verified under `key`) against the config at `config`.
 pub(crate) fn run(file: &PathBuf, key: &str, config: &Path, json: bool) -> anyhow::Result<u8> {
-    let Some(key) = verifying_key(key) else {
+    let Some(key) = crate::proofs::service_key(key) else {
         eprintln!(
             "countersign: --key is not a base64url Ed25519 public key (or a file holding one)"
         );
