@@ -14,16 +14,26 @@
 
 mod postgres;
 mod preauth;
+mod rules;
+mod seam;
 mod sqlite;
 pub mod standing;
+#[cfg(any(test, feature = "testing"))]
+mod testing;
 #[cfg(test)]
 mod tests;
 
-pub use postgres::{PostgresStore, ScratchSchema, TEST_DATABASE_DEFAULT, TEST_DATABASE_ENV};
 pub use preauth::{
     DisableOutcome, PreauthChange, PreauthDefinition, PreauthUse, StoredPreauth, plan_reconcile,
 };
-pub use sqlite::SqliteStore;
+pub use rules::SqlStore;
+#[cfg(any(test, feature = "testing"))]
+pub use testing::{ScratchSchema, TEST_DATABASE_DEFAULT, TEST_DATABASE_ENV};
+
+/// The store on the embedded SQLite database ([`SqlStore::open`], [`SqlStore::in_memory`]).
+pub type SqliteStore = SqlStore;
+/// The store on a PostgreSQL database shared by replicas ([`SqlStore::connect`]).
+pub type PostgresStore = SqlStore;
 
 use crate::audit::{AuditEvent, AuditSealer};
 use crate::config::Durability;

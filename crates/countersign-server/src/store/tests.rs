@@ -712,6 +712,59 @@ fn sqlite_adds_the_gateway_column_to_an_older_database() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A database made by the store before numbered migrations (its schema and rows from
+/// `testdata/`) is upgraded in place: every row kept, the chain continued, migration 1 recorded.
+#[test]
+fn sqlite_upgrades_a_database_from_before_numbered_migrations_in_place() {
+    let dir = std::env::temp_dir().join(format!(
+        "countersign-sqlite-upgrade-{}-{}",
+        std::process::id(),
+        countersign::b64::encode(&crate::random::bytes::<6>().unwrap())
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("db");
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(include_str!("testdata/sqlite-before-migrations.sql"))
+        .unwrap();
+    for round in 0..2 {
+        // Opening twice: the upgrade applies once and is then a no-op.
+        let s = SqliteStore::open(&path, sealer(), crate::config::Durability::Normal).unwrap();
+        s.ready().unwrap();
+        let old = s.get("old").unwrap().unwrap();
+        assert_eq!(old.status, ApprovalStatus::Approved);
+        assert_eq!(old.gateway.as_deref(), Some("gw"));
+        assert_eq!(old.revises.as_deref(), Some("older"));
+        assert_eq!((old.decided_at, old.grant_expires_at), (Some(7), Some(900)));
+        assert_eq!(s.gateways().unwrap().len(), 1);
+        assert_eq!(s.credentials_version().unwrap(), 3);
+        assert_eq!(
+            s.replay_snapshot(&[9; 32], &[1, 2]).unwrap(),
+            (false, Some(41))
+        );
+        assert_eq!(s.audit_head().unwrap().0, round + 1);
+        if round == 0 {
+            assert_eq!(s.audit_head().unwrap(), (1, [1; 32]));
+            s.create(&new("new", 100), &[AuditEvent::test("new")])
+                .unwrap();
+            let line = &s.audit_lines_after(1, 10).unwrap()[0].1;
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(v["prev_hash"], countersign::b64::encode(&[1; 32]));
+        }
+    }
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let versions: Vec<i64> = conn
+        .prepare("SELECT version FROM countersign_migrations")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(versions, vec![1]);
+    drop(conn);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn database_urls_pick_the_backend() {
     assert_eq!(
@@ -906,11 +959,11 @@ fn postgres_replicas_race_without_double_outcomes_or_forks() {
 
 #[test]
 fn the_postgres_probe_finds_closed_ports_and_bad_urls() {
-    assert!(!postgres::port_open("postgres://u@127.0.0.1:1/db"));
-    assert!(!postgres::port_open("not a url"));
+    assert!(!testing::port_open("postgres://u@127.0.0.1:1/db"));
+    assert!(!testing::port_open("not a url"));
     if ScratchSchema::for_test("probe").unwrap().is_some() {
         let url = std::env::var(TEST_DATABASE_ENV).unwrap_or(TEST_DATABASE_DEFAULT.into());
-        assert!(postgres::port_open(&url));
+        assert!(testing::port_open(&url));
     }
 }
 
@@ -1103,6 +1156,38 @@ fn a_standing_grant_gives_each_use_once_up_to_max_uses_and_only_once_signed() {
         assert!(!g.is_live(100));
         assert!(s.live_standing_grants(100, 10).unwrap().is_empty());
         assert_one_chain(s);
+    }
+}
+
+/// A call a standing grant covers keeps the revision link its gateway gave it (the grant insert
+/// once dropped it, on both backends).
+#[test]
+fn a_standing_covered_call_keeps_its_revision_link() {
+    for (s, _schema) in stores("standing_revises") {
+        let s = s.as_ref();
+        signed_grant(s, "g", 2);
+        s.create(&new("v1", 1_000), &[]).unwrap();
+        let v2 = NewApproval {
+            revises: Some("v1".into()),
+            ..standing_call("v2")
+        };
+        let used = s.use_standing_grant(&v2, "g", 100, use_records());
+        assert_eq!(used.unwrap(), Some(1));
+        let row = s.get("v2").unwrap().unwrap();
+        assert_eq!(row.revises.as_deref(), Some("v1"));
+        assert_eq!(row.evidence_json.as_deref(), Some("{\"use\":1}"));
+        let proposal = NewApproval {
+            profile: countersign::STANDING_GRANT_PROFILE.into(),
+            revises: Some("v1".into()),
+            ..new("p2", 10_000)
+        };
+        let grant = standing::NewStandingGrant {
+            id: "p2".into(),
+            expires_at: 5_000,
+            max_uses: 1,
+        };
+        s.create_standing_proposal(&proposal, &grant, &[]).unwrap();
+        assert_eq!(s.get("p2").unwrap().unwrap().revises.as_deref(), Some("v1"));
     }
 }
 
