@@ -160,9 +160,36 @@ const RETRIES: usize = 5;
 fn db(e: ::postgres::Error) -> StoreError {
     // The server's message is in the source; `Display` alone says only "db error".
     match e.as_db_error() {
+        Some(d) if unavailable(d.code()) => {
+            StoreError::Unavailable(format!("{}: {}", d.code().code(), d.message()))
+        }
         Some(d) => StoreError::Database(format!("{}: {}", d.code().code(), d.message())),
+        // No server answer at all: the connection is gone (killed, server restarting).
+        None if e.is_closed() || lost(&e) => StoreError::Unavailable(e.to_string()),
         None => StoreError::Database(e.to_string()),
     }
+}
+
+/// No connection: an I/O failure talking to the server, or none could be opened (the driver's
+/// Kind is private; its message and an I/O cause are what it exposes).
+fn lost(e: &::postgres::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.is::<std::io::Error>() {
+            return true;
+        }
+        source = s.source();
+    }
+    let text = e.to_string();
+    text.starts_with("error connecting") || text.starts_with("error communicating")
+}
+
+/// Server conditions the operator (or a failover) resolves: read-only (hot standby, or
+/// `default_transaction_read_only`), out of space, shutting down or starting up, connection
+/// failures, too many connections.
+fn unavailable(code: &SqlState) -> bool {
+    let class = &code.code()[..2];
+    *code == SqlState::READ_ONLY_SQL_TRANSACTION || matches!(class, "08" | "53" | "57")
 }
 
 /// A job for a connection's worker thread.
@@ -205,7 +232,17 @@ impl Worker {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match self.try_transaction(alone, f) {
+            let out = self.try_transaction(alone, f);
+            if let Err(
+                Retry::Again(StoreError::Unavailable(_)) | Retry::Fail(StoreError::Unavailable(_)),
+            ) = &out
+            {
+                // A fresh connection next time: the server may have restarted, or (read-only)
+                // this connection may be to a demoted primary while the URL now leads to the
+                // new one; a session's read-only default is also fixed when it starts.
+                self.client = None;
+            }
+            match out {
                 Err(Retry::Again(_)) if attempt < RETRIES => continue,
                 Err(Retry::Again(e) | Retry::Fail(e)) => return Err(e),
                 Ok(v) => return Ok(v),
@@ -228,7 +265,12 @@ impl Worker {
         let tx = if alone {
             Conn::Alone(client)
         } else {
-            Conn::Tx(client.transaction().map_err(retry)?)
+            // Only BEGIN has been sent: a connection that died while idle in the pool (killed,
+            // server restarted) is replaced and the transaction run again, nothing lost.
+            Conn::Tx(client.transaction().map_err(|e| match retry(e) {
+                Retry::Fail(e @ StoreError::Unavailable(_)) => Retry::Again(e),
+                other => other,
+            })?)
         };
         let mut tx = Tx {
             tx,
