@@ -170,6 +170,14 @@ fn db(e: ::postgres::Error) -> StoreError {
     }
 }
 
+/// A copy of a classified error (the retry keeps one, the statement returns the other).
+fn clone_error(e: &StoreError) -> StoreError {
+    match e {
+        StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
+        other => StoreError::Database(other.to_string()),
+    }
+}
+
 /// No connection: an I/O failure talking to the server, or none could be opened (the driver's
 /// Kind is private; its message and an I/O cause are what it exposes).
 fn lost(e: &::postgres::Error) -> bool {
@@ -278,8 +286,8 @@ impl Worker {
             retry: None,
         };
         let out = f(&mut tx);
-        if let Some(code) = tx.retry.take() {
-            return Err(Retry::Again(StoreError::Database(code)));
+        if let Some(e) = tx.retry.take() {
+            return Err(Retry::Again(e));
         }
         let out = out.map_err(Retry::Fail)?;
         if let Conn::Tx(t) = tx.tx {
@@ -297,6 +305,19 @@ enum Retry {
 fn is_transient(e: &::postgres::Error) -> bool {
     e.code().is_some_and(|c| {
         *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED
+    })
+}
+
+/// The session was ended (pg_terminate_backend, a server shutting down). Inside an explicit
+/// transaction, before COMMIT, that means nothing of it committed, so it may run again on a
+/// new connection (the worker drops this one: the code is `unavailable`). Not at COMMIT nor for
+/// a lone statement: the server may have committed before it noticed it was told to end, and
+/// the answer is then lost (503; a retry by the client meets the committed state).
+fn session_ended(e: &::postgres::Error) -> bool {
+    e.code().is_some_and(|c| {
+        *c == SqlState::ADMIN_SHUTDOWN
+            || *c == SqlState::CRASH_SHUTDOWN
+            || *c == SqlState::CANNOT_CONNECT_NOW
     })
 }
 
@@ -319,7 +340,7 @@ struct Tx<'c, 'w> {
     tx: Conn<'c>,
     statements: &'w mut HashMap<&'static str, Statement>,
     /// Set when a statement failed with a transient error: the whole transaction is retried.
-    retry: Option<String>,
+    retry: Option<StoreError>,
 }
 
 impl Tx<'_, '_> {
@@ -337,10 +358,12 @@ impl Tx<'_, '_> {
     }
 
     fn fail(&mut self, e: ::postgres::Error) -> StoreError {
-        if is_transient(&e) {
-            self.retry = Some(e.to_string());
+        let transient = is_transient(&e) || (matches!(self.tx, Conn::Tx(_)) && session_ended(&e));
+        let e = db(e);
+        if transient {
+            self.retry = Some(clone_error(&e));
         }
-        db(e)
+        e
     }
 
     fn query(
