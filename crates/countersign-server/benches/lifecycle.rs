@@ -22,7 +22,9 @@
 //! full lifecycles paced at `COUNTERSIGN_BENCH_SOAK_RATE` per second (measure the maximum with a
 //! plain run first and give half of it), with a webhook receiver on loopback answering every
 //! notification and `audit verify` over the growing audit file every
-//! `COUNTERSIGN_BENCH_SOAK_VERIFY_MINUTES` (default 10), printing one table row per minute:
+//! `COUNTERSIGN_BENCH_SOAK_VERIFY_MINUTES` (default 10; in process, or as `countersign audit
+//! verify` in a child process when `COUNTERSIGN_BENCH_SOAK_VERIFY_BIN` names the binary),
+//! printing one table row per minute:
 //! throughput, p99 of create / decision / grant, RSS, webhook deliveries, schedule lag.
 //!
 //! The gateway calls carry a gateway bearer token, as every gateway's must (one gateway, `bench`,
@@ -570,28 +572,44 @@ impl Soak {
             let verify = if minute % self.verify_every.max(1) == 0 || minute == self.minutes {
                 // What `countersign audit verify` checks (seals, chain, cross-line rules), on
                 // the file as it is now, while the load runs.
-                let (path, key) = (audit.clone(), key);
+                let (path, key, dir) = (audit.clone(), key, dir.to_owned());
                 let t = Instant::now();
-                let report = tokio::task::spawn_blocking(move || {
+                tokio::task::spawn_blocking(move || {
                     let mut bytes = std::fs::read(&path).unwrap();
                     // The mirror may be half way through appending a line: up to the last
                     // complete one.
                     let end = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
                     bytes.truncate(end);
-                    countersign_server::audit::verify_log(&bytes, &key)
+                    let lines = bytes.iter().filter(|&&b| b == b'\n').count();
+                    // With the `countersign` binary named, the very command an auditor runs, in
+                    // a process of its own (its memory is not this process's RSS).
+                    let valid = match std::env::var_os("COUNTERSIGN_BENCH_SOAK_VERIFY_BIN") {
+                        Some(bin) => {
+                            let snapshot = dir.join("verify-snapshot.jsonl");
+                            std::fs::write(&snapshot, &bytes).unwrap();
+                            drop(bytes);
+                            let ok = std::process::Command::new(bin)
+                                .args(["audit", "verify"])
+                                .arg(&snapshot)
+                                .arg("--key")
+                                .arg(dir.join(countersign_server::files::SERVICE_PUBLIC_KEY))
+                                .stdout(std::process::Stdio::null())
+                                .status()
+                                .unwrap()
+                                .success();
+                            let _ = std::fs::remove_file(&snapshot);
+                            ok
+                        }
+                        None => countersign_server::audit::verify_log(&bytes, &key).is_valid(),
+                    };
+                    format!(
+                        "{lines} lines {} in {:.1} s",
+                        if valid { "valid" } else { "INVALID" },
+                        t.elapsed().as_secs_f64()
+                    )
                 })
                 .await
-                .unwrap();
-                format!(
-                    "{} lines {} in {:.1} s",
-                    report.lines,
-                    if report.is_valid() {
-                        "valid"
-                    } else {
-                        "INVALID"
-                    },
-                    t.elapsed().as_secs_f64()
-                )
+                .unwrap()
             } else {
                 String::new()
             };

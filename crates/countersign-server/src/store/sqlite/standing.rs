@@ -25,12 +25,15 @@ CREATE TABLE IF NOT EXISTS standing_uses (
 );
 ";
 
+// CROSS JOIN: SQLite then keeps this join order (grants first, each approval by its key).
+// Without statistics it scanned every approval for the few standing grants, on every create;
+// the soak (docs/RELIABILITY.md) found throughput falling with the table's size.
 const SELECT_GRANTS: &str = "SELECT a.id, a.created_at, a.expires_at, a.agent_id, a.tool_name, \
     a.profile, a.fields_json, a.severity, a.op_hash_approved, a.op_hash_denied, a.status, \
     a.reason_code, a.evidence_json, a.decided_at, a.grant_expires_at, a.grant_collected_at, \
     a.gateway, a.preauth_slug, a.preauth_digest, a.preauth_use, a.revises, \
     g.expires_at, g.max_uses, g.uses, g.revoked_at, g.revoked_by \
-    FROM standing_grants g JOIN approvals a ON a.id = g.id";
+    FROM standing_grants g CROSS JOIN approvals a ON a.id = g.id";
 
 fn read_grant(r: &Row<'_>) -> rusqlite::Result<(ApprovalRow, GrantColumns)> {
     Ok((
