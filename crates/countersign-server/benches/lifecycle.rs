@@ -18,6 +18,15 @@
 //! once, the use consumed in the create's transaction) → grant (the preauthorization rechecked by
 //! database time).
 //!
+//! `COUNTERSIGN_BENCH_SOAK_MINUTES=M` turns the run into a soak (see [`soak`]): M minutes of
+//! full lifecycles paced at `COUNTERSIGN_BENCH_SOAK_RATE` per second (measure the maximum with a
+//! plain run first and give half of it), with a webhook receiver on loopback answering every
+//! notification and `audit verify` over the growing audit file every
+//! `COUNTERSIGN_BENCH_SOAK_VERIFY_MINUTES` (default 10; in process, or as `countersign audit
+//! verify` in a child process when `COUNTERSIGN_BENCH_SOAK_VERIFY_BIN` names the binary),
+//! printing one table row per minute:
+//! throughput, p99 of create / decision / grant, RSS, webhook deliveries, schedule lag.
+//!
 //! The gateway calls carry a gateway bearer token, as every gateway's must (one gateway, `bench`,
 //! added before the clock starts).
 //!
@@ -121,9 +130,19 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
     } else {
         ""
     };
+    let soak = Soak::from_env();
+    // The soak's webhook receiver runs before the service exists: its URL is in the config.
+    let receiver = match &soak {
+        Some(_) => Some(Receiver::start().await),
+        None => None,
+    };
+    let webhook = receiver
+        .as_ref()
+        .map(|r| format!("webhook_url = \"{}\"\n", r.url))
+        .unwrap_or_default();
     let config = Config::from_toml(&format!(
         "rp_id = \"{RP_ID}\"\norigins = [\"{ORIGIN}\"]\ndurability = \"{durability}\"\n\
-         {preauthorization}[timeouts]\napproval_seconds = 3600\n"
+         {webhook}{preauthorization}[timeouts]\napproval_seconds = 3600\n"
     ))
     .unwrap();
     let sealer = AuditSealer::from_seed([1; 32]);
@@ -173,8 +192,15 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
             .enroll(vec![countersign_testkit::enroll(alice, "alice")])
             .await
             .unwrap();
+        // Served as `countersign serve` serves (its accept loop and header read timeout).
         let router = countersign_server::build_router(state.clone());
-        tokio::spawn(async move { axum::serve(listener, router).await });
+        let header_read = Duration::from_secs(config.timeouts.header_read_seconds);
+        tokio::spawn(countersign_server::serve_http(
+            listener,
+            router,
+            header_read,
+            std::future::pending(),
+        ));
         bases.push(base);
         states.push(state);
     }
@@ -208,6 +234,19 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
         .as_str()
         .unwrap()
         .to_owned();
+
+    if let (Some(soak), Some(receiver)) = (soak, receiver) {
+        assert!(
+            schema.is_none() && !preauth,
+            "the soak runs full lifecycles over SQLite"
+        );
+        soak.run(&http, &base, &token, &receiver, &dir, concurrency)
+            .await;
+        drop(states);
+        drop(state);
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
 
     let started = Instant::now();
     let mut workers = Vec::new();
@@ -376,5 +415,225 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
         println!("data directory kept: {}", dir.display());
     } else {
         let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// A webhook receiver on loopback that answers 204 at once and counts what it received.
+struct Receiver {
+    url: String,
+    received: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Receiver {
+    async fn start() -> Self {
+        let received = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let count = received.clone();
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move || {
+                let count = count.clone();
+                async move {
+                    count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    axum::http::StatusCode::NO_CONTENT
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self { url, received }
+    }
+    fn received(&self) -> u64 {
+        self.received.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// The soak's settings (from the environment).
+struct Soak {
+    minutes: u64,
+    /// Lifecycles started per second, paced (open loop up to the worker count).
+    rate: f64,
+    verify_every: u64,
+}
+
+/// Latencies of the minute under way.
+#[derive(Default)]
+struct Window {
+    done: u64,
+    create: Vec<Duration>,
+    decision: Vec<Duration>,
+    grant: Vec<Duration>,
+    /// How late the latest lifecycle of the minute started against its schedule.
+    lag: Duration,
+}
+
+impl Soak {
+    fn from_env() -> Option<Self> {
+        let var = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<f64>().ok());
+        let minutes = var("COUNTERSIGN_BENCH_SOAK_MINUTES")?;
+        Some(Self {
+            minutes: minutes as u64,
+            rate: var("COUNTERSIGN_BENCH_SOAK_RATE").unwrap_or(100.0),
+            verify_every: var("COUNTERSIGN_BENCH_SOAK_VERIFY_MINUTES").map_or(10, |v| v as u64),
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn run(
+        self,
+        http: &reqwest::Client,
+        base: &str,
+        token: &str,
+        receiver: &Receiver,
+        dir: &std::path::Path,
+        concurrency: usize,
+    ) {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let window = Arc::new(std::sync::Mutex::new(Window::default()));
+        let next = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let started = tokio::time::Instant::now();
+        let interval = Duration::from_secs_f64(1.0 / self.rate);
+        println!("## Soak\n");
+        println!(
+            "{} minutes of full lifecycles paced at {:.0}/s, {concurrency} workers, loopback \
+             HTTP/1.1, SQLite WAL, webhook receiver on loopback, audit verify every {} min\n",
+            self.minutes, self.rate, self.verify_every
+        );
+        println!(
+            "| minute | lifecycles/s | create p99 (ms) | decision p99 (ms) | grant p99 (ms) | \
+             RSS (MiB) | webhooks received | schedule lag (ms) | audit verify |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|");
+        let mut workers = Vec::new();
+        for w in 0..concurrency {
+            let (http, base, token) = (http.clone(), base.to_owned(), token.to_owned());
+            let (window, next, stop) = (window.clone(), next.clone(), stop.clone());
+            workers.push(tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    // The k-th lifecycle is due at start + k / rate, whichever worker runs it.
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    let due = started + interval.mul_f64(k as f64);
+                    tokio::time::sleep_until(due).await;
+                    let lag = due.elapsed();
+                    let params = json!({"to": "A", "worker": w.to_string(), "n": k.to_string(),
+                                        "amount": "12.50", "currency": "EUR"});
+                    let body = json!({"agent_id": "bench", "tool_name": "payments.transfer",
+                                      "params": params});
+                    let t = Instant::now();
+                    let created = post(&http, format!("{base}/v1/approvals"), None, &body).await;
+                    let create = t.elapsed();
+                    let id = created["approval_id"].as_str().unwrap().to_owned();
+                    let ch = post(
+                        &http,
+                        format!("{base}/v1/approver/approvals/{id}/challenge"),
+                        Some(&token),
+                        &json!({"decision": "APPROVED"}),
+                    )
+                    .await;
+                    let assertion = sign(b64::decode(ch["challenge"].as_str().unwrap()).unwrap());
+                    let t = Instant::now();
+                    post(
+                        &http,
+                        format!("{base}/v1/approver/approvals/{id}/decision"),
+                        Some(&token),
+                        &assertion,
+                    )
+                    .await;
+                    let decision = t.elapsed();
+                    let t = Instant::now();
+                    let g = post(
+                        &http,
+                        format!("{base}/v1/approvals/{id}/grant"),
+                        None,
+                        &json!({"fingerprint": ch["op_hash"]}),
+                    )
+                    .await;
+                    assert!(g.get("collected_at").is_some(), "{g}");
+                    let grant = t.elapsed();
+                    let mut win = window.lock().unwrap();
+                    win.done += 1;
+                    win.create.push(create);
+                    win.decision.push(decision);
+                    win.grant.push(grant);
+                    win.lag = win.lag.max(lag);
+                }
+            }));
+        }
+        let audit = dir.join(countersign_server::files::AUDIT_LOG);
+        let key = AuditSealer::load_or_create(&dir.join(countersign_server::files::SERVICE_KEY))
+            .unwrap()
+            .public_key();
+        let mut total = 0;
+        for minute in 1..=self.minutes {
+            tokio::time::sleep_until(started + Duration::from_secs(60 * minute)).await;
+            let mut win = std::mem::take(&mut *window.lock().unwrap());
+            total += win.done;
+            let verify = if minute % self.verify_every.max(1) == 0 || minute == self.minutes {
+                // What `countersign audit verify` checks (seals, chain, cross-line rules), on
+                // the file as it is now, while the load runs.
+                let (path, key, dir) = (audit.clone(), key, dir.to_owned());
+                let t = Instant::now();
+                tokio::task::spawn_blocking(move || {
+                    let mut bytes = std::fs::read(&path).unwrap();
+                    // The mirror may be half way through appending a line: up to the last
+                    // complete one.
+                    let end = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+                    bytes.truncate(end);
+                    let lines = bytes.iter().filter(|&&b| b == b'\n').count();
+                    // With the `countersign` binary named, the very command an auditor runs, in
+                    // a process of its own (its memory is not this process's RSS).
+                    let valid = match std::env::var_os("COUNTERSIGN_BENCH_SOAK_VERIFY_BIN") {
+                        Some(bin) => {
+                            let snapshot = dir.join("verify-snapshot.jsonl");
+                            std::fs::write(&snapshot, &bytes).unwrap();
+                            drop(bytes);
+                            let ok = std::process::Command::new(bin)
+                                .args(["audit", "verify"])
+                                .arg(&snapshot)
+                                .arg("--key")
+                                .arg(dir.join(countersign_server::files::SERVICE_PUBLIC_KEY))
+                                .stdout(std::process::Stdio::null())
+                                .status()
+                                .unwrap()
+                                .success();
+                            let _ = std::fs::remove_file(&snapshot);
+                            ok
+                        }
+                        None => countersign_server::audit::verify_log(&bytes, &key).is_valid(),
+                    };
+                    format!(
+                        "{lines} lines {} in {:.1} s",
+                        if valid { "valid" } else { "INVALID" },
+                        t.elapsed().as_secs_f64()
+                    )
+                })
+                .await
+                .unwrap()
+            } else {
+                String::new()
+            };
+            println!(
+                "| {minute} | {:.0} | {:.2} | {:.2} | {:.2} | {:.1} | {} | {:.0} | {verify} |",
+                win.done as f64 / 60.0,
+                pct(&mut win.create, 0.99),
+                pct(&mut win.decision, 0.99),
+                pct(&mut win.grant, 0.99),
+                rss_kib() as f64 / 1024.0,
+                receiver.received(),
+                win.lag.as_secs_f64() * 1000.0,
+            );
+        }
+        stop.store(true, Ordering::Relaxed);
+        for w in workers {
+            // A worker may be sleeping until a slot far ahead: it is not waited for.
+            w.abort();
+        }
+        // Every created approval was notified once (the receiver never fails, so no retries).
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        println!(
+            "\n{total} lifecycles completed in the measured minutes; webhooks received: {}",
+            receiver.received()
+        );
     }
 }

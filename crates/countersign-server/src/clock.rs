@@ -18,6 +18,58 @@ impl Clock for SystemClock {
     }
 }
 
+/// A wall clock that never runs backward and never runs slower than real time: each reading is
+/// the later of the wall clock and the previous reading plus the monotonic time elapsed since it.
+///
+/// Expiry is decided against this clock, so a wall clock stepped back (an NTP correction, an
+/// operator's `date -s`) cannot reopen an approval to a verdict after its time has run out, nor
+/// lengthen any window: elapsed real time always counts. A step forward is followed at once
+/// (approvals then expire early, the safe direction) and is kept when the wall clock steps back
+/// again. `countersign serve` runs on it over [`SystemClock`].
+#[derive(Debug)]
+pub struct SteadyClock<C: Clock = SystemClock> {
+    wall: C,
+    /// The previous reading and the monotonic instant it was taken at.
+    last: Mutex<Option<(OffsetDateTime, std::time::Instant)>>,
+}
+
+impl<C: Clock> SteadyClock<C> {
+    /// Steady readings of `wall`.
+    pub fn new(wall: C) -> Self {
+        Self {
+            wall,
+            last: Mutex::new(None),
+        }
+    }
+}
+
+impl<C: Clock> Clock for SteadyClock<C> {
+    fn now(&self) -> OffsetDateTime {
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let at = std::time::Instant::now();
+        let wall = self.wall.now();
+        let now = match *last {
+            Some((prev, then)) => {
+                let elapsed = at.saturating_duration_since(then);
+                let steady = time::Duration::try_from(elapsed)
+                    .ok()
+                    .and_then(|d| prev.checked_add(d))
+                    .unwrap_or(prev);
+                wall.max(steady)
+            }
+            None => wall,
+        };
+        *last = Some((now, at));
+        now
+    }
+}
+
+impl<C: Clock> Clock for std::sync::Arc<C> {
+    fn now(&self) -> OffsetDateTime {
+        C::now(self)
+    }
+}
+
 /// A clock that moves only when told to (tests).
 #[derive(Debug)]
 pub struct ManualClock {
@@ -75,5 +127,25 @@ mod tests {
         assert_eq!(to_ms(c.now()) - to_ms(start), 1500);
         assert_eq!(from_ms(to_ms(c.now())), c.now());
         assert!(rfc3339(c.now()).ends_with('Z'));
+    }
+
+    #[test]
+    fn steady_clock_follows_forward_steps_and_ignores_backward_ones() {
+        let start = OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000);
+        let wall = std::sync::Arc::new(ManualClock::new(start));
+        let steady = SteadyClock::new(wall.clone());
+        let t0 = steady.now();
+        assert!(t0 >= start);
+        // Back one hour: the reading does not go back.
+        wall.advance(time::Duration::hours(-1));
+        let t1 = steady.now();
+        assert!(t1 >= t0, "{t1} < {t0}");
+        // Forward two hours (one past the start): followed at once.
+        wall.advance(time::Duration::hours(2));
+        let t2 = steady.now();
+        assert!(t2 >= start + time::Duration::hours(1), "{t2}");
+        // Back again: the forward step is kept.
+        wall.advance(time::Duration::hours(-2));
+        assert!(steady.now() >= t2);
     }
 }

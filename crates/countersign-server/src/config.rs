@@ -105,6 +105,10 @@ impl Default for Limits {
     }
 }
 
+fn default_header_read() -> u64 {
+    10
+}
+
 fn default_long_poll_waiters() -> usize {
     1024
 }
@@ -128,6 +132,12 @@ pub struct Timeouts {
     /// Maximum age of an assertion (and lifetime of an issued challenge).
     #[serde(default = "default_max_age")]
     pub assertion_max_age_seconds: u64,
+    /// How long a connection may take to deliver a request's complete headers, counted from
+    /// when it opened or its previous response went out: a connection that sends nothing (idle,
+    /// or idle between keep-alive requests) or dribbles its headers (slowloris) is closed after
+    /// it. `countersign serve` only.
+    #[serde(default = "default_header_read")]
+    pub header_read_seconds: u64,
 }
 
 impl Default for Timeouts {
@@ -138,6 +148,7 @@ impl Default for Timeouts {
             long_poll_max_seconds: default_long_poll(),
             session_seconds: default_session_ttl(),
             assertion_max_age_seconds: default_max_age(),
+            header_read_seconds: default_header_read(),
         }
     }
 }
@@ -354,6 +365,7 @@ impl Config {
             ("long_poll_max_seconds", t.long_poll_max_seconds),
             ("session_seconds", t.session_seconds),
             ("assertion_max_age_seconds", t.assertion_max_age_seconds),
+            ("header_read_seconds", t.header_read_seconds),
         ] {
             if value == 0 {
                 return Err(ConfigError::ZeroTimeout(name));

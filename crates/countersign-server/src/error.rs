@@ -108,7 +108,22 @@ impl ApiError {
 
 impl From<crate::store::StoreError> for ApiError {
     fn from(e: crate::store::StoreError) -> Self {
-        Self::internal(e)
+        match e {
+            // The storage's condition, not the service's bug: 503 so that gateways retry, the
+            // process stays up, and the same request succeeds once the operator has made room
+            // (or the database is writable or reachable again). The detail is logged only.
+            crate::store::StoreError::Unavailable(detail) => {
+                tracing::error!(%detail, "store unavailable");
+                let mut e = Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "store_unavailable",
+                    "the database cannot take writes now (disk full, read-only or unreachable);                      nothing was recorded, retry later",
+                );
+                e.retry_after = Some(1);
+                e
+            }
+            e => Self::internal(e),
+        }
     }
 }
 

@@ -31,12 +31,12 @@ mod service;
 pub mod store;
 pub mod witness;
 
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, ManualClock, SteadyClock, SystemClock};
 pub use config::{Config, ConfigError};
 pub use error::ApiError;
 pub use http::{Display, Mark, Row, Segment, build_router};
 pub use notify::Notification;
-pub use serve::{ServeOptions, files, open_state, serve};
+pub use serve::{ServeOptions, files, open_state, serve, serve_http};
 pub use service::{
     AppState, AssertionBody, ConsistencyProof, CreateRequest, DEFAULT_PROFILE, DecisionChallenge,
     EnrollFinish, EnrollOptions, EnrollStart, GrantReceipt, GrantRequest, Inbox, InboxItem,

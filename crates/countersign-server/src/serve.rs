@@ -1,7 +1,7 @@
 //! `countersign serve`: boot the service from a data directory and an optional config file.
 
 use crate::audit::{AuditMirror, AuditSealer};
-use crate::clock::SystemClock;
+use crate::clock::{SteadyClock, SystemClock};
 use crate::config::Config;
 use crate::service::{AppState, StateParts};
 use crate::store::DatabaseUrl;
@@ -69,7 +69,8 @@ pub fn open_state(data_dir: &Path, config: Config, public_url: String) -> anyhow
         config,
         public_url,
         store,
-        clock: Arc::new(SystemClock),
+        // Expiry never runs backward with the wall clock (see SteadyClock).
+        clock: Arc::new(SteadyClock::new(SystemClock)),
         sealer,
         mirror: Some(mirror),
     })
@@ -174,18 +175,78 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
             }
         })
     });
-    // Connect info gives the approver page's rate limiter the client address.
-    let app = crate::build_router(state).into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("serving")?;
+    let header_read = Duration::from_secs(state.config().timeouts.header_read_seconds);
+    serve_http(
+        listener,
+        crate::build_router(state),
+        header_read,
+        shutdown_signal(),
+    )
+    .await;
     sweep.abort();
     if let Some(w) = witness {
         w.abort();
     }
     say!("countersign: stopped");
     Ok(())
+}
+
+/// Serve `router` over HTTP/1.1 on every connection `listener` accepts until `shutdown`
+/// resolves; then stop accepting, let requests in flight finish and close idle connections.
+///
+/// `axum::serve` has no header read timeout, so a client could hold a connection (and a file
+/// descriptor) open for ever by sending nothing, or one header byte at a time. Here every
+/// connection must deliver each request's headers within `header_read` of opening or of its
+/// previous response, or it is closed (hyper's header read timeout, which starts as soon as
+/// the connection waits for a request). Long polls are unaffected: the timeout does not run
+/// while a request is being answered.
+pub async fn serve_http(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    header_read: Duration,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(header_read)
+        .keep_alive(true);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors (EMFILE) and the like: pause instead of spinning;
+                    // connections already open keep being served.
+                    tracing::warn!(error = %e, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let router = router.clone();
+        // Connect info gives the approver page's rate limiter the client address.
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
+            request
+                .extensions_mut()
+                .insert(axum::extract::ConnectInfo(remote));
+            let mut router = router.clone();
+            async move { tower_service::Service::call(&mut router, request).await }
+        });
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                // Header read timeouts, resets, malformed requests: the client's business.
+                tracing::debug!(error = %e, %remote, "connection closed");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
 }
 
 async fn shutdown_signal() {

@@ -67,15 +67,22 @@ impl AuditMirror {
                 return Ok(());
             }
             let mut buf = String::new();
+            let mut last = self.last_seq;
             for (seq, line) in &lines {
-                anyhow::ensure!(*seq == self.last_seq + 1, "audit seq gap in the database");
+                anyhow::ensure!(*seq == last + 1, "audit seq gap in the database");
                 buf.push_str(line);
                 buf.push('\n');
-                self.last_seq = *seq;
+                last = *seq;
             }
-            self.file
-                .write_all(buf.as_bytes())
-                .with_context(|| format!("appending to {}", self.path.display()))?;
+            // A failed append (disk full) may have written part of the batch: cut back to the
+            // last complete line and keep the position, so the next sync (once there is room)
+            // writes the same lines again instead of leaving a torn line and a gap behind.
+            let good = self.file.metadata()?.len();
+            if let Err(e) = self.file.write_all(buf.as_bytes()) {
+                let _ = self.file.set_len(good);
+                return Err(e).with_context(|| format!("appending to {}", self.path.display()));
+            }
+            self.last_seq = last;
             if lines.len() < BATCH {
                 // A short batch is the end: no second read to learn that.
                 return Ok(());

@@ -356,6 +356,12 @@ pub fn revoke(
 pub enum StoreError {
     #[error("database: {0}")]
     Database(String),
+    /// The database cannot take the write (or cannot be reached) now, through no fault of the
+    /// request: disk full, read-only (a read-only file or a demoted primary), I/O failure, a
+    /// lost connection. Nothing was committed by the failed call (or, for a connection lost at
+    /// COMMIT, the outcome is unknown and a retry meets the settled state). Answered 503.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
     #[error("corrupt row: {0}")]
     Corrupt(String),
     #[error("an approval with id {0} already exists")]

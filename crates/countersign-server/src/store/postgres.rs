@@ -156,9 +156,44 @@ const RETRIES: usize = 5;
 pub(super) fn db(e: ::postgres::Error) -> StoreError {
     // The server's message is in the source; `Display` alone says only "db error".
     match e.as_db_error() {
+        Some(d) if unavailable(d.code()) => {
+            StoreError::Unavailable(format!("{}: {}", d.code().code(), d.message()))
+        }
         Some(d) => StoreError::Database(format!("{}: {}", d.code().code(), d.message())),
+        // No server answer at all: the connection is gone (killed, server restarting).
+        None if e.is_closed() || lost(&e) => StoreError::Unavailable(e.to_string()),
         None => StoreError::Database(e.to_string()),
     }
+}
+
+/// A copy of a classified error (the retry keeps one, the statement returns the other).
+fn clone_error(e: &StoreError) -> StoreError {
+    match e {
+        StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
+        other => StoreError::Database(other.to_string()),
+    }
+}
+
+/// No connection: an I/O failure talking to the server, or none could be opened (the driver's
+/// Kind is private; its message and an I/O cause are what it exposes).
+fn lost(e: &::postgres::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.is::<std::io::Error>() {
+            return true;
+        }
+        source = s.source();
+    }
+    let text = e.to_string();
+    text.starts_with("error connecting") || text.starts_with("error communicating")
+}
+
+/// Server conditions the operator (or a failover) resolves: read-only (hot standby, or
+/// `default_transaction_read_only`), out of space, shutting down or starting up, connection
+/// failures, too many connections.
+fn unavailable(code: &SqlState) -> bool {
+    let class = &code.code()[..2];
+    *code == SqlState::READ_ONLY_SQL_TRANSACTION || matches!(class, "08" | "53" | "57")
 }
 
 /// A job for a connection's worker thread.
@@ -200,7 +235,17 @@ impl Worker {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match self.try_transaction(alone, f) {
+            let out = self.try_transaction(alone, f);
+            if let Err(
+                Retry::Again(StoreError::Unavailable(_)) | Retry::Fail(StoreError::Unavailable(_)),
+            ) = &out
+            {
+                // A fresh connection next time: the server may have restarted, or (read-only)
+                // this connection may be to a demoted primary while the URL now leads to the
+                // new one; a session's read-only default is also fixed when it starts.
+                self.client = None;
+            }
+            match out {
                 Err(Retry::Again(_)) if attempt < RETRIES => continue,
                 Err(Retry::Again(e) | Retry::Fail(e)) => return Err(e),
                 Ok(v) => return Ok(v),
@@ -223,7 +268,12 @@ impl Worker {
         let conn = if alone {
             Conn::Alone(client)
         } else {
-            Conn::Tx(client.transaction().map_err(retry)?)
+            // Only BEGIN has been sent: a connection that died while idle in the pool (killed,
+            // server restarted) is replaced and the transaction run again, nothing lost.
+            Conn::Tx(client.transaction().map_err(|e| match retry(e) {
+                Retry::Fail(e @ StoreError::Unavailable(_)) => Retry::Again(e),
+                other => other,
+            })?)
         };
         let mut tx = PgTx {
             conn,
@@ -231,8 +281,8 @@ impl Worker {
             retry: None,
         };
         let out = f(&mut tx);
-        if let Some(code) = tx.retry.take() {
-            return Err(Retry::Again(StoreError::Database(code)));
+        if let Some(e) = tx.retry.take() {
+            return Err(Retry::Again(e));
         }
         let out = out.map_err(Retry::Fail)?;
         if let Conn::Tx(t) = tx.conn {
@@ -250,6 +300,19 @@ enum Retry {
 fn is_transient(e: &::postgres::Error) -> bool {
     e.code().is_some_and(|c| {
         *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED
+    })
+}
+
+/// The session was ended (pg_terminate_backend, a server shutting down). Inside an explicit
+/// transaction, before COMMIT, that means nothing of it committed, so it may run again on a
+/// new connection (the worker drops this one: the code is `unavailable`). Not at COMMIT nor for
+/// a lone statement: the server may have committed before it noticed it was told to end, and
+/// the answer is then lost (503; a retry by the client meets the committed state).
+fn session_ended(e: &::postgres::Error) -> bool {
+    e.code().is_some_and(|c| {
+        *c == SqlState::ADMIN_SHUTDOWN
+            || *c == SqlState::CRASH_SHUTDOWN
+            || *c == SqlState::CANNOT_CONNECT_NOW
     })
 }
 
@@ -272,7 +335,7 @@ struct PgTx<'c, 'w> {
     conn: Conn<'c>,
     statements: &'w mut HashMap<&'static str, Statement>,
     /// Set when a statement failed with a transient error: the whole transaction is retried.
-    retry: Option<String>,
+    retry: Option<StoreError>,
 }
 
 impl PgTx<'_, '_> {
@@ -293,10 +356,12 @@ impl PgTx<'_, '_> {
     }
 
     fn fail(&mut self, e: ::postgres::Error) -> StoreError {
-        if is_transient(&e) {
-            self.retry = Some(e.to_string());
+        let transient = is_transient(&e) || (matches!(self.conn, Conn::Tx(_)) && session_ended(&e));
+        let e = db(e);
+        if transient {
+            self.retry = Some(clone_error(&e));
         }
-        db(e)
+        e
     }
 }
 

@@ -265,7 +265,15 @@ fn checkpoint(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
 }
 
 fn db(e: rusqlite::Error) -> StoreError {
-    StoreError::Database(e.to_string())
+    use rusqlite::ErrorCode as C;
+    // Conditions of the storage, not of the request: the operator fixes them (frees space,
+    // makes the file writable) and the same request then succeeds, without a restart.
+    match e.sqlite_error_code() {
+        Some(C::DiskFull | C::ReadOnly | C::SystemIoFailure | C::CannotOpen) => {
+            StoreError::Unavailable(e.to_string())
+        }
+        _ => StoreError::Database(e.to_string()),
+    }
 }
 
 impl SqliteStore {
