@@ -171,9 +171,7 @@ fn revoke(credential_id: &str, reason: &str, store: &StoreArgs) -> anyhow::Resul
         return Ok(EXIT_UNUSABLE);
     }
     let store = store.open()?;
-    let now = countersign_server::clock::to_ms(countersign_server::Clock::now(
-        &countersign_server::SystemClock,
-    ));
+    let now = countersign_server::clock::system_now_ms();
     let encoded = countersign::b64::encode(&id);
     Ok(
         match countersign_server::store::revoke(store.as_ref(), &id, reason, now)? {

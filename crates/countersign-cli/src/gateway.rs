@@ -1,6 +1,7 @@
 //! `countersign gateway`: the bearer tokens gateways call the service with.
 
-use crate::store::{StoreArgs, now_ms};
+use crate::store::StoreArgs;
+use countersign_server::clock::system_now_ms;
 use crate::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE};
 use clap::Subcommand;
 use std::io::Write as _;
@@ -73,7 +74,7 @@ fn add(name: &str, store: &StoreArgs) -> anyhow::Result<u8> {
         return Ok(EXIT_UNUSABLE);
     }
     let store = store.open()?;
-    match gateways::add(store.as_ref(), name, now_ms()) {
+    match gateways::add(store.as_ref(), name, system_now_ms()) {
         Ok(token) => {
             // The one line on stdout: scripts capture it (`> NAME.token`).
             println!("{token}");
@@ -147,7 +148,7 @@ fn revoke(name: &str, store: &StoreArgs) -> anyhow::Result<u8> {
     use countersign_server::store::RevokeOutcome;
     let store = store.open()?;
     Ok(
-        match countersign_server::gateways::revoke(store.as_ref(), name, now_ms())? {
+        match countersign_server::gateways::revoke(store.as_ref(), name, system_now_ms())? {
             RevokeOutcome::Revoked => {
                 eprintln!(
                     "countersign: gateway {name} revoked; a running service refuses its token \

@@ -4,7 +4,8 @@
 //! the database at every start; these commands read that stored state (with uses consumed so
 //! far) and disable an entry by hand, which a restart does not undo.
 
-use crate::store::{StoreArgs, now_ms};
+use crate::store::StoreArgs;
+use countersign_server::clock::system_now_ms;
 use crate::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE};
 use clap::Subcommand;
 use countersign_server::clock::{from_ms, rfc3339};
@@ -115,7 +116,7 @@ fn list(store: &StoreArgs, json: bool) -> anyhow::Result<u8> {
 
 fn disable(slug: &str, store: &StoreArgs) -> anyhow::Result<u8> {
     let store = store.open()?;
-    Ok(match store.disable_preauthorization(slug, now_ms())? {
+    Ok(match store.disable_preauthorization(slug, system_now_ms())? {
         DisableOutcome::Disabled => {
             eprintln!(
                 "countersign: preauthorization {slug} disabled; calls it covered now wait for a \

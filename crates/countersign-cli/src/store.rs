@@ -36,10 +36,3 @@ impl StoreArgs {
         Ok(url.open(sealer, countersign_server::config::Durability::Normal)?)
     }
 }
-
-/// The system clock, in ms since the epoch (what the service stores).
-pub(crate) fn now_ms() -> i64 {
-    countersign_server::clock::to_ms(countersign_server::Clock::now(
-        &countersign_server::SystemClock,
-    ))
-}
