@@ -30,4 +30,4 @@ export COUNTERSIGN_TEST_POSTGRES="$url"
 echo "--- store behaviour suite (SQLite and PostgreSQL)"
 cargo test -q -p countersign-server --lib store::
 echo "--- three replicas over one database; 200 random SIGKILLs"
-cargo test -q -p countersign-cli --test replicas
+cargo test -q -p countersign-cli --test it replicas::
