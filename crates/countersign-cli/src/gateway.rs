@@ -1,9 +1,9 @@
 //! `countersign gateway`: the bearer tokens gateways call the service with.
 
 use crate::store::StoreArgs;
-use countersign_server::clock::system_now_ms;
 use crate::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE};
 use clap::Subcommand;
+use countersign_server::clock::system_now_ms;
 use std::io::Write as _;
 
 #[derive(Subcommand, Debug)]

@@ -5,9 +5,9 @@
 //! far) and disable an entry by hand, which a restart does not undo.
 
 use crate::store::StoreArgs;
-use countersign_server::clock::system_now_ms;
 use crate::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE};
 use clap::Subcommand;
+use countersign_server::clock::system_now_ms;
 use countersign_server::clock::{from_ms, rfc3339};
 use countersign_server::store::DisableOutcome;
 use std::io::Write as _;
@@ -116,7 +116,8 @@ fn list(store: &StoreArgs, json: bool) -> anyhow::Result<u8> {
 
 fn disable(slug: &str, store: &StoreArgs) -> anyhow::Result<u8> {
     let store = store.open()?;
-    Ok(match store.disable_preauthorization(slug, system_now_ms())? {
+    let now = system_now_ms();
+    Ok(match store.disable_preauthorization(slug, now)? {
         DisableOutcome::Disabled => {
             eprintln!(
                 "countersign: preauthorization {slug} disabled; calls it covered now wait for a \
