@@ -14,5 +14,5 @@ fi
 /usr/bin/chromium --version
 /usr/bin/chromedriver --version
 
-COUNTERSIGN_REQUIRE_BROWSER=1 cargo test -p countersign-cli --test browser -- --nocapture
+COUNTERSIGN_REQUIRE_BROWSER=1 cargo test -p countersign-cli --test it browser:: -- --nocapture
 ls -1 target/e2e-artifacts/

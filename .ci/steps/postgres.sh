@@ -30,10 +30,10 @@ export COUNTERSIGN_TEST_POSTGRES="$url"
 echo "--- store behaviour suite (SQLite and PostgreSQL)"
 cargo test -q -p countersign-server --lib store::
 echo "--- three replicas over one database; 200 random SIGKILLs"
-cargo test -q -p countersign-cli --test replicas
+cargo test -q -p countersign-cli --test it replicas::
 # Faults (about 1 minute): the disk fills (a tmpfs; skipped, and said so, where mounting is not
 # allowed), the database turns read-only, its connections are killed mid-settlement, PostgreSQL
 # itself restarts mid-settlement (CI runs alone, so the restart disturbs nobody), a webhook
 # receiver that never answers, wall-clock steps, slowloris.
 echo "--- faults: full disk, read-only and restarted PostgreSQL, killed connections, clock, slowloris"
-COUNTERSIGN_FAULT_PG_RESTART=1 cargo test -q -p countersign-cli --test faults
+COUNTERSIGN_FAULT_PG_RESTART=1 cargo test -q -p countersign-cli --test it faults::

@@ -4,12 +4,13 @@
 //! the database at every start; these commands read that stored state (with uses consumed so
 //! far) and disable an entry by hand, which a restart does not undo.
 
-use super::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE, now_ms, open_store};
+use crate::store::StoreArgs;
+use crate::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE};
 use clap::Subcommand;
+use countersign_server::clock::system_now_ms;
 use countersign_server::clock::{from_ms, rfc3339};
 use countersign_server::store::DisableOutcome;
 use std::io::Write as _;
-use std::path::PathBuf;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum PreauthCommand {
@@ -22,12 +23,8 @@ pub(crate) enum PreauthCommand {
     /// uses, max_uses, expires_at, digest, definition}. Exit 0, or 2 when the data directory or
     /// database cannot be opened.
     List {
-        /// The service's data directory.
-        #[arg(long, default_value = "countersign-data")]
-        data_dir: PathBuf,
-        /// The service's database URL, when it is not the SQLite database in DATA_DIR.
-        #[arg(long, value_name = "URL")]
-        database: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
         /// Print a JSON array instead of a table.
         #[arg(long)]
         json: bool,
@@ -48,12 +45,8 @@ pub(crate) enum PreauthCommand {
     Disable {
         /// The slug, as `preauth list` prints it.
         slug: String,
-        /// The service's data directory.
-        #[arg(long, default_value = "countersign-data")]
-        data_dir: PathBuf,
-        /// The service's database URL, when it is not the SQLite database in DATA_DIR.
-        #[arg(long, value_name = "URL")]
-        database: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
     },
 }
 
@@ -71,21 +64,13 @@ struct Row {
 
 pub(crate) fn run(command: PreauthCommand) -> anyhow::Result<u8> {
     match command {
-        PreauthCommand::List {
-            data_dir,
-            database,
-            json,
-        } => list(&data_dir, database.as_deref(), json),
-        PreauthCommand::Disable {
-            slug,
-            data_dir,
-            database,
-        } => disable(&slug, &data_dir, database.as_deref()),
+        PreauthCommand::List { store, json } => list(&store, json),
+        PreauthCommand::Disable { slug, store } => disable(&slug, &store),
     }
 }
 
-fn list(data_dir: &std::path::Path, database: Option<&str>, json: bool) -> anyhow::Result<u8> {
-    let store = open_store(data_dir, database)?;
+fn list(store: &StoreArgs, json: bool) -> anyhow::Result<u8> {
+    let store = store.open()?;
     let rows: Vec<Row> = store
         .preauthorizations()?
         .into_iter()
@@ -129,9 +114,10 @@ fn list(data_dir: &std::path::Path, database: Option<&str>, json: bool) -> anyho
     Ok(EXIT_ALLOW)
 }
 
-fn disable(slug: &str, data_dir: &std::path::Path, database: Option<&str>) -> anyhow::Result<u8> {
-    let store = open_store(data_dir, database)?;
-    Ok(match store.disable_preauthorization(slug, now_ms())? {
+fn disable(slug: &str, store: &StoreArgs) -> anyhow::Result<u8> {
+    let store = store.open()?;
+    let now = system_now_ms();
+    Ok(match store.disable_preauthorization(slug, now)? {
         DisableOutcome::Disabled => {
             eprintln!(
                 "countersign: preauthorization {slug} disabled; calls it covered now wait for a \

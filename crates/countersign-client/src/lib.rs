@@ -34,10 +34,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use url::Url;
 
-/// The profile of a generic tool call.
-pub const TOOL_CALL_PROFILE: &str = "countersign.tool-call/1";
-/// The profile of a call relayed by the MCP interposer: the tool-call fields plus `server_id`.
-pub const MCP_TOOL_CALL_PROFILE: &str = "countersign.mcp-tool-call/1";
+pub use countersign::{MCP_TOOL_CALL_PROFILE, TOOL_CALL_PROFILE};
 
 /// The call a gateway is holding.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,35 +115,17 @@ impl ToolCall {
     /// (tool-call profile), or against the policy's `profile_tools` (a typed profile, which does
     /// not sign it): evidence for one tool never authorizes another.
     pub fn action(&self) -> Action {
-        let action = if self.profile() == MCP_TOOL_CALL_PROFILE {
-            // Built exactly as the service builds it from the request (the same member order
-            // and the arguments' own text), though op_hash depends on neither.
-            let agent = serde_json::Value::from(self.agent_id.as_str());
-            let server = serde_json::Value::from(self.server_id.as_deref().unwrap_or_default());
-            let tool = serde_json::Value::from(self.tool_name.as_str());
-            Action::new(
-                MCP_TOOL_CALL_PROFILE,
-                format!(
-                    "{{\"agent_id\":{agent},\"server_id\":{server},\"tool_name\":{tool},\"params\":{}}}",
-                    self.params_json
-                )
-                .into_bytes(),
-            )
-        } else if self.profile() != TOOL_CALL_PROFILE {
-            Action::new(self.profile(), self.params_json.clone().into_bytes())
-        } else {
-            let agent = serde_json::Value::from(self.agent_id.as_str());
-            let tool = serde_json::Value::from(self.tool_name.as_str());
-            Action::new(
-                TOOL_CALL_PROFILE,
-                format!(
-                    "{{\"agent_id\":{agent},\"tool_name\":{tool},\"params\":{}}}",
-                    self.params_json
-                )
-                .into_bytes(),
-            )
+        let call = countersign::ToolCallParts {
+            agent_id: &self.agent_id,
+            server_id: self.server_id.as_deref(),
+            tool_name: &self.tool_name,
+            params_json: &self.params_json,
         };
-        action.with_tool(self.tool_name.clone())
+        // Built by the core's rule, as the service builds it from the request. A call whose
+        // server_id does not fit its profile is refused by the service; its action is left
+        // empty, which no admission (and so no evidence) accepts.
+        let fields = countersign::call_fields_json(self.profile(), &call).unwrap_or_default();
+        Action::new(self.profile(), fields.into_bytes()).with_tool(self.tool_name.clone())
     }
 
     /// The `POST /v1/approvals` body, with `params` as the exact text of `params_json`.

@@ -101,6 +101,18 @@ pub fn to_ms(t: OffsetDateTime) -> i64 {
     i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
 }
 
+/// The system clock in ms since the Unix epoch: for the CLI and start-up code that run outside
+/// an [`AppState`](crate::AppState) (which reads its injected [`Clock`] instead).
+pub fn system_now_ms() -> i64 {
+    to_ms(SystemClock.now())
+}
+
+/// A configured duration in seconds as ms, saturating: a huge timeout means "never", not an
+/// overflow.
+pub fn secs_to_ms(seconds: u64) -> i64 {
+    i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX)
+}
+
 /// The inverse of [`to_ms`]; out-of-range values clamp to the epoch.
 pub fn from_ms(ms: i64) -> OffsetDateTime {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
@@ -147,5 +159,13 @@ mod tests {
         // Back again: the forward step is kept.
         wall.advance(time::Duration::hours(-2));
         assert!(steady.now() >= t2);
+    }
+
+    #[test]
+    fn seconds_saturate_instead_of_overflowing() {
+        assert_eq!(secs_to_ms(0), 0);
+        assert_eq!(secs_to_ms(90), 90_000);
+        assert_eq!(secs_to_ms(u64::MAX), i64::MAX);
+        assert_eq!(secs_to_ms(u64::MAX / 1000), i64::MAX);
     }
 }

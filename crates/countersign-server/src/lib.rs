@@ -33,7 +33,7 @@ pub mod witness;
 
 pub use clock::{Clock, ManualClock, SteadyClock, SystemClock};
 pub use config::{Config, ConfigError};
-pub use error::ApiError;
+pub use error::{ApiError, ErrorCode};
 pub use http::{Display, Mark, Row, Segment, build_router};
 pub use notify::Notification;
 pub use serve::{ServeOptions, files, open_state, serve, serve_http};

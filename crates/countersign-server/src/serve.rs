@@ -61,7 +61,7 @@ pub fn open_state(data_dir: &Path, config: Config, public_url: String) -> anyhow
             .with_context(|| format!("loading registry {}", path.display()))?;
         // Only new or changed records are written (and audited): importing the same file at
         // every start adds nothing.
-        let now = crate::clock::to_ms(crate::clock::Clock::now(&SystemClock));
+        let now = crate::clock::system_now_ms();
         store.put_credentials(&doc.credentials, now)?;
     }
     let mirror = AuditMirror::open(&data_dir.join(files::AUDIT_LOG), store.as_ref())?;

@@ -26,12 +26,14 @@ pub mod b64;
 mod binding;
 mod canon;
 mod case;
+mod challenge;
 mod policy;
 mod reason;
 mod registry;
 pub mod replay;
 mod result;
 pub mod scope;
+mod tool_call;
 mod verify;
 pub mod webauthn;
 
@@ -46,6 +48,9 @@ pub use canon::{
     admit_json, canonical_bytes, nfc_changes, op_hash, op_hash_document,
 };
 pub use case::{Case, CaseError};
+pub use challenge::{
+    DECISION_CHALLENGE_LEN, NONCE_LEN, decision_challenge, split_decision_challenge,
+};
 pub use policy::{DEFAULT_CLOCK_SKEW_SECONDS, DEFAULT_MAX_AGE_SECONDS, Policy, PolicyError};
 pub use reason::ReasonCode;
 pub use registry::{
@@ -58,6 +63,9 @@ pub use result::{
     WEBAUTHN_ASSERTION_FORMAT,
 };
 pub use scope::{OutOfScope, Scope, ScopeError};
+pub use tool_call::{
+    CallFieldsError, MCP_TOOL_CALL_PROFILE, TOOL_CALL_PROFILE, ToolCallParts, call_fields_json,
+};
 pub use verify::{
     Action, Approver, Effect, EvidenceError, Finding, Verdict, VerifyError, grant_fields_of_scope,
     scope_of_grant_fields, verify_evidence, verify_evidence_with,

@@ -194,8 +194,8 @@ pub fn invite_in_data_dir(opts: &InviteOptions) -> anyhow::Result<CreatedInvite>
     let seconds = opts
         .expires_in_seconds
         .unwrap_or(opts.config.enrollment.invite_seconds);
-    let ttl_ms = i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
-    let now = crate::clock::to_ms(crate::clock::Clock::now(&crate::clock::SystemClock));
+    let ttl_ms = crate::clock::secs_to_ms(seconds);
+    let now = crate::clock::system_now_ms();
     Ok(create_invite(
         store.as_ref(),
         &base,

@@ -1,7 +1,7 @@
 //! `/v1/approvals`: what a gateway calls, each call authenticated by the gateway's bearer token.
 
 use super::{Body, PathArg, QueryArg};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::service::{AppState, CreateRequest, GrantReceipt, GrantRequest};
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
@@ -38,7 +38,7 @@ impl Unauthenticated {
         Self {
             error: ApiError::new(
                 StatusCode::UNAUTHORIZED,
-                "unauthenticated",
+                ErrorCode::Unauthenticated,
                 "this call needs a gateway token: Authorization: Bearer TOKEN \
                  (countersign gateway add NAME prints one)",
             ),
@@ -51,7 +51,7 @@ impl Unauthenticated {
             // One message for malformed, unknown and revoked tokens alike.
             error: ApiError::new(
                 StatusCode::UNAUTHORIZED,
-                "unauthenticated",
+                ErrorCode::Unauthenticated,
                 "the bearer token is not a live gateway token",
             ),
             challenge: "Bearer error=\"invalid_token\"",

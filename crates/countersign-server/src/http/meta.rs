@@ -1,7 +1,7 @@
 //! Service metadata: health, the OpenAPI document, the registry to trust, the audit key.
 
 use super::approvals::RegistryReader;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::service::AppState;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -92,7 +92,9 @@ async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
             tracing::warn!(%detail, "not ready");
             (
                 StatusCode::SERVICE_UNAVAILABLE,
-                Json(json!({"status": "not_ready", "code": "not_ready", "detail": detail})),
+                Json(
+                    json!({"status": "not_ready", "code": ErrorCode::NotReady.as_str(), "detail": detail}),
+                ),
             )
         }
     }

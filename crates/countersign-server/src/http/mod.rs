@@ -13,7 +13,7 @@ mod web;
 pub use display::{Display, Mark, Row, Segment};
 pub(crate) use web::WebGuard;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::service::AppState;
 use axum::Router;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
@@ -35,7 +35,7 @@ pub fn build_router(state: AppState) -> Router {
         .method_not_allowed_fallback(|| async {
             ApiError::new(
                 axum::http::StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
+                ErrorCode::MethodNotAllowed,
                 "method not allowed on this route",
             )
         })
@@ -59,9 +59,9 @@ fn json_rejection(e: &JsonRejection) -> ApiError {
     // axum's own statuses are right (400 syntax, 415 content type, 422 wrong shape, 413 too
     // large); only the body changes, to the envelope.
     let code = match e {
-        JsonRejection::MissingJsonContentType(_) => "unsupported_media_type",
-        JsonRejection::JsonSyntaxError(_) => "invalid_json",
-        _ => "invalid_request",
+        JsonRejection::MissingJsonContentType(_) => ErrorCode::UnsupportedMediaType,
+        JsonRejection::JsonSyntaxError(_) => ErrorCode::InvalidJson,
+        _ => ErrorCode::InvalidRequest,
     };
     ApiError::new(e.status(), code, e.body_text())
 }
@@ -75,7 +75,9 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathArg
         axum::extract::Path::<T>::from_request_parts(parts, state)
             .await
             .map(|p| Self(p.0))
-            .map_err(|e: PathRejection| ApiError::bad_request("invalid_path", e.body_text()))
+            .map_err(|e: PathRejection| {
+                ApiError::bad_request(ErrorCode::InvalidPath, e.body_text())
+            })
     }
 }
 
@@ -88,6 +90,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryArg<T> {
         axum::extract::Query::<T>::from_request_parts(parts, state)
             .await
             .map(|q| Self(q.0))
-            .map_err(|e: QueryRejection| ApiError::bad_request("invalid_query", e.body_text()))
+            .map_err(|e: QueryRejection| {
+                ApiError::bad_request(ErrorCode::InvalidQuery, e.body_text())
+            })
     }
 }

@@ -11,7 +11,7 @@
 
 use super::display::{Display, Sentence, display};
 use super::{Body, PathArg};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::service::{AppState, AssertionBody, DecisionChallenge, ReviewView};
 use crate::store::Session;
 use axum::extract::{FromRequestParts, Request, State};
@@ -142,7 +142,9 @@ pub(super) fn check_origin(state: &AppState, headers: &HeaderMap) -> Result<(), 
     let origin = headers
         .get(header::ORIGIN)
         .and_then(|v| v.to_str().ok())
-        .ok_or_else(|| ApiError::forbidden("origin_required", "an Origin header is required"))?;
+        .ok_or_else(|| {
+            ApiError::forbidden(ErrorCode::OriginRequired, "an Origin header is required")
+        })?;
     let allowed = state
         .config()
         .origins
@@ -150,7 +152,7 @@ pub(super) fn check_origin(state: &AppState, headers: &HeaderMap) -> Result<(), 
         .any(|o| o.trim_end_matches('/').eq_ignore_ascii_case(origin));
     if !allowed {
         return Err(ApiError::forbidden(
-            "origin_refused",
+            ErrorCode::OriginRefused,
             format!("origin {origin} is not an approver page origin"),
         ));
     }
@@ -177,7 +179,7 @@ impl FromRequestParts<AppState> for SignInAttempt {
             .allow(client_ip(parts), state.now_ms())
             .map_err(|seconds| {
                 ApiError::too_many(
-                    "rate_limited",
+                    ErrorCode::RateLimited,
                     "too many sign-in attempts; wait a minute and try again",
                     seconds,
                 )
@@ -241,7 +243,7 @@ impl FromRequestParts<AppState> for WebApprover {
             // nothing an attacker without the cookie could use.
             if sent != csrf {
                 return Err(ApiError::forbidden(
-                    "csrf",
+                    ErrorCode::Csrf,
                     "missing or wrong CSRF token; reload the page",
                 ));
             }

@@ -7,12 +7,12 @@
 use super::AppState;
 use crate::audit::AuditEvent;
 use crate::clock::{from_ms, rfc3339};
-use crate::error::ApiError;
-use crate::store::{IssuedChallenge, Session, SettleKind, Settlement, Spend};
+use crate::error::{ApiError, ErrorCode};
+use crate::store::{ApprovalRecord, IssuedChallenge, Session, SettleKind, Settlement, Spend};
 use countersign::webauthn::{self, Assertion, AssertionExpectations, ClientData};
 use countersign::{
-    Action, ApprovalResult, ApprovalStatus, Decision, EvidenceEntry, ReasonCode, ReplayState,
-    WEBAUTHN_ASSERTION_FORMAT, b64, verify_evidence,
+    Action, ApprovalResult, ApprovalStatus, CredentialRegistry, Decision, EvidenceEntry,
+    ReasonCode, ReplayState, WEBAUTHN_ASSERTION_FORMAT, b64, verify_evidence,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -116,16 +116,16 @@ fn decode(field: &'static str, text: &str) -> Result<Vec<u8>, ApiError> {
 }
 
 fn not_base64(field: &'static str) -> ApiError {
-    ApiError::bad_request("invalid_request", format!("{field} is not base64url"))
+    ApiError::bad_request(
+        ErrorCode::InvalidRequest,
+        format!("{field} is not base64url"),
+    )
 }
 
-/// The nonce half of a decision challenge (`nonce(32) || op_hash(32)`).
+/// The nonce half of a decision challenge (`nonce || op_hash`, split by the core).
 fn decision_nonce(client_data: &ClientData) -> Result<Vec<u8>, ApiError> {
-    client_data
-        .challenge
-        .get(..32)
-        .filter(|_| client_data.challenge.len() == 64)
-        .map(<[u8]>::to_vec)
+    countersign::split_decision_challenge(&client_data.challenge)
+        .map(|(nonce, _)| nonce.to_vec())
         .ok_or_else(|| {
             ApiError::unprocessable(
                 ReasonCode::BindingMismatch,
@@ -141,7 +141,7 @@ fn token_hash(token: &str) -> [u8; 32] {
 impl AppState {
     /// Issue a login challenge.
     pub async fn login_challenge(&self) -> Result<LoginChallenge, ApiError> {
-        let nonce = crate::random::bytes::<32>()?;
+        let nonce = crate::random::bytes::<{ countersign::NONCE_LEN }>()?;
         let expires_at = self.now_ms().saturating_add(self.max_age_ms());
         self.blocking(move |s| s.put_login_challenge(&nonce, expires_at))
             .await?;
@@ -153,13 +153,7 @@ impl AppState {
     }
 
     fn max_age_ms(&self) -> i64 {
-        i64::try_from(
-            self.config()
-                .timeouts
-                .assertion_max_age_seconds
-                .saturating_mul(1000),
-        )
-        .unwrap_or(i64::MAX)
+        crate::clock::secs_to_ms(self.config().timeouts.assertion_max_age_seconds)
     }
 
     /// Verify a login assertion and open a session.
@@ -210,8 +204,7 @@ impl AppState {
             webauthn::verify_assertion(key, &assertion, &expectations, webauthn::default_backend())
                 .map_err(|e| ApiError::unauthorized(e.to_string()).reason(e.reason_code()))?;
         let token = b64::encode(&crate::random::bytes::<32>()?);
-        let session_ttl =
-            i64::try_from(config.timeouts.session_seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
+        let session_ttl = crate::clock::secs_to_ms(config.timeouts.session_seconds);
         let session = Session {
             principal: credential.principal().to_owned(),
             credential_id,
@@ -269,7 +262,7 @@ impl AppState {
         let eligible = self.eligible_principals(self.config().rule(tool_name));
         if eligible.is_some_and(|set| !set.iter().any(|p| p == principal)) {
             return Err(ApiError::forbidden(
-                "not_eligible",
+                ErrorCode::NotEligible,
                 format!("{principal} may not decide {tool_name}"),
             ));
         }
@@ -347,19 +340,9 @@ impl AppState {
         session: &Session,
     ) -> Result<DecisionChallenge, ApiError> {
         let record = self.load(id).await?;
-        self.check_eligible(&record.tool_name, &session.principal)?;
-        if record.status != ApprovalStatus::Pending {
-            return Err(ApiError::conflict(
-                "already_settled",
-                format!("{id} is already {}", record.status.as_str()),
-            )
-            .with_result(self.result_of(&record)));
-        }
-        let op_hash = match decision {
-            Decision::Approved => record.op_hash_approved,
-            Decision::Denied => record.op_hash_denied,
-        };
-        let nonce = crate::random::bytes::<32>()?;
+        self.check_decidable(&record, session)?;
+        let op_hash = *op_hash_of(&record, decision);
+        let nonce = crate::random::bytes::<{ countersign::NONCE_LEN }>()?;
         let expires_at = record
             .expires_at
             .min(self.now_ms().saturating_add(self.max_age_ms()));
@@ -371,8 +354,7 @@ impl AppState {
             expires_at,
         };
         self.blocking(move |s| s.put_challenge(&issued)).await?;
-        let mut challenge = nonce.to_vec();
-        challenge.extend_from_slice(&op_hash);
+        let challenge = countersign::decision_challenge(&nonce, &op_hash);
         Ok(DecisionChallenge {
             fields: self.admitted_fields(&record.profile, &record.fields_json)?,
             approval_id: record.id,
@@ -387,126 +369,98 @@ impl AppState {
     }
 
     /// Accept an assertion as the verdict on `id`, after the core verifier accepted it.
+    ///
+    /// Each step below answers its own refusal, in this order (a test pins it): the approval,
+    /// the approver's right to decide it, the body, the credential, the issued challenge, the
+    /// core's verdict on the evidence, and at last the commit, where the first verdict wins and
+    /// expiry is judged at commit time.
     pub async fn decide(
         &self,
         id: &str,
         body: AssertionBody,
         session: &Session,
     ) -> Result<ApprovalResult, ApiError> {
-        let credential_id = decode("credential_id", &body.credential_id);
-        let client_data_json = decode("client_data_json", &body.client_data_json);
-        // Which challenge was signed is named by its nonce, inside clientDataJSON. Reading it
-        // before any I/O lets the approval, the issued challenge and the replay state come back
-        // from the store in one trip; the checks below still run, and fail, in the same order.
-        let nonce = client_data_json
-            .as_ref()
-            .map_err(|_| not_base64("client_data_json"))
-            .and_then(|c| {
-                let client_data = ClientData::parse(c)
-                    .map_err(|e| ApiError::unprocessable(e.reason_code(), e.to_string()))?;
-                decision_nonce(&client_data)
-            });
-        let lookup = match (&nonce, &credential_id) {
-            (Ok(nonce), Ok(credential)) => Some((nonce.clone(), credential.clone())),
-            _ => None,
-        };
-        let key = id.to_owned();
-        let (record, lookup) = self
-            .blocking(move |s| {
-                let Some(record) = s.get(&key)? else {
-                    return Ok((None, None));
-                };
-                let found = match lookup {
-                    Some((nonce, credential)) => Some((
-                        s.challenge(&nonce)?,
-                        s.replay_snapshot(&nonce, &credential)?,
-                    )),
-                    None => None,
-                };
-                Ok((Some(record), found))
-            })
-            .await?;
+        let body = DecisionBody::read(body);
+        let (record, lookup) = self.read_for_decision(id, body.lookup_key()).await?;
         let record = record.ok_or_else(|| ApiError::not_found("approval"))?;
         let record = self.settle_if_overdue(record).await?;
-        self.check_eligible(&record.tool_name, &session.principal)?;
-        if record.status != ApprovalStatus::Pending {
-            return Err(ApiError::conflict(
-                "already_settled",
-                format!("{id} is already {}", record.status.as_str()),
-            )
-            .with_result(self.result_of(&record)));
-        }
-        let credential_id = credential_id?;
-        let client_data_json = client_data_json?;
+        self.check_decidable(&record, session)?;
+        let (credential_id, client_data_json) = (body.credential_id?, body.client_data_json?);
         let registry = self.registry();
-        let credential = registry.get(&credential_id).ok_or_else(|| {
-            ApiError::unprocessable(ReasonCode::CredentialUnknown, "credential is not enrolled")
-        })?;
-        if credential.principal() != session.principal {
-            return Err(ApiError::forbidden(
-                "not_your_credential",
-                "the credential belongs to another principal than the session",
-            ));
-        }
-        // The challenge the nonce names must have been issued for this approval and this
-        // approver. The core verifier re-checks the binding cryptographically.
-        let nonce = nonce?;
+        let credential = own_credential(&registry, &credential_id, session)?;
+        let nonce = body.nonce?;
         let (issued, (spent, count)) =
             lookup.ok_or_else(|| ApiError::internal("replay state not read"))?;
-        let issued = issued.ok_or_else(|| {
-            ApiError::unprocessable(
-                ReasonCode::BindingMismatch,
-                "the signed challenge was not issued by this service (or is used up)",
-            )
-        })?;
-        if issued.approval_id != record.id {
-            return Err(ApiError::unprocessable(
-                ReasonCode::BindingMismatch,
-                format!(
-                    "the signed challenge was issued for {}, not {}",
-                    issued.approval_id, record.id
-                ),
-            ));
-        }
-        if issued.principal != session.principal {
-            return Err(ApiError::forbidden(
-                "not_your_challenge",
-                "the challenge was issued to another approver",
-            ));
-        }
         let now = self.now_ms();
-        if issued.expires_at <= now {
-            return Err(ApiError::unprocessable(
-                ReasonCode::Stale,
-                "the challenge expired",
-            ));
-        }
-        let op_hash = match issued.decision {
-            Decision::Approved => record.op_hash_approved,
-            Decision::Denied => record.op_hash_denied,
-        };
+        let issued = check_issued(issued, &record, session, now)?;
         let entry = EvidenceEntry {
             format: WEBAUTHN_ASSERTION_FORMAT.to_owned(),
             decision: issued.decision,
             canonicalization_profile: record.profile.clone(),
-            credential_id: credential_id.clone(),
+            credential_id,
             client_data_json,
             authenticator_data: decode("authenticator_data", &body.authenticator_data)?,
             signature: decode("signature", &body.signature)?,
             aaguid: credential.record().aaguid.map(|a| a.to_string()),
             attestation_ref: None,
-            nonce: nonce.clone(),
-            op_hash: op_hash.to_vec(),
+            nonce,
+            op_hash: op_hash_of(&record, issued.decision).to_vec(),
             assertion_at: rfc3339(from_ms(now)),
             co_signatures: Vec::new(),
         };
-        let mut result = ApprovalResult::bare(issued.decision.into());
+        let accepted =
+            self.verify_decision(&record, &entry, &registry, Snapshot { spent, count }, now)?;
+        self.commit_verdict(&record, entry, accepted).await
+    }
+
+    /// Read the approval and, when the body named a challenge, the issued challenge and the
+    /// replay state, in one store trip.
+    async fn read_for_decision(
+        &self,
+        id: &str,
+        lookup: Option<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<(Option<ApprovalRecord>, Option<ChallengeLookup>), ApiError> {
+        let key = id.to_owned();
+        self.blocking(move |s| {
+            let Some(record) = s.get(&key)? else {
+                return Ok((None, None));
+            };
+            let found = match lookup {
+                Some((nonce, credential)) => Some((
+                    s.challenge(&nonce)?,
+                    s.replay_snapshot(&nonce, &credential)?,
+                )),
+                None => None,
+            };
+            Ok((Some(record), found))
+        })
+        .await
+    }
+
+    /// An approval this approver may still decide: eligible for its tool, and PENDING (else 409
+    /// with the verdict that won).
+    fn check_decidable(&self, record: &ApprovalRecord, session: &Session) -> Result<(), ApiError> {
+        self.check_eligible(&record.tool_name, &session.principal)?;
+        if record.status != ApprovalStatus::Pending {
+            return Err(self.already_settled(record));
+        }
+        Ok(())
+    }
+
+    /// The core verifier's verdict on the evidence, under the tool's policy: who may decide
+    /// (groups expanded), which tool may use a typed profile, the NFC rule — all re-checked as an
+    /// offline verifier would. A refusal the approver signed is accepted as a verdict too.
+    fn verify_decision(
+        &self,
+        record: &ApprovalRecord,
+        entry: &EvidenceEntry,
+        registry: &CredentialRegistry,
+        mut replay: Snapshot,
+        now: i64,
+    ) -> Result<Accepted, ApiError> {
+        let mut result = ApprovalResult::bare(entry.decision.into());
         result.approval_id = Some(record.id.clone());
         result.approver_evidence = vec![entry.clone().into()];
-
-        let mut replay = Snapshot { spent, count };
-        // The tool's policy names who may decide (groups expanded), which tool may use a typed
-        // profile and the NFC rule: the core re-checks all of them, as an offline verifier would.
         let policy = self.policy(&record.tool_name);
         let action = Action::new(record.profile.clone(), record.fields_json.clone())
             .with_tool(record.tool_name.clone());
@@ -515,7 +469,7 @@ impl AppState {
             &policy,
             &action,
             &result,
-            &registry,
+            registry,
             &mut replay,
             from_ms(now),
         );
@@ -525,22 +479,33 @@ impl AppState {
             started.elapsed().as_secs_f64(),
         );
         let refused = verdict.reason_code == Some(ReasonCode::ApproverRefused);
-        let (Some(approver), true) = (verdict.approvers.first(), verdict.is_allow() || refused)
-        else {
-            let reason = verdict.reason_code.unwrap_or(ReasonCode::EvidenceMalformed);
-            return Err(ApiError::unprocessable(
+        let accepted = verdict.is_allow() || refused;
+        let reason = verdict.reason_code.unwrap_or(ReasonCode::EvidenceMalformed);
+        match verdict.approvers.into_iter().next() {
+            Some(approver) if accepted => Ok(Accepted { approver, refused }),
+            _ => Err(ApiError::unprocessable(
                 reason,
                 verdict
                     .detail
                     .unwrap_or_else(|| format!("evidence rejected: {reason}")),
-            ));
-        };
+            )),
+        }
+    }
+
+    /// Commit an accepted verdict: the nonce spent, the counter moved, the Decision line and
+    /// (for an approval) the grant window, in one transaction that only a PENDING approval
+    /// takes. The first verdict wins; a later one is answered 409 with the winner.
+    async fn commit_verdict(
+        &self,
+        record: &ApprovalRecord,
+        entry: EvidenceEntry,
+        Accepted { approver, refused }: Accepted,
+    ) -> Result<ApprovalResult, ApiError> {
         let evidence = serde_json::to_value(&entry).map_err(ApiError::internal)?;
         let assurance =
             serde_json::to_value(&approver.identity_assurance).map_err(ApiError::internal)?;
-        let status: ApprovalStatus = issued.decision.into();
-        let grant_ttl = i64::try_from(self.config().timeouts.grant_seconds.saturating_mul(1000))
-            .unwrap_or(i64::MAX);
+        let status: ApprovalStatus = entry.decision.into();
+        let grant_ttl = crate::clock::secs_to_ms(self.config().timeouts.grant_seconds);
         // The compare-and-set runs at commit time, not at the time read before verification:
         // a verdict that finished verifying after the window closed is late (docs/spec/service.md
         // §2, "expiry is exact and wins ties"). The store never reads a clock, so the time is
@@ -554,8 +519,8 @@ impl AppState {
             reason_code: refused.then_some(ReasonCode::ApproverRefused),
             kind: SettleKind::Verdict {
                 spend: Spend {
-                    nonce,
-                    credential_id,
+                    nonce: entry.nonce,
+                    credential_id: entry.credential_id,
                     sign_count: approver.sign_count,
                 },
                 evidence_json: Value::Array(vec![evidence.clone()]).to_string(),
@@ -572,7 +537,7 @@ impl AppState {
             )
             .with_member(
                 "authority",
-                decision_authority(&record, status, now, grant_ttl),
+                decision_authority(record, status, now, grant_ttl),
             ),
         };
         let outcome = self.committing(move |s| s.settle(&settlement)).await?;
@@ -580,10 +545,124 @@ impl AppState {
     }
 }
 
+/// What `decide` reads from the body before any I/O. Which challenge was signed is named by its
+/// nonce, inside clientDataJSON: reading it first lets the approval, the issued challenge and the
+/// replay state come back in one store trip. Decoding errors are kept, not raised, so that the
+/// checks still fail in the order `decide` documents.
+struct DecisionBody {
+    credential_id: Result<Vec<u8>, ApiError>,
+    client_data_json: Result<Vec<u8>, ApiError>,
+    nonce: Result<Vec<u8>, ApiError>,
+    authenticator_data: String,
+    signature: String,
+}
+
+impl DecisionBody {
+    fn read(body: AssertionBody) -> Self {
+        let client_data_json = decode("client_data_json", &body.client_data_json);
+        let nonce = client_data_json
+            .as_ref()
+            .map_err(|_| not_base64("client_data_json"))
+            .and_then(|c| {
+                let client_data = ClientData::parse(c)
+                    .map_err(|e| ApiError::unprocessable(e.reason_code(), e.to_string()))?;
+                decision_nonce(&client_data)
+            });
+        Self {
+            credential_id: decode("credential_id", &body.credential_id),
+            client_data_json,
+            nonce,
+            authenticator_data: body.authenticator_data,
+            signature: body.signature,
+        }
+    }
+
+    /// The (nonce, credential id) to read the challenge and replay state by, when both decoded.
+    fn lookup_key(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        match (&self.nonce, &self.credential_id) {
+            (Ok(nonce), Ok(credential)) => Some((nonce.clone(), credential.clone())),
+            _ => None,
+        }
+    }
+}
+
+/// The issued challenge a nonce names (if any) and the replay state (spent, stored counter).
+type ChallengeLookup = (Option<IssuedChallenge>, (bool, Option<u32>));
+
+/// A verdict the core verifier accepted: its approver, and whether it is a signed refusal.
+struct Accepted {
+    approver: countersign::Approver,
+    refused: bool,
+}
+
+/// The assertion's credential: enrolled, and the session's own.
+fn own_credential<'r>(
+    registry: &'r CredentialRegistry,
+    credential_id: &[u8],
+    session: &Session,
+) -> Result<&'r countersign::EnrolledCredential, ApiError> {
+    let credential = registry.get(credential_id).ok_or_else(|| {
+        ApiError::unprocessable(ReasonCode::CredentialUnknown, "credential is not enrolled")
+    })?;
+    if credential.principal() != session.principal {
+        return Err(ApiError::forbidden(
+            ErrorCode::NotYourCredential,
+            "the credential belongs to another principal than the session",
+        ));
+    }
+    Ok(credential)
+}
+
+/// The challenge the nonce names must have been issued by this service, for this approval, to
+/// this approver, and still be fresh. The core verifier re-checks the binding cryptographically.
+fn check_issued(
+    issued: Option<IssuedChallenge>,
+    record: &ApprovalRecord,
+    session: &Session,
+    now: i64,
+) -> Result<IssuedChallenge, ApiError> {
+    let issued = issued.ok_or_else(|| {
+        ApiError::unprocessable(
+            ReasonCode::BindingMismatch,
+            "the signed challenge was not issued by this service (or is used up)",
+        )
+    })?;
+    if issued.approval_id != record.id {
+        return Err(ApiError::unprocessable(
+            ReasonCode::BindingMismatch,
+            format!(
+                "the signed challenge was issued for {}, not {}",
+                issued.approval_id, record.id
+            ),
+        ));
+    }
+    if issued.principal != session.principal {
+        return Err(ApiError::forbidden(
+            ErrorCode::NotYourChallenge,
+            "the challenge was issued to another approver",
+        ));
+    }
+    if issued.expires_at <= now {
+        return Err(ApiError::unprocessable(
+            ReasonCode::Stale,
+            "the challenge expired",
+        ));
+    }
+    Ok(issued)
+}
+
+/// The op_hash a verdict of `decision` on this approval signs.
+fn op_hash_of(record: &ApprovalRecord, decision: Decision) -> &[u8; 32] {
+    match decision {
+        Decision::Approved => &record.op_hash_approved,
+        Decision::Denied => &record.op_hash_denied,
+    }
+}
+
 /// The authority a human verdict grants: one call with the approval's op_hash, until the grant
 /// window closes (nothing for a refusal).
 fn decision_authority(
-    record: &crate::store::ApprovalRecord,
+    record: &ApprovalRecord,
     status: ApprovalStatus,
     now: i64,
     grant_ttl: i64,
@@ -596,12 +675,4 @@ fn decision_authority(
         "decision",
         None,
     )
-}
-
-impl ApiError {
-    /// Replace the stable error code.
-    pub fn code(mut self, code: &'static str) -> Self {
-        self.code = code;
-        self
-    }
 }

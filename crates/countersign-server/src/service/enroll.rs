@@ -4,7 +4,7 @@ use super::AppState;
 use crate::clock::{from_ms, rfc3339};
 use crate::config::ToolRule;
 use crate::enroll::{EnrollError, EnrolledSummary, Invite, invite_token_hash};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::store::RedeemOutcome;
 use axum::http::StatusCode;
 use countersign::{CredentialRegistry, RegistryDocument};
@@ -68,20 +68,22 @@ fn invite_refused() -> ApiError {
     // One answer for unknown, used and expired: the page says the same thing for all three.
     ApiError::new(
         StatusCode::GONE,
-        "invite_unusable",
+        ErrorCode::InviteUnusable,
         "this invite is unknown, already used or expired; ask your operator for a new one",
     )
 }
 
 fn enroll_error(e: EnrollError) -> ApiError {
     match e {
-        EnrollError::Config(m) => {
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "enrollment_unavailable", m)
-        }
-        EnrollError::NoCeremony => ApiError::conflict("no_ceremony", e.to_string()),
+        EnrollError::Config(m) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::EnrollmentUnavailable,
+            m,
+        ),
+        EnrollError::NoCeremony => ApiError::conflict(ErrorCode::NoCeremony, e.to_string()),
         other => ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "registration_refused",
+            ErrorCode::RegistrationRefused,
             other.to_string(),
         ),
     }
@@ -144,13 +146,7 @@ impl AppState {
     }
 
     fn ceremony_ttl_ms(&self) -> i64 {
-        i64::try_from(
-            self.config()
-                .timeouts
-                .assertion_max_age_seconds
-                .saturating_mul(1000),
-        )
-        .unwrap_or(i64::MAX)
+        crate::clock::secs_to_ms(self.config().timeouts.assertion_max_age_seconds)
     }
 
     /// Finish the ceremony: verify, record the credential and redeem the invite atomically.
@@ -168,7 +164,7 @@ impl AppState {
         .map_err(|e| {
             ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                "registration_refused",
+                ErrorCode::RegistrationRefused,
                 e.to_string(),
             )
         })?;
@@ -188,7 +184,7 @@ impl AppState {
             RedeemOutcome::InviteUnusable => return Err(invite_refused()),
             RedeemOutcome::CredentialExists => {
                 return Err(ApiError::conflict(
-                    "credential_exists",
+                    ErrorCode::CredentialExists,
                     "this authenticator's credential is enrolled already",
                 ));
             }

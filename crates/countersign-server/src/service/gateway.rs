@@ -4,22 +4,23 @@ use super::AppState;
 use crate::audit::AuditEvent;
 use crate::audit::events::RequestFacts;
 use crate::clock::{from_ms, rfc3339};
-use crate::config::{ApprovalRule, Severity};
-use crate::error::ApiError;
+use crate::config::{ApprovalRule, Severity, ToolRule};
+use crate::error::{ApiError, ErrorCode};
 use crate::store::{
     ApprovalRecord, GrantOutcome, NewApproval, SettleKind, SettleOutcome, Settlement,
 };
 use countersign::{
-    Action, ApprovalResult, ApprovalStatus, CanonError, Decision, NfcMode, NonNfc, Profile,
+    Action, ApprovalResult, ApprovalStatus, CanonError, Decision, NfcMode, NonNfc, Policy, Profile,
     ReasonCode, b64,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use sha2::{Digest as _, Sha256};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The profile used when a request names none.
-pub const DEFAULT_PROFILE: &str = "countersign.tool-call/1";
+pub const DEFAULT_PROFILE: &str = countersign::TOOL_CALL_PROFILE;
 
 /// `POST /v1/approvals`.
 #[derive(Debug, Deserialize)]
@@ -42,9 +43,6 @@ pub struct CreateRequest {
     #[serde(default, deserialize_with = "not_null::revises")]
     pub revises: Option<String>,
 }
-
-/// The MCP interposer's profile: `{agent_id, server_id, tool_name, params}`.
-pub(crate) const MCP_PROFILE: &str = "countersign.mcp-tool-call/1";
 
 /// Optional request members: absent takes the default, `null` is refused (the core's rule,
 /// docs/SPEC.md §2). For `tool_name` of a grant, a `null` read as absent would skip the check
@@ -92,7 +90,7 @@ fn check_name(member: &str, value: &str) -> Result<(), ApiError> {
     match problem {
         None => Ok(()),
         Some(problem) => Err(ApiError::bad_request(
-            "invalid_request",
+            ErrorCode::InvalidRequest,
             format!("{member} {problem}"),
         )),
     }
@@ -105,7 +103,7 @@ fn severity_of(req: &CreateRequest, rule: &crate::config::ToolRule) -> Result<Se
         None => Ok(rule.severity.unwrap_or_default()),
         Some(text) => Severity::from_wire(text).ok_or_else(|| {
             ApiError::bad_request(
-                "invalid_request",
+                ErrorCode::InvalidRequest,
                 "severity must be one of low, normal, high, critical",
             )
         }),
@@ -150,40 +148,21 @@ pub struct GrantReceipt {
     pub checkpoint: Option<String>,
 }
 
-/// The JSON text of the action's fields under `profile`.
-///
-/// The generic tool-call profile signs `{agent_id, tool_name, params}`; a typed profile (such as
-/// `countersign.payment/1`) signs the tool's own arguments, so `params` are its fields.
-///
-/// The MCP tool-call profile signs `{agent_id, server_id, tool_name, params}`, all but `params`
-/// taken from this request, so (like the generic profile) the signed operation is the request's
-/// by construction. `server_id` is refused with any other profile: it would be signed by none.
+/// The JSON text of the action's fields under `profile`, built by the core's rule
+/// ([`countersign::call_fields_json`]) from this request, so that the signed operation is the
+/// request's by construction and the gateway's client rebuilds the same document.
 fn fields_json(profile: &str, req: &CreateRequest) -> Result<String, ApiError> {
-    let agent = serde_json::to_string(&req.agent_id).map_err(ApiError::internal)?;
-    let tool = serde_json::to_string(&req.tool_name).map_err(ApiError::internal)?;
-    match (profile, req.server_id.as_deref()) {
-        (MCP_PROFILE, Some(server)) => {
-            check_name("server_id", server)?;
-            let server = serde_json::to_string(server).map_err(ApiError::internal)?;
-            Ok(format!(
-                "{{\"agent_id\":{agent},\"server_id\":{server},\"tool_name\":{tool},\"params\":{}}}",
-                req.params.get()
-            ))
-        }
-        (MCP_PROFILE, None) => Err(ApiError::bad_request(
-            "invalid_request",
-            "server_id is required with the MCP tool-call profile",
-        )),
-        (_, Some(_)) => Err(ApiError::bad_request(
-            "invalid_request",
-            format!("server_id is signed only by {MCP_PROFILE}, not by {profile}"),
-        )),
-        (DEFAULT_PROFILE, None) => Ok(format!(
-            "{{\"agent_id\":{agent},\"tool_name\":{tool},\"params\":{}}}",
-            req.params.get()
-        )),
-        (_, None) => Ok(req.params.get().to_owned()),
+    if let Some(server) = req.server_id.as_deref() {
+        check_name("server_id", server)?;
     }
+    let call = countersign::ToolCallParts {
+        agent_id: &req.agent_id,
+        server_id: req.server_id.as_deref(),
+        tool_name: &req.tool_name,
+        params_json: req.params.get(),
+    };
+    countersign::call_fields_json(profile, &call)
+        .map_err(|e| ApiError::bad_request(ErrorCode::InvalidRequest, e.to_string()))
 }
 
 /// One string of a request that is not in NFC, as the service reports it: the JSON pointer into
@@ -219,7 +198,7 @@ fn admit(
     countersign::admit_fields_with(profile, fields_json.as_bytes(), nfc).map_err(|e| {
         let CanonError::NotNfc(first) = &e else {
             return ApiError::unprocessable(e.reason_code(), e.to_string())
-                .code("action_inadmissible");
+                .code(ErrorCode::ActionInadmissible);
         };
         let all = countersign::nfc_changes(profile, fields_json.as_bytes())
             .ok()
@@ -230,7 +209,7 @@ fn admit(
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join("; ");
-        let mut err = ApiError::unprocessable(e.reason_code(), message).code("not_nfc");
+        let mut err = ApiError::unprocessable(e.reason_code(), message).code(ErrorCode::NotNfc);
         err.not_nfc = Some(all.iter().map(NotNfc::from).collect());
         err
     })
@@ -255,24 +234,147 @@ fn sha256_hex(bytes: &[u8]) -> String {
         })
 }
 
+/// The request's audit line. What the gateway submitted is kept beside the admitted form: its
+/// digest always, and its text when normalization changed a string (the admitted form alone
+/// would then hide what the gateway will execute). The text is bounded by the fields' size
+/// limit, so it always fits the line.
+fn request_line(approval: &NewApproval, admitted: &Admitted<'_>, gateway: &str) -> AuditEvent {
+    let submitted_sha256 = sha256_hex(admitted.fields_json.as_bytes());
+    let submitted_text = (admitted.rule.nfc == NfcMode::Normalize
+        && countersign::nfc_changes(admitted.profile, admitted.fields_json.as_bytes())
+            .is_ok_and(|c| !c.is_empty()))
+    .then_some(admitted.fields_json.as_str());
+    let line = AuditEvent::request(&RequestFacts {
+        approval_id: &approval.id,
+        ts: &rfc3339(from_ms(approval.created_at)),
+        agent_id: &approval.agent_id,
+        tool_name: &approval.tool_name,
+        profile: &approval.profile,
+        fields: admitted.fields.as_value(),
+        submitted_sha256: &submitted_sha256,
+        submitted_text,
+        severity: &approval.severity,
+        expires_at: &rfc3339(from_ms(approval.expires_at)),
+        fingerprint: &b64::encode(&approval.op_hash_approved),
+    })
+    .by_gateway(gateway);
+    revision_link(line, approval.revises.as_deref())
+}
+
+/// The outcome line of a new request: its initial status, and for an at-once approval the
+/// authority the tool rule grants (one call with this op_hash, until the grant window closes).
+fn outcome_line(approval: &NewApproval) -> AuditEvent {
+    let outcome = AuditEvent::outcome(
+        &approval.id,
+        &rfc3339(from_ms(approval.created_at)),
+        approval.status.as_str(),
+        approval.reason_code.map(ReasonCode::as_str),
+    );
+    match approval.grant_expires_at {
+        Some(until) => outcome.with_member(
+            "authority",
+            crate::audit::authority(
+                Some(&approval.op_hash_approved),
+                Some(&rfc3339(from_ms(until))),
+                "tool_rule",
+                None,
+            ),
+        ),
+        None => outcome,
+    }
+}
+
+/// What a preauthorization is matched against: the call's arguments (the `params` of the
+/// generic profile, all the fields of a typed one).
+fn preauth_candidate<'a>(
+    approval: &'a NewApproval,
+    request: &'a AuditEvent,
+    admitted: &'a Admitted<'_>,
+    grant_expires_at: i64,
+) -> super::preauth::PreauthCandidate<'a> {
+    let args = if admitted.profile_id == DEFAULT_PROFILE {
+        admitted
+            .fields
+            .as_value()
+            .get("params")
+            .unwrap_or(&serde_json::Value::Null)
+    } else {
+        admitted.fields.as_value()
+    };
+    super::preauth::PreauthCandidate {
+        approval,
+        request,
+        args,
+        grant_expires_at,
+    }
+}
+
+/// A request that passed admission: what every later step of `create` reads.
+struct Admitted<'a> {
+    rule: &'a ToolRule,
+    policy: Arc<Policy>,
+    severity: String,
+    profile_id: String,
+    profile: &'a Profile,
+    /// The fields as submitted (the gateway will execute these bytes).
+    fields_json: String,
+    /// The fields as admitted (NFC, canonical): what op_hash covers.
+    fields: countersign::CanonicalFields,
+}
+
 impl AppState {
     /// Create a request for `gateway`: PENDING, or an at-once answer when no human is needed or
     /// none can answer.
     ///
-    /// Admission, in order: the profile is pinned; the fields pass the profile and the tool's NFC
-    /// rule; the operation is bound (a typed profile that does not sign the tool name is usable
-    /// only by the tool configured for it, the same check the core verifier makes offline with the
-    /// policy's `profile_tools`). Only then is any rule of the tool applied.
+    /// The steps: admit the request (below); check the approval it revises; build the approval
+    /// and what the tool rule answers at once; let a preauthorization, then a signed standing
+    /// grant, approve it without a human; else commit it PENDING and notify the approvers.
     pub async fn create(
         &self,
         req: CreateRequest,
         gateway: &str,
     ) -> Result<ApprovalResult, ApiError> {
+        let admitted = self.admit_request(&req)?;
+        let revises = self.check_revises(req.revises.as_deref(), gateway).await?;
+        let now = self.now_ms();
+        let approval = self.new_approval(&req, &admitted, gateway, revises, now)?;
+        let request = request_line(&approval, &admitted, gateway);
+        if admitted.rule.approval == ApprovalRule::Required
+            && let Some(record) = self
+                .approve_preauthorized(preauth_candidate(
+                    &approval,
+                    &request,
+                    &admitted,
+                    now.saturating_add(self.grant_ttl_ms()),
+                ))
+                .await?
+        {
+            self.metrics()
+                .created(&req.tool_name, record.status.as_str());
+            self.metrics().settled(record.status.as_str(), None);
+            return Ok(self.result_of(&record));
+        }
+        let events = [request, outcome_line(&approval)];
+        if approval.status == ApprovalStatus::Pending
+            && let Some(result) = self
+                .approve_under_standing_grant(&approval, &events[0], &admitted.policy)
+                .await?
+        {
+            return Ok(result);
+        }
+        self.commit_request(approval, events).await
+    }
+
+    /// Admission, in order: the request's names and severity; the profile is pinned (and is not
+    /// the standing-grant profile, which has its own endpoint); the fields pass the profile and
+    /// the tool's NFC rule; the operation is bound (a typed profile that does not sign the tool
+    /// name is usable only by the tool configured for it, the check the core verifier makes
+    /// offline with the policy's `profile_tools`). Only then is any rule of the tool applied.
+    fn admit_request(&self, req: &CreateRequest) -> Result<Admitted<'_>, ApiError> {
         check_name("agent_id", &req.agent_id)?;
         check_name("tool_name", &req.tool_name)?;
-        let config = self.config();
-        let rule = config.rule(&req.tool_name);
-        let severity = severity_of(&req, rule)?.as_str().to_owned();
+        let rule = self.config().rule(&req.tool_name);
+        let severity = severity_of(req, rule)?.as_str().to_owned();
         let policy = self.policy(&req.tool_name);
         let profile_id = req
             .profile
@@ -283,7 +385,7 @@ impl AppState {
                 ReasonCode::ProfileUnknown,
                 format!("profile {profile_id:?} is not pinned by this service"),
             )
-            .code("profile_unknown")
+            .code(ErrorCode::ProfileUnknown)
         })?;
         // A standing grant is proposed through its own endpoint, which builds its fields from a
         // validated scope; here it would be an ordinary approval of arbitrary fields.
@@ -292,9 +394,9 @@ impl AppState {
                 ReasonCode::ActionInadmissible,
                 "a standing grant is proposed with POST /v1/standing-grants",
             )
-            .code("action_inadmissible"));
+            .code(ErrorCode::ActionInadmissible));
         }
-        let fields_json = fields_json(&profile_id, &req)?;
+        let fields_json = fields_json(&profile_id, req)?;
         let fields = admit(profile, &fields_json, rule.nfc)?;
         // A profile that signs its operation has its `tool_name` built from this request's
         // tool_name just above, so the binding holds by construction (and the core re-checks it
@@ -303,29 +405,38 @@ impl AppState {
             let action = Action::new(profile_id.clone(), fields_json.as_bytes().to_vec())
                 .with_tool(req.tool_name.clone());
             policy.check_operation(&action, profile).map_err(|e| {
-                ApiError::unprocessable(e.reason_code(), e.to_string()).code("action_inadmissible")
+                ApiError::unprocessable(e.reason_code(), e.to_string())
+                    .code(ErrorCode::ActionInadmissible)
             })?;
         }
-        // What the gateway submitted, kept beside the admitted form in the audit line: its
-        // digest always, and its text when normalization changed a string (the admitted form
-        // alone would then hide what the gateway will execute). The text is bounded by the
-        // fields' size limit, so it always fits the line.
-        let submitted_sha256 = sha256_hex(fields_json.as_bytes());
-        let submitted_text = (rule.nfc == NfcMode::Normalize
-            && countersign::nfc_changes(profile, fields_json.as_bytes())
-                .is_ok_and(|c| !c.is_empty()))
-        .then(|| fields_json.clone());
-        let revises = self.check_revises(req.revises.as_deref(), gateway).await?;
-        let approved = countersign::op_hash(profile, Decision::Approved, &fields);
-        let denied = countersign::op_hash(profile, Decision::Denied, &fields);
+        Ok(Admitted {
+            rule,
+            policy,
+            severity,
+            profile_id,
+            profile,
+            fields_json,
+            fields,
+        })
+    }
 
-        let now = self.now_ms();
+    /// The approval an admitted request becomes: its op_hashes, its windows, and the status the
+    /// tool rule gives at once (APPROVED when it needs no approval, DENIED when no eligible
+    /// approver is enrolled, else PENDING).
+    fn new_approval(
+        &self,
+        req: &CreateRequest,
+        admitted: &Admitted<'_>,
+        gateway: &str,
+        revises: Option<String>,
+        now: i64,
+    ) -> Result<NewApproval, ApiError> {
+        let rule = admitted.rule;
+        let approved = countersign::op_hash(admitted.profile, Decision::Approved, &admitted.fields);
+        let denied = countersign::op_hash(admitted.profile, Decision::Denied, &admitted.fields);
         let window = rule
             .approval_seconds
-            .unwrap_or(config.timeouts.approval_seconds);
-        let ttl = i64::try_from(window.saturating_mul(1000)).unwrap_or(i64::MAX);
-        let grant_ttl =
-            i64::try_from(config.timeouts.grant_seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
+            .unwrap_or(self.config().timeouts.approval_seconds);
         let (status, reason) = if rule.approval == ApprovalRule::None {
             (ApprovalStatus::Approved, None)
         } else if !self.has_eligible_approver(rule) {
@@ -333,104 +444,58 @@ impl AppState {
         } else {
             (ApprovalStatus::Pending, None)
         };
-        let approval = NewApproval {
+        Ok(NewApproval {
             id: crate::random::approval_id()?,
             created_at: now,
-            expires_at: now.saturating_add(ttl),
+            expires_at: now.saturating_add(crate::clock::secs_to_ms(window)),
             agent_id: req.agent_id.clone(),
             tool_name: req.tool_name.clone(),
-            profile: profile_id.clone(),
-            fields_json,
-            severity: severity.clone(),
+            profile: admitted.profile_id.clone(),
+            fields_json: admitted.fields_json.clone(),
+            severity: admitted.severity.clone(),
             op_hash_approved: approved.0,
             op_hash_denied: denied.0,
             status,
             reason_code: reason,
             grant_expires_at: (status == ApprovalStatus::Approved)
-                .then(|| now.saturating_add(grant_ttl)),
+                .then(|| now.saturating_add(self.grant_ttl_ms())),
             gateway: gateway.to_owned(),
             revises,
-        };
-        let ts = rfc3339(from_ms(now));
-        let expires_at = rfc3339(from_ms(approval.expires_at));
-        let fingerprint = b64::encode(&approved.0);
-        let request = revision_link(
-            AuditEvent::request(&RequestFacts {
-                approval_id: &approval.id,
-                ts: &ts,
-                agent_id: &approval.agent_id,
-                tool_name: &approval.tool_name,
-                profile: &profile_id,
-                fields: fields.as_value(),
-                submitted_sha256: &submitted_sha256,
-                submitted_text: submitted_text.as_deref(),
-                severity: &severity,
-                expires_at: &expires_at,
-                fingerprint: &fingerprint,
-            })
-            .by_gateway(gateway),
-            approval.revises.as_deref(),
-        );
-        if rule.approval == ApprovalRule::Required {
-            let args = if profile_id == DEFAULT_PROFILE {
-                fields
-                    .as_value()
-                    .get("params")
-                    .unwrap_or(&serde_json::Value::Null)
-            } else {
-                fields.as_value()
-            };
-            let candidate = super::preauth::PreauthCandidate {
-                approval: &approval,
-                request: &request,
-                args,
-                grant_expires_at: now.saturating_add(grant_ttl),
-            };
-            if let Some(record) = self.approve_preauthorized(candidate).await? {
-                self.metrics()
-                    .created(&req.tool_name, record.status.as_str());
-                self.metrics().settled(record.status.as_str(), None);
-                return Ok(self.result_of(&record));
-            }
-        }
-        let mut outcome = AuditEvent::outcome(
-            &approval.id,
-            &ts,
-            status.as_str(),
-            reason.map(ReasonCode::as_str),
-        );
-        if let Some(until) = approval.grant_expires_at {
-            let until = rfc3339(from_ms(until));
-            let granted = crate::audit::authority(
-                Some(&approval.op_hash_approved),
-                Some(&until),
-                "tool_rule",
-                None,
-            );
-            outcome = outcome.with_member("authority", granted);
-        }
-        let events = [request, outcome];
-        // A call a signed standing grant covers is approved under it, with its evidence.
-        if status == ApprovalStatus::Pending
-            && let Some(result) = self
-                .approve_under_standing_grant(&approval, &events[0], &policy)
-                .await?
-        {
-            return Ok(result);
-        }
+        })
+    }
+
+    /// How long a grant stays collectable once approved, in ms.
+    fn grant_ttl_ms(&self) -> i64 {
+        crate::clock::secs_to_ms(self.config().timeouts.grant_seconds)
+    }
+
+    /// Store a request with its request and outcome lines, count it, notify the approvers of a
+    /// PENDING one, and answer from the row as inserted.
+    async fn commit_request(
+        &self,
+        approval: NewApproval,
+        events: [AuditEvent; 2],
+    ) -> Result<ApprovalResult, ApiError> {
         let stored = approval.clone();
         self.committing(move |s| s.create(&stored, &events)).await?;
-        self.metrics().created(&req.tool_name, status.as_str());
+        let status = approval.status;
+        let reason = approval.reason_code;
+        self.metrics().created(&approval.tool_name, status.as_str());
         if status != ApprovalStatus::Pending {
             self.metrics()
                 .settled(status.as_str(), reason.map(ReasonCode::as_str));
         }
+        let now = approval.created_at;
         if status == ApprovalStatus::Pending
             && let Some(notifier) = self.notifier()
         {
             let window = u64::try_from(approval.expires_at.saturating_sub(now)).unwrap_or(0);
             notifier.send(
-                notifier.notification(&approval.id, &severity, &expires_at),
+                notifier.notification(
+                    &approval.id,
+                    &approval.severity,
+                    &rfc3339(from_ms(approval.expires_at)),
+                ),
                 Duration::from_millis(window),
             );
         }
@@ -477,7 +542,7 @@ impl AppState {
                 ReasonCode::ResultMalformed,
                 format!("revises names {id:?}, which is not an approval of this gateway"),
             )
-            .code("unknown_revision")),
+            .code(ErrorCode::UnknownRevision)),
         }
     }
 
@@ -589,19 +654,11 @@ impl AppState {
                 self.wake_long_polls(&record.id);
                 Ok(self.result_of(&record))
             }
-            SettleOutcome::AlreadySettled(record) => Err(ApiError::conflict(
-                "already_settled",
-                format!(
-                    "{} was already settled {}",
-                    record.id,
-                    record.status.as_str()
-                ),
-            )
-            .with_result(self.result_of(&record))),
+            SettleOutcome::AlreadySettled(record) => Err(self.already_settled(&record)),
             SettleOutcome::Expired(record) => {
                 self.wake_long_polls(&record.id);
                 Err(ApiError::conflict(
-                    "expired",
+                    ErrorCode::Expired,
                     format!("{} expired before this arrived", record.id),
                 )
                 .reason(ReasonCode::ExpiredUnanswered)
@@ -631,7 +688,10 @@ impl AppState {
             .ok()
             .and_then(|v| <[u8; 32]>::try_from(v).ok())
             .ok_or_else(|| {
-                ApiError::bad_request("invalid_request", "fingerprint must be 32 bytes, base64url")
+                ApiError::bad_request(
+                    ErrorCode::InvalidRequest,
+                    "fingerprint must be 32 bytes, base64url",
+                )
             })?;
         let now = self.now_ms();
         let ts = rfc3339(from_ms(now));
@@ -681,14 +741,14 @@ impl AppState {
                     .and_then(ReasonCode::from_wire)
                     .unwrap_or(ReasonCode::Pending);
                 Err(ApiError::conflict(
-                    "not_approved",
+                    ErrorCode::NotApproved,
                     format!("{id} is {}, nothing to grant", record.status.as_str()),
                 )
                 .reason(reason)
                 .with_result(self.result_of(&record)))
             }
             GrantOutcome::AlreadyCollected { collected_at } => Err(ApiError::conflict(
-                "grant_already_collected",
+                ErrorCode::GrantAlreadyCollected,
                 format!(
                     "the grant of {id} was collected at {}; a grant is single-use",
                     rfc3339(from_ms(collected_at))
@@ -696,12 +756,12 @@ impl AppState {
             )
             .reason(ReasonCode::Replayed)),
             GrantOutcome::FingerprintMismatch => Err(ApiError::conflict(
-                "fingerprint_mismatch",
+                ErrorCode::FingerprintMismatch,
                 "the call fingerprint (or the named tool) differs from the approved action",
             )
             .reason(ReasonCode::BindingMismatch)),
             GrantOutcome::PreauthorizationWithdrawn => Err(ApiError::conflict(
-                "preauthorization_withdrawn",
+                ErrorCode::PreauthorizationWithdrawn,
                 format!(
                     "{id} was approved by a preauthorization that is now disabled, expired or \
                      changed; the grant is refused"
@@ -709,7 +769,7 @@ impl AppState {
             )
             .reason(ReasonCode::Stale)),
             GrantOutcome::Expired => Err(ApiError::conflict(
-                "grant_expired",
+                ErrorCode::GrantExpired,
                 format!("the grant of {id} expired"),
             )
             .reason(ReasonCode::Stale)),

@@ -26,7 +26,7 @@ pub use waiters::WaiterStats;
 use crate::audit::{AuditMirror, AuditSealer};
 use crate::clock::{Clock, from_ms, rfc3339};
 use crate::config::Config;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::notify::Notifier;
 use crate::store::{ApprovalRecord, Store, StoreError};
 use countersign::{
@@ -416,7 +416,7 @@ impl AppState {
     pub(crate) fn wait_on(&self, id: &str) -> Result<waiters::WaitGuard, ApiError> {
         self.inner.waiters.register(id).ok_or_else(|| {
             ApiError::too_many(
-                "too_many_waiters",
+                ErrorCode::TooManyWaiters,
                 format!(
                     "{} long polls are already waiting; poll again later or without ?wait=",
                     self.config().limits.long_poll_waiters
@@ -536,6 +536,16 @@ impl AppState {
             }
         }
         result
+    }
+
+    /// 409 `already_settled` carrying the verdict that won: the one answer to anything that
+    /// arrives for an approval no longer PENDING.
+    pub(crate) fn already_settled(&self, record: &ApprovalRecord) -> ApiError {
+        ApiError::conflict(
+            ErrorCode::AlreadySettled,
+            format!("{} is already {}", record.id, record.status.as_str()),
+        )
+        .with_result(self.result_of(record))
     }
 
     pub(crate) fn redrive_url(&self, id: &str) -> String {

@@ -12,7 +12,7 @@
 use super::AppState;
 use crate::audit::merkle::{Hash, MerkleTree, leaf_hash};
 use crate::audit::note::NoteVerifier;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::store::StoreError;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -92,7 +92,7 @@ impl AppState {
             .await?;
         grown.ok_or_else(|| {
             ApiError::bad_request(
-                "beyond_log",
+                ErrorCode::BeyondLog,
                 format!("the audit log has fewer than {size} lines"),
             )
         })
@@ -109,7 +109,7 @@ impl AppState {
     pub async fn inclusion_proof(&self, seq: u64, size: u64) -> Result<InclusionProof, ApiError> {
         if seq == 0 || seq > size {
             return Err(ApiError::bad_request(
-                "bad_range",
+                ErrorCode::BadRange,
                 format!("seq must be 1..=size, got seq {seq} and size {size}"),
             ));
         }
@@ -147,7 +147,7 @@ impl AppState {
     ) -> Result<ConsistencyProof, ApiError> {
         if from > to {
             return Err(ApiError::bad_request(
-                "bad_range",
+                ErrorCode::BadRange,
                 format!("from {from} is beyond to {to}"),
             ));
         }

@@ -16,7 +16,7 @@ use crate::audit::AuditEvent;
 use crate::audit::events::RequestFacts;
 use crate::clock::{from_ms, rfc3339};
 use crate::config::{ApprovalRule, Severity};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::store::standing::{NewStandingGrant, StandingGrantRecord, UseRecords};
 use crate::store::{ApprovalRecord, NewApproval, Session};
 use countersign::scope::Scope;
@@ -104,12 +104,8 @@ pub(crate) struct StoredStandingUse {
     pub approver_evidence: Vec<EvidenceEntry>,
 }
 
-fn millis_of(t: time::OffsetDateTime) -> i64 {
-    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
-}
-
 fn invalid_scope(message: impl Into<String>) -> ApiError {
-    ApiError::unprocessable(ReasonCode::ActionInadmissible, message).code("invalid_scope")
+    ApiError::unprocessable(ReasonCode::ActionInadmissible, message).code(ErrorCode::InvalidScope)
 }
 
 /// The principal whose credential signed a proposal's evidence, by the registry.
@@ -142,7 +138,7 @@ impl AppState {
             "expires_at": req.expires_at,
         }))
         .map_err(|e| invalid_scope(e.to_string()))?;
-        let expires_at = millis_of(scope.expires_at.instant());
+        let expires_at = crate::clock::to_ms(scope.expires_at.instant());
         if expires_at <= now {
             return Err(invalid_scope("expires_at is not in the future"));
         }
@@ -164,7 +160,7 @@ impl AppState {
             None => Severity::High,
             Some(text) => Severity::from_wire(text).ok_or_else(|| {
                 ApiError::bad_request(
-                    "invalid_request",
+                    ErrorCode::InvalidRequest,
                     "severity must be one of low, normal, high, critical",
                 )
             })?,
@@ -179,7 +175,7 @@ impl AppState {
         let window = rule
             .approval_seconds
             .unwrap_or(config.timeouts.approval_seconds);
-        let ttl = i64::try_from(window.saturating_mul(1000)).unwrap_or(i64::MAX);
+        let ttl = crate::clock::secs_to_ms(window);
         let approved = countersign::op_hash(profile, Decision::Approved, &admitted);
         let denied = countersign::op_hash(profile, Decision::Denied, &admitted);
         let approval = NewApproval {
@@ -272,8 +268,7 @@ impl AppState {
         let action = Action::new(DEFAULT_PROFILE, approval.fields_json.clone())
             .with_tool(approval.tool_name.clone());
         // The row a use inserts: APPROVED at once, its single-use grant collectable like any.
-        let grant_ttl = i64::try_from(self.config().timeouts.grant_seconds.saturating_mul(1000))
-            .unwrap_or(i64::MAX);
+        let grant_ttl = crate::clock::secs_to_ms(self.config().timeouts.grant_seconds);
         let approval = &NewApproval {
             status: ApprovalStatus::Approved,
             reason_code: None,
@@ -435,13 +430,13 @@ impl AppState {
         let signer = signer_of(&grant.proposal, &self.registry());
         if grant.proposal.status != ApprovalStatus::Approved || signer.is_none() {
             return Err(ApiError::conflict(
-                "not_signed",
+                ErrorCode::NotSigned,
                 format!("{id} is not a signed standing grant; nothing to revoke"),
             ));
         }
         if signer.as_deref() != Some(session.principal.as_str()) {
             return Err(ApiError::forbidden(
-                "not_your_grant",
+                ErrorCode::NotYourGrant,
                 "only the approver who signed a standing grant may revoke it",
             ));
         }
@@ -458,7 +453,7 @@ impl AppState {
             .await?;
         if !revoked {
             return Err(ApiError::conflict(
-                "already_revoked",
+                ErrorCode::AlreadyRevoked,
                 format!("{id} was already revoked"),
             ));
         }

@@ -28,8 +28,7 @@ mod standing;
 pub use error::{EvidenceError, VerifyError};
 pub use standing::{grant_fields_of_scope, scope_of_grant_fields};
 
-const NONCE_LEN: usize = 32;
-const CHALLENGE_LEN: usize = NONCE_LEN + 32;
+use crate::challenge::{DECISION_CHALLENGE_LEN, NONCE_LEN, split_decision_challenge};
 
 /// The action a gateway is about to authorize: a profile id, the raw JSON text of its fields and,
 /// optionally, the tool (operation) it will run them with.
@@ -663,7 +662,7 @@ const TRANSPORT_DENY_REASONS: &[ReasonCode] = &[
 ];
 
 fn challenge_of(entry: &EvidenceEntry) -> Vec<u8> {
-    let mut challenge = Vec::with_capacity(CHALLENGE_LEN);
+    let mut challenge = Vec::with_capacity(DECISION_CHALLENGE_LEN);
     challenge.extend_from_slice(&entry.nonce);
     challenge.extend_from_slice(&entry.op_hash);
     challenge
@@ -682,19 +681,12 @@ fn check_binding(entry: &EvidenceEntry, bound: &mut Bound<'_>) -> Result<Decisio
     let client_data =
         ClientData::parse(&entry.client_data_json).map_err(EvidenceError::Assertion)?;
     let challenge = client_data.challenge.as_slice();
-    let (Some(signed_nonce), Some(signed_op_hash)) =
-        (challenge.get(..NONCE_LEN), challenge.get(NONCE_LEN..))
-    else {
+    let Some((signed_nonce, signed_op_hash)) = split_decision_challenge(challenge) else {
         return Err(EvidenceError::ChallengeLength {
             got: challenge.len(),
         });
     };
-    if challenge.len() != CHALLENGE_LEN {
-        return Err(EvidenceError::ChallengeLength {
-            got: challenge.len(),
-        });
-    }
-    if signed_nonce != entry.nonce.as_slice() {
+    if signed_nonce.as_slice() != entry.nonce.as_slice() {
         return Err(EvidenceError::NonceMismatch);
     }
     if signed_op_hash != entry.op_hash.as_slice() {

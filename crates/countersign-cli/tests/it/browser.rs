@@ -11,7 +11,7 @@
 //! clone must test green without a browser); `.ci/steps/browser.sh` installs both and sets
 //! `COUNTERSIGN_REQUIRE_BROWSER=1`, which turns the skip into a failure.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};

@@ -2,7 +2,7 @@
 //! checkpoint given. Cutting lines from its end, or replacing them, shows against a checkpoint
 //! signed before, which the file alone cannot reveal.
 
-mod support;
+use crate::support;
 
 use countersign_server::audit::{
     AuditEvent, AuditSealer, Checkpoint, GENESIS_HASH, SealedLine, verify_log,

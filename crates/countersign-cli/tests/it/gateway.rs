@@ -2,7 +2,7 @@
 //! with the token, only its SHA-256 in the database, the exit codes, SQLite and PostgreSQL, and a
 //! running service that follows additions and revocations without a restart.
 
-mod support;
+use crate::support;
 
 use countersign_server::store::ScratchSchema;
 use serde_json::Value;

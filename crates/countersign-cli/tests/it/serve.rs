@@ -3,7 +3,7 @@
 //! and the audit log verifies (and a tampered copy does not). Lives in the CLI crate because only
 //! here does Cargo hand a test the path of the real binary (`CARGO_BIN_EXE_countersign`).
 
-mod support;
+use crate::support;
 
 use countersign::Decision;
 use serde_json::Value;

@@ -15,8 +15,7 @@
 //! the server. The disk-full test mounts a small tmpfs, which needs root (CAP_SYS_ADMIN); without
 //! it the test skips and says so, unless `COUNTERSIGN_FAULT_MOUNT=required`.
 
-mod support;
-
+use crate::support::{self, Approver, Http, Server};
 use countersign::{Decision, b64};
 use countersign_server::audit::AuditSealer;
 use countersign_server::store::{
@@ -28,7 +27,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{Approver, Http, Server};
 
 const TOOL: &str = "payments.transfer";
 

@@ -4,7 +4,7 @@
 //! a reachable PostgreSQL (and without `COUNTERSIGN_TEST_POSTGRES` set) they are skipped and say
 //! so; `.ci/steps/postgres.sh` sets the variable, so in CI they must run.
 
-mod support;
+use crate::support;
 
 use countersign::{Decision, b64};
 use countersign_server::audit::AuditSealer;

@@ -1,6 +1,6 @@
 //! The command-line contract: outputs and exit codes scripts depend on (docs/SPEC.md §11).
 
-mod support;
+use crate::support;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

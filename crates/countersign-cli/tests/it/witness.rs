@@ -1,7 +1,7 @@
 //! `countersign witness serve` over loopback, `audit verify --witness-key --quorum`, and
 //! `audit prove inclusion|consistency` offline (issue 16 items 3 and 4).
 
-mod support;
+use crate::support;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;

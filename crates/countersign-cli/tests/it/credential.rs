@@ -2,7 +2,7 @@
 //! operator runs them: exit codes, what `registry export` then shows, and the audit log a
 //! restarted service mirrors (with the revocation line, valid, the registry file not undoing it).
 
-mod support;
+use crate::support;
 
 use countersign::b64;
 use countersign_softkey::{Alg, SoftKey};

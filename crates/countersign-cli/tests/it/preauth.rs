@@ -1,6 +1,6 @@
 //! `countersign preauth list|disable` and `countersign audit recheck` as an operator runs them.
 
-mod support;
+use crate::support;
 
 use countersign_server::{Config, CreateRequest};
 use serde_json::Value;

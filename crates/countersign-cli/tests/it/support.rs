@@ -1,10 +1,7 @@
 //! What the CLI's process-level tests share: the real `countersign` binary run as a command or as
 //! a `countersign serve` process, a scratch directory with a registry and a config for it, a
 //! software authenticator that signs the service's challenges, and the HTTP calls an agent and an
-//! approver make. Each test file includes it with `mod support;`.
-
-// Every test binary compiles this module on its own and uses only part of it.
-#![allow(dead_code)]
+//! approver make. The modules of this test binary (`tests/it/main.rs`) reach it as `crate::support`.
 
 use countersign::{Decision, b64};
 use countersign_softkey::{AssertionRequest, SoftKey};

@@ -1,0 +1,16 @@
+//! The CLI's single integration-test binary: one module per concern, one build of `support`
+//! (compile time matters on a 2-core machine; nine binaries compiled it nine times).
+//!
+//! Run one concern with a filter: `cargo test -p countersign-cli --test it replicas::`.
+
+mod audit;
+mod browser;
+mod contract;
+mod credential;
+mod faults;
+mod gateway;
+mod preauth;
+mod replicas;
+mod serve;
+mod support;
+mod witness;
