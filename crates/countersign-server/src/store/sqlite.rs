@@ -426,7 +426,10 @@ struct OpenTransaction<'c> {
 
 impl Drop for OpenTransaction<'_> {
     fn drop(&mut self) {
+        // SQLite rolls a transaction back by itself on some errors (SQLITE_FULL, an I/O error):
+        // then there is nothing left to roll back, and saying "rollback failed" would mislead.
         if !self.committed
+            && !self.conn.is_autocommit()
             && let Err(e) = exec(self.conn, "ROLLBACK", [])
         {
             tracing::error!(error = %e, "rollback failed");
