@@ -226,6 +226,20 @@ enum AuditCommand {
         /// the same run, beside the time `audit verify` took.
         #[arg(long)]
         floor: bool,
+        /// The MCP interposer's audit log (its `audit_log`). It is verified under
+        /// --interposer-key like FILE, then the two are cross-checked: every held call it
+        /// executed must have exactly one verdict and exactly one collected grant in FILE for
+        /// that approval id and op_hash (violations: mcp_executed_without_decision,
+        /// mcp_executed_without_grant, mcp_executed_twice, mcp_op_hash_mismatch,
+        /// mcp_executed_denied, mcp_two_decisions, mcp_two_grants), and every grant collected
+        /// for an approval it created must have been executed by it (mcp_grant_not_executed; a
+        /// grant whose call was still in flight when the interposer stopped is informational).
+        #[arg(long, value_name = "LOG", requires = "interposer_key")]
+        interposer_log: Option<PathBuf>,
+        /// The interposer log's Ed25519 public key: base64url, or a file containing it (the
+        /// interposer writes it to AUDIT_KEY.pub beside its `audit_key` seed).
+        #[arg(long, value_name = "KEY", requires = "interposer_log")]
+        interposer_key: Option<String>,
     },
     /// Check a Merkle proof offline against signed checkpoints (exit 0 it holds, 1 it does not,
     /// 2 unusable input).
@@ -579,6 +593,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     witness_key,
                     quorum,
                     floor,
+                    interposer_log,
+                    interposer_key,
                 },
         } => match evidence_check(config, rp_id, origin, registry, threads) {
             Ok(check) => audit_verify(
@@ -592,6 +608,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     quorum,
                 },
                 floor,
+                interposer_log.zip(interposer_key),
             ),
             Err(e) => {
                 eprintln!("countersign: {e:#}");
@@ -783,6 +800,7 @@ fn audit_verify(
     check: &countersign_server::audit::EvidenceCheck,
     witnessing: &Witnessing,
     floor: bool,
+    interposer: Option<(PathBuf, String)>,
 ) -> anyhow::Result<u8> {
     let witnesses = match proofs::witness_keys(&witnessing.keys) {
         Ok(w) => w,
@@ -836,6 +854,26 @@ fn audit_verify(
             }
         }
     }
+    // The interposer's log, read and keyed before anything is judged (unusable input is exit 2).
+    let interposer = match interposer {
+        None => None,
+        Some((path, ikey)) => {
+            let Some(ikey) = proofs::service_key(&ikey) else {
+                eprintln!(
+                    "countersign: --interposer-key is not a base64url Ed25519 public key (or a \
+                     file holding one)"
+                );
+                return Ok(EXIT_UNUSABLE);
+            };
+            match read_input(&path) {
+                Ok(ibytes) => Some((ibytes, ikey)),
+                Err(e) => {
+                    eprintln!("countersign: {e:#}");
+                    return Ok(EXIT_UNUSABLE);
+                }
+            }
+        }
+    };
     let started = std::time::Instant::now();
     let mut report = countersign_server::audit::verify_log_with(&bytes, &key, Some(check));
     let took = started.elapsed();
@@ -881,6 +919,63 @@ fn audit_verify(
         proofs::print_floor(&bytes, &key, check, took);
     }
     let mut out = std::io::stdout().lock();
+    if let Some((ibytes, ikey)) = interposer {
+        let ireport = countersign_server::audit::verify_log(&ibytes, &ikey);
+        let cross = countersign_server::audit::cross_check(&bytes, &ibytes);
+        let valid = report.is_valid() && ireport.is_valid() && cross.is_valid();
+        if json {
+            let all = serde_json::json!({
+                "valid": valid,
+                "service": report,
+                "interposer": ireport,
+                "cross_check": cross,
+            });
+            writeln!(out, "{all}")?;
+        } else {
+            print_issues(&mut out, "service ", &report)?;
+            print_issues(&mut out, "interposer ", &ireport)?;
+            for i in &cross.issues {
+                let class = match i.class {
+                    countersign_server::audit::IssueClass::Violation => "VIOLATION",
+                    countersign_server::audit::IssueClass::Informational => "info",
+                };
+                let at = |n: Option<usize>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
+                writeln!(
+                    out,
+                    "cross-check: {class} {} (approval {}, interposer line {}, service line {}): {}",
+                    i.code,
+                    i.approval_id.as_deref().unwrap_or("-"),
+                    at(i.interposer_line),
+                    at(i.service_line),
+                    i.detail
+                )?;
+            }
+            let word = |ok: bool| if ok { "valid" } else { "INVALID" };
+            writeln!(
+                out,
+                "service log {}: {} line(s), head {}",
+                word(report.is_valid()),
+                report.lines,
+                report.head
+            )?;
+            writeln!(
+                out,
+                "interposer log {}: {} line(s), head {}",
+                word(ireport.is_valid()),
+                ireport.lines,
+                ireport.head
+            )?;
+            writeln!(
+                out,
+                "cross-check {}: {} executed held call(s), {} grant(s) of this interposer",
+                word(cross.is_valid()),
+                cross.executed,
+                cross.grants
+            )?;
+            writeln!(out, "{}", word(valid))?;
+        }
+        return Ok(if valid { EXIT_ALLOW } else { EXIT_DENY });
+    }
     if json {
         writeln!(out, "{}", serde_json::to_string(&report)?)?;
     } else {
@@ -918,6 +1013,30 @@ fn audit_verify(
     } else {
         EXIT_DENY
     })
+}
+
+/// The issues of one log, each prefixed with which log it is (`audit verify --interposer-log`).
+fn print_issues(
+    out: &mut impl std::io::Write,
+    which: &str,
+    report: &countersign_server::audit::AuditReport,
+) -> std::io::Result<()> {
+    for issue in &report.issues {
+        let class = match issue.class {
+            countersign_server::audit::IssueClass::Violation => "VIOLATION",
+            countersign_server::audit::IssueClass::Informational => "info",
+        };
+        let reason = issue
+            .reason_code
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "{which}line {}: {class} {}{reason}: {}",
+            issue.line, issue.code, issue.detail
+        )?;
+    }
+    Ok(())
 }
 
 /// Open the store of a data directory (its service key seals any audit line written).
