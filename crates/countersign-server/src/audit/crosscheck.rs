@@ -302,7 +302,9 @@ pub fn cross_check(service: &[u8], interposer: &[u8]) -> CrossReport {
         if executed.contains_key(id) {
             continue;
         }
-        let (g, fingerprint) = &a.grants[0];
+        let Some((g, fingerprint)) = a.grants.first() else {
+            continue;
+        };
         if let Some(intent) = in_flight.get(fingerprint.as_str()) {
             push(
                 IssueClass::Informational,
