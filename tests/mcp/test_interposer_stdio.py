@@ -9,6 +9,7 @@ docs/MCP.md promises ("What the client sees when a call is held").
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 
@@ -109,6 +110,17 @@ def test_url_elicitation_client_filesystem_reads_pass_write_held_then_exactly_on
     anyio.run(scenario)
     outcomes = [line for line in ip.audit_lines() if line.get("kind") == "mcp_outcome"]
     assert [o["outcome"] for o in outcomes].count("executed") == 1, outcomes
+    assert_cross_check(ip, executed=1)
+
+
+def assert_cross_check(ip: StdioInterposer, executed: int) -> None:
+    """Both logs verify and agree: each executed held call has one verdict and one grant."""
+    checked = ip.cross_check()
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    report = json.loads(checked.stdout)
+    assert report["valid"] is True
+    assert report["cross_check"]["executed"] == executed, report["cross_check"]
+    assert report["cross_check"]["issues"] == [], report["cross_check"]
 
 
 # --- Python client without elicitation -> counting server ----------------------------------------
@@ -146,6 +158,7 @@ def test_model_visible_ticket_then_retry_executes_once_and_changed_args_are_a_ne
     assert executions(counting_log) == ["a"]
     verify = ip.audit_verify()
     assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert_cross_check(ip, executed=1)
 
 
 def test_jsonrpc_error_mode_carries_the_ticket_in_error_data(

@@ -68,6 +68,20 @@ pub(crate) enum AuditCommand {
         /// the same run, beside the time `audit verify` took.
         #[arg(long)]
         floor: bool,
+        /// The MCP interposer's audit log (its `audit_log`). It is verified under
+        /// --interposer-key like FILE, then the two are cross-checked: every held call it
+        /// executed must have exactly one verdict and exactly one collected grant in FILE for
+        /// that approval id and op_hash (violations: mcp_executed_without_decision,
+        /// mcp_executed_without_grant, mcp_executed_twice, mcp_op_hash_mismatch,
+        /// mcp_executed_denied, mcp_two_decisions, mcp_two_grants), and every grant collected
+        /// for an approval it created must have been executed by it (mcp_grant_not_executed; a
+        /// grant whose call was still in flight when the interposer stopped is informational).
+        #[arg(long, value_name = "LOG", requires = "interposer_key")]
+        interposer_log: Option<PathBuf>,
+        /// The interposer log's Ed25519 public key: base64url, or a file containing it (the
+        /// interposer writes it to AUDIT_KEY.pub beside its `audit_key` seed).
+        #[arg(long, value_name = "KEY", requires = "interposer_log")]
+        interposer_key: Option<String>,
     },
     /// Check a Merkle proof offline against signed checkpoints (exit 0 it holds, 1 it does not,
     /// 2 unusable input).
@@ -168,6 +182,8 @@ pub(crate) fn run(command: AuditCommand) -> anyhow::Result<u8> {
             witness_key,
             quorum,
             floor,
+            interposer_log,
+            interposer_key,
         } => match evidence_check(config, rp_id, origin, registry, threads) {
             Ok(check) => audit_verify(
                 &file,
@@ -180,6 +196,7 @@ pub(crate) fn run(command: AuditCommand) -> anyhow::Result<u8> {
                     quorum,
                 },
                 floor,
+                interposer_log.zip(interposer_key),
             ),
             Err(e) => {
                 eprintln!("countersign: {e:#}");
@@ -253,6 +270,7 @@ fn audit_verify(
     check: &countersign_server::audit::EvidenceCheck,
     witnessing: &Witnessing,
     floor: bool,
+    interposer: Option<(PathBuf, String)>,
 ) -> anyhow::Result<u8> {
     let witnesses = match proofs::witness_keys(&witnessing.keys) {
         Ok(w) => w,
@@ -306,6 +324,26 @@ fn audit_verify(
             }
         }
     }
+    // The interposer's log, read and keyed before anything is judged (unusable input is exit 2).
+    let interposer = match interposer {
+        None => None,
+        Some((path, ikey)) => {
+            let Some(ikey) = proofs::service_key(&ikey) else {
+                eprintln!(
+                    "countersign: --interposer-key is not a base64url Ed25519 public key (or a \
+                     file holding one)"
+                );
+                return Ok(EXIT_UNUSABLE);
+            };
+            match read_input(&path) {
+                Ok(ibytes) => Some((ibytes, ikey)),
+                Err(e) => {
+                    eprintln!("countersign: {e:#}");
+                    return Ok(EXIT_UNUSABLE);
+                }
+            }
+        }
+    };
     let started = std::time::Instant::now();
     let mut report = countersign_server::audit::verify_log_with(&bytes, &key, Some(check));
     let took = started.elapsed();
@@ -351,27 +389,13 @@ fn audit_verify(
         proofs::print_floor(&bytes, &key, check, took);
     }
     let mut out = std::io::stdout().lock();
+    if let Some((ibytes, ikey)) = interposer {
+        return cross_checked(&mut out, json, &bytes, &report, &ibytes, &ikey);
+    }
     if json {
         writeln!(out, "{}", serde_json::to_string(&report)?)?;
     } else {
-        for issue in &report.issues {
-            let class = match issue.class {
-                countersign_server::audit::IssueClass::Violation => "VIOLATION",
-                countersign_server::audit::IssueClass::Informational => "info",
-            };
-            match issue.reason_code {
-                Some(reason) => writeln!(
-                    out,
-                    "line {}: {class} {} ({reason}): {}",
-                    issue.line, issue.code, issue.detail
-                )?,
-                None => writeln!(
-                    out,
-                    "line {}: {class} {}: {}",
-                    issue.line, issue.code, issue.detail
-                )?,
-            }
-        }
+        print_issues(&mut out, "", &report)?;
         let verdict = if report.is_valid() {
             "valid"
         } else {
@@ -388,4 +412,98 @@ fn audit_verify(
     } else {
         EXIT_DENY
     })
+}
+
+/// `audit verify --interposer-log`: the interposer's log verified under its own key, then the
+/// two logs cross-checked (SPEC §12.2). Exit 0 all three hold, 1 any violation.
+fn cross_checked(
+    out: &mut impl std::io::Write,
+    json: bool,
+    bytes: &[u8],
+    report: &countersign_server::audit::AuditReport,
+    ibytes: &[u8],
+    ikey: &ed25519_dalek::VerifyingKey,
+) -> anyhow::Result<u8> {
+    let ireport = countersign_server::audit::verify_log(ibytes, ikey);
+    let cross = countersign_server::audit::cross_check(bytes, ibytes);
+    let valid = report.is_valid() && ireport.is_valid() && cross.is_valid();
+    if json {
+        let all = serde_json::json!({
+            "valid": valid,
+            "service": report,
+            "interposer": ireport,
+            "cross_check": cross,
+        });
+        writeln!(out, "{all}")?;
+    } else {
+        print_issues(out, "service ", report)?;
+        print_issues(out, "interposer ", &ireport)?;
+        for i in &cross.issues {
+            let at = |n: Option<usize>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
+            writeln!(
+                out,
+                "cross-check: {} {} (approval {}, interposer line {}, service line {}): {}",
+                class_word(i.class),
+                i.code,
+                i.approval_id.as_deref().unwrap_or("-"),
+                at(i.interposer_line),
+                at(i.service_line),
+                i.detail
+            )?;
+        }
+        let word = |ok: bool| if ok { "valid" } else { "INVALID" };
+        writeln!(
+            out,
+            "service log {}: {} line(s), head {}",
+            word(report.is_valid()),
+            report.lines,
+            report.head
+        )?;
+        writeln!(
+            out,
+            "interposer log {}: {} line(s), head {}",
+            word(ireport.is_valid()),
+            ireport.lines,
+            ireport.head
+        )?;
+        writeln!(
+            out,
+            "cross-check {}: {} executed held call(s), {} grant(s) of this interposer",
+            word(cross.is_valid()),
+            cross.executed,
+            cross.grants
+        )?;
+        writeln!(out, "{}", word(valid))?;
+    }
+    Ok(if valid { EXIT_ALLOW } else { EXIT_DENY })
+}
+
+fn class_word(class: countersign_server::audit::IssueClass) -> &'static str {
+    match class {
+        countersign_server::audit::IssueClass::Violation => "VIOLATION",
+        countersign_server::audit::IssueClass::Informational => "info",
+    }
+}
+
+/// The issues of one log, each prefixed with which log it is (empty for a lone log).
+fn print_issues(
+    out: &mut impl std::io::Write,
+    which: &str,
+    report: &countersign_server::audit::AuditReport,
+) -> std::io::Result<()> {
+    for issue in &report.issues {
+        let reason = issue
+            .reason_code
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "{which}line {}: {} {}{reason}: {}",
+            issue.line,
+            class_word(issue.class),
+            issue.code,
+            issue.detail
+        )?;
+    }
+    Ok(())
 }

@@ -13,6 +13,20 @@ pub const HELD_CODE: i64 = -32010;
 pub const DENIED_CODE: i64 = -32011;
 /// The protocol revision whose URL-elicitation clients get `-32042`.
 pub const REVISION_2025_11_25: &str = "2025-11-25";
+/// The first revision whose results must say what they are (`resultType`).
+pub const REVISION_2026_07_28: &str = "2026-07-28";
+
+/// Tag a response frame's result as final (`"resultType": "complete"`), as 2026-07-28 requires
+/// of every result: without it that revision's SDKs refuse to parse the answer, and the model
+/// sees a protocol failure instead of the ticket. A result that already says what it is
+/// (`input_required`) and error frames are left alone.
+pub fn mark_complete(frame: &mut Value) {
+    if let Some(result) = frame.get_mut("result").and_then(Value::as_object_mut) {
+        result
+            .entry("resultType")
+            .or_insert_with(|| Value::from("complete"));
+    }
+}
 
 /// The ticket of one held or refused call: the approval block.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -315,6 +329,37 @@ mod tests {
         assert_eq!(req["params"]["mode"], "url");
         assert_eq!(req["params"]["url"], "http://svc/approve/apr_1");
         assert_eq!(r["result"]["requestState"], "S.M");
+    }
+
+    #[test]
+    fn modern_results_say_they_are_complete_and_nothing_else_changes() {
+        let mut r = respond(
+            &json!(1),
+            "t",
+            &pending(),
+            Moment::FirstArrival,
+            &ClientKind::default(),
+            HeldAs::ToolError,
+        );
+        let before = r.clone();
+        mark_complete(&mut r);
+        assert_eq!(r["result"]["resultType"], "complete");
+        r["result"].as_object_mut().unwrap().remove("resultType");
+        assert_eq!(r, before);
+        let mut mrtr = input_required(&json!(3), "t", &pending(), "S.M");
+        mark_complete(&mut mrtr);
+        assert_eq!(mrtr["result"]["resultType"], "input_required");
+        let mut error = respond(
+            &json!(1),
+            "t",
+            &pending(),
+            Moment::FirstArrival,
+            &ClientKind::default(),
+            HeldAs::JsonrpcError,
+        );
+        let before = error.clone();
+        mark_complete(&mut error);
+        assert_eq!(error, before, "errors carry no resultType");
     }
 
     #[test]

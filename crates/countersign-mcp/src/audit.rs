@@ -75,6 +75,15 @@ impl AuditLog {
     pub fn open(path: &Path, key: &Path) -> anyhow::Result<(Self, HashMap<String, OpenTicket>)> {
         use anyhow::Context as _;
         let sealer = AuditSealer::load_or_create(key)?;
+        // The verifying key beside the seed, for `audit verify --interposer-key` (the seed is
+        // private; what it verifies is not).
+        let mut public = key.as_os_str().to_owned();
+        public.push(".pub");
+        let public = std::path::PathBuf::from(public);
+        if !public.exists() {
+            std::fs::write(&public, format!("{}\n", sealer.public_key_b64()))
+                .with_context(|| format!("writing {}", public.display()))?;
+        }
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),

@@ -6,12 +6,14 @@
 //! - [`answer`]: what a client sees when a call is held or refused;
 //! - [`audit`]: the interposer's own signed, hash-chained log;
 //! - [`relay`]: the relay and the held-call life cycle;
+//! - `splice`: cutting members out of a frame's text without re-serializing it;
 //! - [`state`]: the HMAC-protected `requestState` of 2026-07-28 multi round-trip answers.
 
 pub mod answer;
 pub mod audit;
 pub mod config;
 pub mod relay;
+mod splice;
 pub mod state;
 
 pub use config::{Config, HeldAs};

@@ -1,6 +1,8 @@
 //! The relay: newline-delimited JSON-RPC between one client and one server. Every frame it does
 //! not decode is forwarded as the exact line it arrived as; a `tools/call` that is forwarded is
-//! forwarded as its original line too, so the upstream receives the bytes that were hashed.
+//! forwarded as its original line too, so the upstream receives the bytes that were hashed (an
+//! approved 2026-07-28 retry loses only the interposer's own `requestState` and `inputResponses`
+//! entry, cut out of the line: see [`crate::splice`]).
 
 use crate::answer::{self, ClientKind, Moment, Ticket};
 use crate::audit::{AuditLog, OpenTicket, Outcome};
@@ -47,8 +49,24 @@ struct Session {
     initialize_ids: Vec<String>,
     list_ids: Vec<String>,
     forwarded: HashMap<String, Forwarded>,
-    /// Parked responses by request id: sending on the channel drops the park.
-    parked: HashMap<String, oneshot::Sender<()>>,
+    /// `tools/call`s neither answered nor forwarded yet, by request id.
+    calls: HashMap<String, Pending>,
+}
+
+/// A `tools/call` the interposer has not answered or forwarded yet. It is registered the moment
+/// its frame is read, before anything awaits, so a `notifications/cancelled` that overtakes the
+/// call's own task (before it parks, or while it talks to the service) is never lost.
+#[derive(Debug)]
+struct Pending {
+    /// Fires the call's cancellation; its receiver travels with the call.
+    cancel: Option<oneshot::Sender<()>>,
+    /// The client cancelled: no answer may reach it.
+    cancelled: bool,
+    /// The client's cancel line, forwarded right after the call if the call is forwarded after
+    /// all (what a transparent relay would have done).
+    cancel_line: Option<String>,
+    /// The request is on protocol revision 2026-07-28 or later: results carry `resultType`.
+    modern: bool,
 }
 
 /// The interposer: policy, the service connection, the audit log and the session's view.
@@ -179,9 +197,13 @@ impl Interposer {
             .client_loop(client_in, to_client.clone(), to_upstream.clone())
             .await;
         // The client is gone: parked responses have nobody to go to (their approvals stay
-        // pending at the service); closing the upstream's input asks it to exit.
-        for (_, cancel) in self.session().parked.drain() {
-            let _ = cancel.send(());
+        // pending at the service), and no held call is collected for it any more; closing the
+        // upstream's input asks it to exit.
+        for call in self.session().calls.values_mut() {
+            call.cancelled = true;
+            if let Some(cancel) = call.cancel.take() {
+                let _ = cancel.send(());
+            }
         }
         drop(to_upstream);
         let _ = upstream_writer.await;
@@ -268,8 +290,24 @@ impl Interposer {
             (Some("tools/call"), Some(id)) => {
                 let to_client = to_client.clone();
                 let to_upstream = to_upstream.clone();
+                // Registered before the task is spawned: see `Pending`.
+                let (cancel_tx, cancel_rx) = oneshot::channel();
+                {
+                    let mut s = self.session();
+                    let modern = modern(&frame, &s.client);
+                    s.calls.insert(
+                        id_key(&id),
+                        Pending {
+                            cancel: Some(cancel_tx),
+                            cancelled: false,
+                            cancel_line: None,
+                            modern,
+                        },
+                    );
+                }
                 tokio::spawn(async move {
-                    self.tools_call(line, id, &to_client, &to_upstream).await;
+                    self.tools_call(line, id, cancel_rx, &to_client, &to_upstream)
+                        .await;
                 });
             }
             (Some("notifications/cancelled"), None) => {
@@ -277,13 +315,19 @@ impl Interposer {
                     .pointer("/params/requestId")
                     .map(id_key)
                     .unwrap_or_default();
-                let parked = self.session().parked.remove(&target);
-                match parked {
-                    // A parked retry was never forwarded: only its response is dropped, and
-                    // the approval stays pending (a client timeout is not a withdrawal).
-                    Some(cancel) => {
-                        let _ = cancel.send(());
+                let mut s = self.session();
+                match s.calls.get_mut(&target) {
+                    // Not forwarded (yet): the upstream never saw the request. Only the answer
+                    // is dropped: a parked retry stops parking and its approval stays pending
+                    // (a client timeout is not a withdrawal).
+                    Some(call) => {
+                        call.cancelled = true;
+                        call.cancel_line = Some(line);
+                        if let Some(cancel) = call.cancel.take() {
+                            let _ = cancel.send(());
+                        }
                     }
+                    // Sent under the session lock, so it cannot overtake a call being forwarded.
                     None => {
                         let _ = to_upstream.send(line);
                     }
@@ -401,8 +445,15 @@ impl Interposer {
         Some(frame.to_string())
     }
 
-    /// Decide one `tools/call`: relay, refuse, or hold.
-    async fn tools_call(&self, line: String, id: Value, to_client: &Lines, to_upstream: &Lines) {
+    /// Decide one `tools/call`: relay, refuse, or hold. `cancel` fires if the client cancels it.
+    async fn tools_call(
+        &self,
+        line: String,
+        id: Value,
+        cancel: oneshot::Receiver<()>,
+        to_client: &Lines,
+        to_upstream: &Lines,
+    ) {
         let call_id = format!(
             "{}-{}",
             self.run_id,
@@ -410,14 +461,12 @@ impl Interposer {
         );
         let parsed = serde_json::from_str::<CallFrame<'_>>(&line);
         let Ok(CallFrame { params }) = parsed else {
-            let _ = to_client.send(
-                rpc_error(
-                    &id,
-                    -32602,
-                    "tools/call needs params.name and object arguments",
-                )
-                .to_string(),
+            let error = rpc_error(
+                &id,
+                -32602,
+                "tools/call needs params.name and object arguments",
             );
+            self.reply(&id, error, to_client);
             return;
         };
         let tool = params.name.clone();
@@ -500,6 +549,7 @@ impl Interposer {
                         op_hash,
                         mrtr,
                         request_state,
+                        cancel,
                     };
                     self.hold(held, to_client, to_upstream).await;
                 }
@@ -508,8 +558,36 @@ impl Interposer {
     }
 
     fn forward(&self, line: String, id: &Value, f: Forwarded, to_upstream: &Lines) {
-        self.session().forwarded.insert(id_key(id), f);
+        let mut s = self.session();
+        let call = s.calls.remove(&id_key(id));
+        s.forwarded.insert(id_key(id), f);
+        // Under the lock: a cancel read from now on is forwarded after the call, never before.
         let _ = to_upstream.send(line);
+        if let Some(cancel) = call.and_then(|c| c.cancel_line) {
+            let _ = to_upstream.send(cancel);
+        }
+    }
+
+    /// Send the interposer's own answer to call `id`, unless the client cancelled the call (it
+    /// wants no answer: the spec says a cancelled request gets none). On 2026-07-28 every result
+    /// carries the `resultType` that revision requires.
+    fn reply(&self, id: &Value, mut frame: Value, to_client: &Lines) {
+        let call = self.session().calls.remove(&id_key(id));
+        if let Some(call) = call {
+            if call.cancelled {
+                tracing::debug!(id = %id, "answer dropped: the client cancelled the call");
+                return;
+            }
+            if call.modern {
+                answer::mark_complete(&mut frame);
+            }
+        }
+        let _ = to_client.send(frame.to_string());
+    }
+
+    /// Forget call `id` without answering it (the client cancelled it).
+    fn dropped(&self, id: &Value) {
+        self.session().calls.remove(&id_key(id));
     }
 
     fn refuse(&self, call_id: &str, id: &Value, tool: &str, ticket: Ticket, to_client: &Lines) {
@@ -529,7 +607,7 @@ impl Interposer {
     fn answer(&self, id: &Value, tool: &str, ticket: &Ticket, moment: Moment, to_client: &Lines) {
         let client = self.session().client.clone();
         let frame = answer::respond(id, tool, ticket, moment, &client, self.config().held_as);
-        let _ = to_client.send(frame.to_string());
+        self.reply(id, frame, to_client);
     }
 
     fn approve_url(&self, approval_id: &str) -> String {
@@ -550,7 +628,7 @@ impl Interposer {
     }
 
     /// A held call: a new approval on first arrival, else park, release or refuse.
-    async fn hold(&self, h: Held, to_client: &Lines, to_upstream: &Lines) {
+    async fn hold(&self, mut h: Held, to_client: &Lines, to_upstream: &Lines) {
         let open = match &h.request_state {
             // A multi round-trip retry: the state names the approval, once it is proven ours
             // and for this very call.
@@ -585,16 +663,17 @@ impl Interposer {
         let Some(open) = open else {
             return self.first_arrival(h, to_client, to_upstream).await;
         };
-        // A retry: park only this response, for at most the budget.
-        let (cancel_tx, mut cancel_rx) = oneshot::channel();
-        self.session().parked.insert(id_key(&h.id), cancel_tx);
+        // A retry: park only this response, for at most the budget. A cancel that came before
+        // this point is already in `h.cancel` and ends the park at once.
         let deadline = tokio::time::Instant::now() + self.config().park();
         let mut wait = Duration::ZERO;
         let settled = loop {
             let poll = self.gateway.poll(&open.approval_id, wait);
             let answer = tokio::select! {
                 a = poll => a,
-                _ = &mut cancel_rx => {
+                // Fired, or its sender gone (the client left): either way nobody awaits this.
+                _ = &mut h.cancel => {
+                    self.dropped(&h.id);
                     self.audit.outcome(&h.call_id, &Outcome {
                         outcome: "pending_approval",
                         op_hash: &h.op_hash,
@@ -623,7 +702,6 @@ impl Interposer {
                 Err(refusal) => break Some(Err(refusal)),
             }
         };
-        self.session().parked.remove(&id_key(&h.id));
         match settled {
             None => {
                 let ticket = self.ticket(&h, &open.approval_id, open.expires_at.as_deref());
@@ -706,7 +784,7 @@ impl Interposer {
                 exp: state_expiry(result.expires_at.as_deref()),
             });
             let frame = answer::input_required(&h.id, &h.call.tool_name, &ticket, &state);
-            let _ = to_client.send(frame.to_string());
+            self.reply(&h.id, frame, to_client);
             return;
         }
         self.answer(
@@ -722,7 +800,7 @@ impl Interposer {
     /// single-use grant, then the one forward.
     async fn settled(
         &self,
-        h: Held,
+        mut h: Held,
         approval_id: &str,
         result: ApprovalResult,
         to_client: &Lines,
@@ -737,12 +815,8 @@ impl Interposer {
             .catalog
             .as_ref()
             .and_then(|c| c.get(&h.call.tool_name).cloned());
-        if self
-            .settings
-            .config
-            .rule(&h.call.tool_name, listed.as_ref())
-            == Rule::Deny
-        {
+        // The policy in force now (`set_config`), not the one the interposer started with.
+        if self.config().rule(&h.call.tool_name, listed.as_ref()) == Rule::Deny {
             let mut ticket = self.ticket(&h, approval_id, result.expires_at.as_deref());
             ticket.denied = Some("policy_denied".into());
             return self.refuse(&h.call_id, &h.id, &h.call.tool_name, ticket, to_client);
@@ -757,17 +831,52 @@ impl Interposer {
             return self.refuse(&h.call_id, &h.id, &h.call.tool_name, ticket, to_client);
         }
         // Verify before collecting: forged or mismatched evidence must not burn the grant.
+        let expires_at = result.expires_at.clone();
         let approval = match self.gateway.verify_result(&h.call, result) {
             Ok(a) => a,
             Err(refusal) => return self.refuse_held(&h, approval_id, &refusal, to_client),
         };
+        // What goes upstream, settled before the grant is spent: the original line without the
+        // interposer's own multi round-trip members, `arguments` still the hashed bytes.
+        let Some(line) = upstream_line(&h.line, h.request_state.is_some(), &h.call.params_json)
+        else {
+            let mut ticket = self.ticket(&h, approval_id, None);
+            ticket.denied = Some(ReasonCode::BindingMismatch.as_str().into());
+            return self.refuse(&h.call_id, &h.id, &h.call.tool_name, ticket, to_client);
+        };
+        // A client that cancelled the call does not get it run behind its back: the grant stays
+        // uncollected and the ticket open, for its next identical call.
+        if !matches!(
+            h.cancel.try_recv(),
+            Err(oneshot::error::TryRecvError::Empty)
+        ) {
+            self.dropped(&h.id);
+            self.tickets().insert(
+                h.op_hash.clone(),
+                OpenTicket {
+                    approval_id: approval_id.to_owned(),
+                    expires_at: expires_at.clone(),
+                },
+            );
+            self.audit.outcome(
+                &h.call_id,
+                &Outcome {
+                    outcome: "pending_approval",
+                    op_hash: &h.op_hash,
+                    approval_id: Some(approval_id),
+                    expires_at: expires_at.as_deref(),
+                    reason_code: Some("client_cancelled"),
+                    ..Outcome::default()
+                },
+            );
+            return;
+        }
         if let Err(refusal) = self.gateway.collect_grant(&approval, &h.call).await {
             return self.refuse_held(&h, approval_id, &refusal, to_client);
         }
         let Held {
             call_id,
             id,
-            line,
             op_hash,
             ..
         } = h;
@@ -817,6 +926,54 @@ struct Held {
     mrtr: bool,
     /// The `requestState` the client echoed, if any.
     request_state: Option<String>,
+    /// Fires when the client cancels this call (or leaves).
+    cancel: oneshot::Receiver<()>,
+}
+
+/// The line to forward for an approved held call: `line` itself, or, when the client answered
+/// the interposer's multi round-trip request, `line` without the `requestState` the interposer
+/// sealed (`own_state`) and without its `inputResponses` entry (an `inputResponses` left empty
+/// goes too); the upstream's own entries stay. Members are cut out of the text, never
+/// re-serialized; `None` if the result's `arguments` are not exactly `arguments` (the hashed
+/// bytes), which would make forwarding it unsafe.
+fn upstream_line(line: &str, own_state: bool, arguments: &str) -> Option<String> {
+    let frame: Value = serde_json::from_str(line).ok()?;
+    let own_response = frame
+        .pointer("/params/inputResponses")
+        .and_then(Value::as_object)
+        .is_some_and(|r| r.contains_key(answer::INPUT_REQUEST_KEY));
+    if !own_state && !own_response {
+        return Some(line.to_owned());
+    }
+    let at = crate::splice::member(line, "params")?;
+    let mut params = line[at.clone()].to_owned();
+    if own_state {
+        params = crate::splice::without(&params, "requestState")?;
+    }
+    if own_response {
+        let r = crate::splice::member(&params, "inputResponses")?;
+        let rest = crate::splice::without(&params[r.clone()], answer::INPUT_REQUEST_KEY)?;
+        params = if crate::splice::is_empty_object(&rest) {
+            crate::splice::without(&params, "inputResponses")?
+        } else {
+            format!("{}{rest}{}", &params[..r.start], &params[r.end..])
+        };
+    }
+    let out = format!("{}{params}{}", &line[..at.start], &line[at.end..]);
+    let CallFrame { params } = serde_json::from_str(&out).ok()?;
+    (params.arguments.map_or("{}", RawValue::get) == arguments).then_some(out)
+}
+
+/// Whether request `frame` is on protocol revision 2026-07-28 or later: its own `_meta` says so
+/// (2026-07-28 has no `initialize`; every request names its revision), or the session
+/// negotiated such a revision. Revisions are dates, so they compare as text.
+fn modern(frame: &Value, client: &ClientKind) -> bool {
+    let stated = frame
+        .pointer("/params/_meta")
+        .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
+        .and_then(Value::as_str)
+        .or(client.revision.as_deref());
+    stated.is_some_and(|v| v >= answer::REVISION_2026_07_28)
 }
 
 /// Longest life of a `requestState`: short, so a leaked state is soon worthless; a client whose

@@ -699,8 +699,200 @@ async fn the_2026_07_28_round_trip_and_its_state_refusals() {
         ran["result"]["content"][0]["text"], "ran \"write_file\"",
         "{ran}"
     );
+    // The upstream got the call without the interposer's own state and input response.
+    let sent = rig.upstream.calls_of("write_file");
+    assert!(!sent[0].contains("requestState"), "{}", sent[0]);
+    assert!(!sent[0].contains("countersign.approval"), "{}", sent[0]);
+    assert!(sent[0].contains(&format!("\"arguments\":{args}")));
     // Replayed after use: the grant is spent, nothing runs twice.
     let again = mrtr_call(&mut rig.client, args, Some(&state)).await;
     assert_eq!(again["result"]["isError"], true, "{again}");
+    assert_eq!(rig.upstream.calls_of("write_file").len(), 1);
+}
+
+/// The lines of the interposer's audit log so far.
+fn audit_lines(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Wait until the audit log holds `n` outcome lines (bounded only against a hang: nothing here
+/// assumes how fast the interposer is).
+async fn outcomes(path: &std::path::Path, n: usize) -> Vec<Value> {
+    for _ in 0..600 {
+        let lines: Vec<Value> = audit_lines(path)
+            .into_iter()
+            .filter(|l| l["kind"] == "mcp_outcome")
+            .collect();
+        if lines.len() >= n {
+            return lines;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the interposer never wrote {n} outcome lines");
+}
+
+async fn approval_status(svc: &Service, id: &str) -> Value {
+    svc.http
+        .get(format!("{}/v1/approvals/{id}", svc.base))
+        .bearer_auth(&svc.token)
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_2026_07_28_request_gets_results_that_carry_result_type() {
+    let mut rig = rig("modern-rt", plain_client()).await;
+    // A modern request without URL elicitation: the tool-error ticket, tagged complete.
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#;
+    let line = |id: u64, tool: &str| {
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"{tool}\",\"arguments\":{{\"path\":\"/rt\"}},{meta}}}}}"
+        )
+    };
+    rig.client.send_line(&line(50, "write_file")).await;
+    let held = rig.client.response(50).await;
+    assert_eq!(held["result"]["isError"], true, "{held}");
+    assert_eq!(held["result"]["resultType"], "complete", "{held}");
+    // Still awaiting, and refused, answers too.
+    rig.client.send_line(&line(51, "write_file")).await;
+    let waiting = rig.client.response(51).await;
+    assert_eq!(waiting["result"]["resultType"], "complete", "{waiting}");
+    let id = approval_id(&held);
+    rig.alice.decide(&rig.svc, &id, Decision::Denied).await;
+    rig.client.send_line(&line(52, "write_file")).await;
+    let refused = rig.client.response(52).await;
+    let text = refused["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("Not run: refused (approver_refused)"));
+    assert_eq!(refused["result"]["resultType"], "complete", "{refused}");
+    // A 2025 client's answers stay as they were.
+    let old = rig
+        .client
+        .call_raw("write_file", r#"{"path":"/old"}"#)
+        .await;
+    assert!(old["result"].get("resultType").is_none(), "{old}");
+}
+
+#[tokio::test]
+async fn an_approved_mrtr_retry_reaches_the_upstream_without_the_interposers_members() {
+    let mut rig = rig("mrtr-strip", plain_client()).await;
+    // Odd spacing and escapes: the upstream must see these exact bytes.
+    let args = r#"{ "path" : "/m\u00e9",  "n":[1, 2] }"#;
+    let first = mrtr_call(&mut rig.client, args, None).await;
+    let state = first["result"]["requestState"].as_str().unwrap().to_owned();
+    let id = approval_id(&first);
+    rig.alice.decide(&rig.svc, &id, Decision::Approved).await;
+    // The retry answers the interposer's request and, too, one the upstream asked earlier.
+    let line = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"tools/call\",\"params\":{{\"requestState\":\"{state}\",\"name\":\"write_file\",\"arguments\":{args},\"inputResponses\":{{\"countersign.approval\":{{\"action\":\"accept\"}}, \"upstream.ask\":{{\"action\":\"accept\",\"content\":{{\"ok\":true}}}}}},\"_meta\":{{\"io.modelcontextprotocol/clientCapabilities\":{{\"elicitation\":{{\"url\":{{}}}}}}}}}}}}"
+    );
+    rig.client.send_line(&line).await;
+    let ran = rig.client.response(77).await;
+    assert_eq!(
+        ran["result"]["content"][0]["text"], "ran \"write_file\"",
+        "{ran}"
+    );
+    let sent = rig.upstream.calls_of("write_file");
+    assert_eq!(sent.len(), 1);
+    let expected = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"tools/call\",\"params\":{{\"name\":\"write_file\",\"arguments\":{args},\"inputResponses\":{{ \"upstream.ask\":{{\"action\":\"accept\",\"content\":{{\"ok\":true}}}}}},\"_meta\":{{\"io.modelcontextprotocol/clientCapabilities\":{{\"elicitation\":{{\"url\":{{}}}}}}}}}}}}"
+    );
+    assert_eq!(
+        sent[0], expected,
+        "only the interposer's members are cut out"
+    );
+
+    // Without other responses, `inputResponses` goes as a whole.
+    let args = r#"{"path":"/m2"}"#;
+    let first = mrtr_call(&mut rig.client, args, None).await;
+    let state = first["result"]["requestState"].as_str().unwrap().to_owned();
+    rig.alice
+        .decide(&rig.svc, &approval_id(&first), Decision::Approved)
+        .await;
+    let ran = mrtr_call(&mut rig.client, args, Some(&state)).await;
+    assert_eq!(
+        ran["result"]["content"][0]["text"], "ran \"write_file\"",
+        "{ran}"
+    );
+    let sent = rig.upstream.calls_of("write_file");
+    let last: Value = serde_json::from_str(&sent[1]).unwrap();
+    let params = last["params"].as_object().unwrap();
+    let keys: Vec<&str> = params.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["_meta", "arguments", "name"], "{}", sent[1]);
+    assert!(sent[1].contains(&format!("\"arguments\":{args}")));
+}
+
+#[tokio::test]
+async fn a_cancel_that_overtakes_the_park_still_drops_the_response() {
+    // park_seconds = 2: were the cancel lost, the retry would be answered after 2 s.
+    let mut rig = rig("cancel-race", plain_client()).await;
+    let args = r#"{"path":"/race"}"#;
+    let first = rig.client.call_raw("write_file", args).await;
+    let id = approval_id(&first);
+    // The retry and its cancel in one write: the relay reads the cancel before the retry's own
+    // task has parked (on this single-threaded runtime it has not even started).
+    let retry = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"tools/call\",\"params\":{{\"name\":\"write_file\",\"arguments\":{args}}}}}"
+    );
+    let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":99,"reason":"timeout"}}"#;
+    rig.client.send_line(&format!("{retry}\n{cancel}")).await;
+    // The retry's record closes as a cancelled park, not as "still awaiting" after the budget.
+    let lines = outcomes(&rig.audit, 2).await;
+    assert_eq!(lines[1]["outcome"], "pending_approval", "{lines:?}");
+    assert_eq!(lines[1]["reason_code"], "client_cancelled", "{lines:?}");
+    // Its task is over without answering: the next answer is for the next request.
+    let r = rig.client.request("vendor/ping", json!({})).await;
+    assert!(r.get("result").is_some());
+    assert_eq!(approval_status(&rig.svc, &id).await["status"], "PENDING");
+    assert!(
+        !rig.upstream
+            .lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("notifications/cancelled")),
+        "the upstream never saw request 99, nor its cancel"
+    );
+    let retry_call = lines[1]["call_id"].clone();
+    let (lines, _) = close(rig).await;
+    let of_retry = lines
+        .iter()
+        .filter(|l| l["kind"] == "mcp_outcome" && l["call_id"] == retry_call)
+        .count();
+    assert_eq!(
+        of_retry, 1,
+        "one outcome for the cancelled retry: {lines:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_cancel_that_overtakes_an_approved_retry_collects_nothing() {
+    let mut rig = rig("cancel-approved", plain_client()).await;
+    let args = r#"{"path":"/ca"}"#;
+    let first = rig.client.call_raw("write_file", args).await;
+    let id = approval_id(&first);
+    rig.alice.decide(&rig.svc, &id, Decision::Approved).await;
+    let retry = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":98,\"method\":\"tools/call\",\"params\":{{\"name\":\"write_file\",\"arguments\":{args}}}}}"
+    );
+    let cancel =
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":98}}"#;
+    rig.client.send_line(&format!("{retry}\n{cancel}")).await;
+    let lines = outcomes(&rig.audit, 2).await;
+    assert_eq!(lines[1]["reason_code"], "client_cancelled", "{lines:?}");
+    assert!(rig.upstream.calls_of("write_file").is_empty());
+    // The grant is still there: the next identical call runs, once.
+    let ran = rig.client.call_raw("write_file", args).await;
+    assert_eq!(
+        ran["result"]["content"][0]["text"], "ran \"write_file\"",
+        "{ran}"
+    );
     assert_eq!(rig.upstream.calls_of("write_file").len(), 1);
 }

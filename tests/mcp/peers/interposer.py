@@ -100,6 +100,23 @@ class StdioInterposer:
         )
 
 
+    def cross_check(self) -> subprocess.CompletedProcess:
+        """`countersign audit verify` of the service's log together with this interposer's: both
+        logs verify under their own keys (the service's Decisions' evidence re-verified under the
+        test RP), and every held call the interposer executed has exactly one verdict and one
+        collected grant in the service's log (docs/MCP.md, "Audit log"). JSON report on stdout."""
+        data = self.service.data
+        return subprocess.run(
+            [self.binary, "audit", "verify", str(data / "audit.jsonl"),
+             "--key", str(data / "service-key.pub"),
+             "--rp-id", testing.RP_ID, "--origin", testing.ORIGIN,
+             "--interposer-log", str(self.audit_log),
+             "--interposer-key", str(self.audit_key) + ".pub",
+             "--json"],
+            capture_output=True, text=True,
+        )
+
+
 def block_of(outcome) -> Optional[dict[str, Any]]:
     """The `io.countersign/approval` block of a held/refused answer, wherever the mode puts it:
     `data` of a -32042 (beside `elicitations`), `error.data` itself in `jsonrpc_error` mode, or

@@ -7,6 +7,7 @@ mod audit;
 mod browser;
 mod contract;
 mod credential;
+mod crosscheck;
 mod faults;
 mod gateway;
 mod preauth;

@@ -9,6 +9,7 @@
 //! `prev_hash`, the next line.
 
 mod checkpoint;
+mod crosscheck;
 pub(crate) mod events;
 pub mod merkle;
 mod mirror;
@@ -20,6 +21,7 @@ pub use checkpoint::{
     CHECKPOINT_VERSION, CHECKPOINT_VERSION_1, Checkpoint, CheckpointError, CheckpointHash,
     LogComparison, ORIGIN_PATH, default_origin, key_id, valid_origin,
 };
+pub use crosscheck::{CrossIssue, CrossReport, cross_check};
 pub use events::{AuditEvent, EnrollmentFacts, EnrollmentSource, RequestFacts, authority};
 pub use mirror::AuditMirror;
 pub use recheck::{RecheckLine, RecheckVerdict, recheck};

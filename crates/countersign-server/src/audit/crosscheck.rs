@@ -1,0 +1,515 @@
+//! The two-log cross-check (docs/SPEC.md, "Audit: the interposer's log against the service's"):
+//! every held call the MCP interposer says it executed must be backed, in the service's log, by
+//! exactly one verdict and exactly one collected grant for that approval and that op_hash; and
+//! every grant the service handed out for an approval of this interposer must have been executed.
+//!
+//! Each log's own integrity (seals, chain, per-log rules) is [`super::verify_log`]'s job and is
+//! checked first by the CLI; this walk reads whatever lines parse as JSON and judges only what
+//! the two logs say about each other.
+
+use super::IssueClass;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// One cross-check finding. `interposer_line` and `service_line` are 1-based lines of each log
+/// (absent when the finding is about the absence of a line there).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CrossIssue {
+    pub class: IssueClass,
+    /// A stable code: `mcp_executed_without_decision`, `mcp_executed_twice`, ...
+    pub code: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interposer_line: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_line: Option<usize>,
+    pub detail: String,
+}
+
+/// The result of [`cross_check`].
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CrossReport {
+    /// Executed held calls (interposer `executed` lines) examined.
+    pub executed: usize,
+    /// Grants in the service log attributed to this interposer.
+    pub grants: usize,
+    pub issues: Vec<CrossIssue>,
+}
+
+impl CrossReport {
+    /// No violation (informational findings allowed).
+    pub fn is_valid(&self) -> bool {
+        !self.issues.iter().any(|i| i.class == IssueClass::Violation)
+    }
+}
+
+/// A verdict line of the service log: a human `decision`, an at-once APPROVED/DENIED `outcome`,
+/// or a `settlement` (expiry, withdrawal).
+struct Verdict {
+    line: usize,
+    kind: String,
+    status: String,
+    /// The op_hash its `authority` granted, if it recorded one.
+    op_hash: Option<String>,
+}
+
+#[derive(Default)]
+struct ServiceApproval {
+    /// (agent_id, server_id) of its request line, for an MCP tool call.
+    caller: Option<(String, String)>,
+    verdicts: Vec<Verdict>,
+    /// (line, fingerprint) of each grant line.
+    grants: Vec<(usize, String)>,
+}
+
+fn objects(bytes: &[u8]) -> impl Iterator<Item = (usize, serde_json::Map<String, Value>)> + '_ {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .enumerate()
+        .filter_map(|(i, l)| match serde_json::from_str::<Value>(l) {
+            Ok(Value::Object(o)) => Some((i + 1, o)),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+}
+
+fn text(o: &serde_json::Map<String, Value>, key: &str) -> Option<String> {
+    o.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// Cross-check the interposer's log against the service's (both as bytes of JSON lines).
+pub fn cross_check(service: &[u8], interposer: &[u8]) -> CrossReport {
+    let mut approvals: HashMap<String, ServiceApproval> = HashMap::new();
+    for (n, o) in objects(service) {
+        let Some(id) = text(&o, "approval_id") else {
+            continue;
+        };
+        let kind = text(&o, "kind").unwrap_or_default();
+        let a = approvals.entry(id).or_default();
+        let authority = || {
+            o.get("authority")
+                .and_then(|a| a.get("op_hash"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        match kind.as_str() {
+            "request" => {
+                let agent = text(&o, "agent_id");
+                let server = o
+                    .get("fields")
+                    .and_then(|f| f.get("server_id"))
+                    .and_then(Value::as_str);
+                if let (Some(agent), Some(server)) = (agent, server) {
+                    a.caller = Some((agent, server.to_owned()));
+                }
+            }
+            "decision" => a.verdicts.push(Verdict {
+                line: n,
+                kind,
+                status: text(&o, "verdict").unwrap_or_default(),
+                op_hash: authority(),
+            }),
+            "outcome" | "settlement" => {
+                let status = text(&o, "status").unwrap_or_default();
+                if matches!(status.as_str(), "APPROVED" | "DENIED") {
+                    a.verdicts.push(Verdict {
+                        line: n,
+                        kind,
+                        status,
+                        op_hash: authority(),
+                    });
+                }
+            }
+            "grant" => a
+                .grants
+                .push((n, text(&o, "fingerprint").unwrap_or_default())),
+            _ => {}
+        }
+    }
+
+    // The interposer's side.
+    let mut executed: BTreeMap<String, Vec<(usize, String)>> = BTreeMap::new();
+    let mut referenced: HashSet<String> = HashSet::new();
+    let mut callers: HashSet<(String, String)> = HashSet::new();
+    // call_id -> (line, op_hash) of intents still without an outcome.
+    let mut open: HashMap<String, (usize, String)> = HashMap::new();
+    for (n, o) in objects(interposer) {
+        match text(&o, "kind").as_deref() {
+            Some("mcp_call") => {
+                if let (Some(agent), Some(server)) = (text(&o, "agent_id"), text(&o, "server_id")) {
+                    callers.insert((agent, server));
+                }
+                if let Some(call) = text(&o, "call_id") {
+                    open.insert(call, (n, text(&o, "op_hash").unwrap_or_default()));
+                }
+            }
+            Some("mcp_outcome") => {
+                if let Some(call) = text(&o, "call_id") {
+                    open.remove(&call);
+                }
+                if let Some(id) = text(&o, "approval_id") {
+                    referenced.insert(id);
+                }
+                if text(&o, "outcome").as_deref() == Some("executed") {
+                    // An executed line without approval_ref is the single-log verifier's
+                    // violation (mcp_executed_without_approval_ref); nothing to match here.
+                    if let Some(id) = text(&o, "approval_ref") {
+                        referenced.insert(id.clone());
+                        executed
+                            .entry(id)
+                            .or_default()
+                            .push((n, text(&o, "op_hash").unwrap_or_default()));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let in_flight: HashMap<&str, usize> = open
+        .values()
+        .map(|(line, op_hash)| (op_hash.as_str(), *line))
+        .collect();
+
+    let mut issues = Vec::new();
+    let mut push = |class, code, id: &str, il, sl, detail| {
+        issues.push(CrossIssue {
+            class,
+            code,
+            approval_id: Some(id.to_owned()),
+            interposer_line: il,
+            service_line: sl,
+            detail,
+        });
+    };
+    let violation = IssueClass::Violation;
+    let mut examined = 0;
+    for (id, runs) in &executed {
+        examined += runs.len();
+        let Some(&(line, ref op_hash)) = runs.first() else {
+            continue;
+        };
+        for (again, _) in runs.iter().skip(1) {
+            push(
+                violation,
+                "mcp_executed_twice",
+                id,
+                Some(*again),
+                None,
+                format!(
+                    "{id} was executed again (first on interposer line {line}): one approval \
+                     grants one execution"
+                ),
+            );
+        }
+        let empty = ServiceApproval::default();
+        let a = approvals.get(id).unwrap_or(&empty);
+        match a.verdicts.as_slice() {
+            [] => push(
+                violation,
+                "mcp_executed_without_decision",
+                id,
+                Some(line),
+                None,
+                format!("{id} was executed but the service log records no verdict for it"),
+            ),
+            [v] if v.status != "APPROVED" => push(
+                violation,
+                "mcp_executed_denied",
+                id,
+                Some(line),
+                Some(v.line),
+                format!("{id} was executed but its {} says {}", v.kind, v.status),
+            ),
+            [v] => {
+                if let Some(granted) = v.op_hash.as_deref().filter(|g| g != op_hash) {
+                    push(
+                        violation,
+                        "mcp_op_hash_mismatch",
+                        id,
+                        Some(line),
+                        Some(v.line),
+                        format!(
+                            "{id} was executed for op_hash {op_hash} but its {} granted {granted}",
+                            v.kind
+                        ),
+                    );
+                }
+            }
+            [first, rest @ ..] => push(
+                violation,
+                "mcp_two_decisions",
+                id,
+                Some(line),
+                rest.first().map(|v| v.line),
+                format!(
+                    "{id} has {} verdict lines (first on service line {})",
+                    rest.len() + 1,
+                    first.line
+                ),
+            ),
+        }
+        match a.grants.as_slice() {
+            [] => push(
+                violation,
+                "mcp_executed_without_grant",
+                id,
+                Some(line),
+                None,
+                format!("{id} was executed but the service log records no collected grant"),
+            ),
+            [(g, fingerprint)] if fingerprint != op_hash => push(
+                violation,
+                "mcp_op_hash_mismatch",
+                id,
+                Some(line),
+                Some(*g),
+                format!(
+                    "{id} was executed for op_hash {op_hash} but its grant was collected for \
+                     {fingerprint}"
+                ),
+            ),
+            [_] => {}
+            [(first, _), (second, _), ..] => push(
+                violation,
+                "mcp_two_grants",
+                id,
+                Some(line),
+                Some(*second),
+                format!(
+                    "{id} has {} collected grants (first on service line {first})",
+                    a.grants.len()
+                ),
+            ),
+        }
+    }
+
+    // Grants with no execution: the converse.
+    let mut grants: Vec<(&String, &ServiceApproval)> = approvals
+        .iter()
+        .filter(|(id, a)| {
+            !a.grants.is_empty()
+                && (referenced.contains(*id)
+                    || a.caller.as_ref().is_some_and(|c| callers.contains(c)))
+        })
+        .collect();
+    grants.sort_by_key(|(_, a)| a.grants.first().map(|g| g.0));
+    let mut attributed = 0;
+    for (id, a) in grants {
+        attributed += a.grants.len();
+        if executed.contains_key(id) {
+            continue;
+        }
+        let Some((g, fingerprint)) = a.grants.first() else {
+            continue;
+        };
+        if let Some(intent) = in_flight.get(fingerprint.as_str()) {
+            push(
+                IssueClass::Informational,
+                "mcp_grant_in_flight",
+                id,
+                Some(*intent),
+                Some(*g),
+                format!(
+                    "{id}'s grant was collected and the interposer's intent for that op_hash has \
+                     no outcome (it stopped before the upstream answered): whether the call ran \
+                     is not provable from these logs"
+                ),
+            );
+        } else if referenced.contains(id) {
+            push(
+                violation,
+                "mcp_grant_not_executed",
+                id,
+                None,
+                Some(*g),
+                format!(
+                    "{id}'s grant was collected but the interposer log records no execution of \
+                     it: a grant spent outside this interposer's record (its gateway credential \
+                     used elsewhere), or an execution it did not log"
+                ),
+            );
+        } else {
+            push(
+                IssueClass::Informational,
+                "mcp_grant_unattributed",
+                id,
+                None,
+                Some(*g),
+                format!(
+                    "{id} is a call by this interposer's agent and server whose grant was \
+                     collected, but this interposer log never mentions it (another interposer \
+                     instance, or another log file)"
+                ),
+            );
+        }
+    }
+    issues.sort_by_key(|i| (i.interposer_line.unwrap_or(usize::MAX), i.service_line));
+    CrossReport {
+        executed: examined,
+        grants: attributed,
+        issues,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn lines(values: &[Value]) -> Vec<u8> {
+        let mut out = String::new();
+        for v in values {
+            out.push_str(&v.to_string());
+            out.push('\n');
+        }
+        out.into_bytes()
+    }
+
+    fn request(id: &str) -> Value {
+        json!({"kind": "request", "approval_id": id, "agent_id": "agent-7",
+               "fields": {"agent_id": "agent-7", "server_id": "fs", "tool_name": "w", "params": {}}})
+    }
+    fn decision(id: &str, verdict: &str, op_hash: &str) -> Value {
+        json!({"kind": "decision", "approval_id": id, "verdict": verdict,
+               "authority": {"scope": "one_call", "op_hash": op_hash, "until": "2099-01-01T00:00:00Z"}})
+    }
+    fn grant(id: &str, fingerprint: &str) -> Value {
+        json!({"kind": "grant", "approval_id": id, "fingerprint": fingerprint})
+    }
+    fn call(call: &str, op_hash: &str) -> Value {
+        json!({"kind": "mcp_call", "call_id": call, "agent_id": "agent-7", "server_id": "fs",
+               "tool_name": "w", "op_hash": op_hash, "rule": "hold"})
+    }
+    fn pending(call: &str, id: &str, op_hash: &str) -> Value {
+        json!({"kind": "mcp_outcome", "call_id": call, "outcome": "pending_approval",
+               "op_hash": op_hash, "approval_id": id})
+    }
+    fn executed(call: &str, id: &str, op_hash: &str) -> Value {
+        json!({"kind": "mcp_outcome", "call_id": call, "outcome": "executed",
+               "op_hash": op_hash, "approval_ref": id, "upstream": "ok"})
+    }
+
+    fn clean() -> (Vec<Value>, Vec<Value>) {
+        (
+            vec![
+                request("a"),
+                json!({"kind": "outcome", "approval_id": "a", "status": "PENDING"}),
+                decision("a", "APPROVED", "H"),
+                grant("a", "H"),
+            ],
+            vec![
+                call("c1", "H"),
+                pending("c1", "a", "H"),
+                call("c2", "H"),
+                executed("c2", "a", "H"),
+                json!({"kind": "mcp_close"}),
+            ],
+        )
+    }
+
+    fn codes(r: &CrossReport) -> Vec<(&'static str, IssueClass)> {
+        r.issues.iter().map(|i| (i.code, i.class)).collect()
+    }
+
+    #[test]
+    fn a_clean_pair_passes() {
+        let (s, i) = clean();
+        let r = cross_check(&lines(&s), &lines(&i));
+        assert!(r.is_valid() && r.issues.is_empty(), "{r:?}");
+        assert_eq!((r.executed, r.grants), (1, 1));
+    }
+
+    #[test]
+    fn an_execution_without_grant_or_decision_fails_by_name() {
+        let (mut s, i) = clean();
+        s.pop();
+        let r = cross_check(&lines(&s), &lines(&i));
+        assert_eq!(
+            codes(&r),
+            [("mcp_executed_without_grant", IssueClass::Violation)]
+        );
+        assert_eq!(r.issues[0].interposer_line, Some(4));
+        let r = cross_check(&lines(&[request("a")]), &lines(&i));
+        assert_eq!(
+            codes(&r),
+            [
+                ("mcp_executed_without_decision", IssueClass::Violation),
+                ("mcp_executed_without_grant", IssueClass::Violation)
+            ]
+        );
+    }
+
+    #[test]
+    fn two_executions_for_one_grant_fail() {
+        let (s, mut i) = clean();
+        i.insert(4, call("c3", "H"));
+        i.insert(5, executed("c3", "a", "H"));
+        let r = cross_check(&lines(&s), &lines(&i));
+        assert_eq!(codes(&r), [("mcp_executed_twice", IssueClass::Violation)]);
+        assert_eq!(r.issues[0].interposer_line, Some(6));
+    }
+
+    #[test]
+    fn a_mismatched_op_hash_fails() {
+        let (mut s, i) = clean();
+        s[3] = grant("a", "OTHER");
+        let r = cross_check(&lines(&s), &lines(&i));
+        assert_eq!(codes(&r), [("mcp_op_hash_mismatch", IssueClass::Violation)]);
+        assert_eq!(r.issues[0].service_line, Some(4));
+        let (mut s, i) = clean();
+        s[2] = decision("a", "APPROVED", "OTHER");
+        let r = cross_check(&lines(&s), &lines(&i));
+        assert_eq!(codes(&r), [("mcp_op_hash_mismatch", IssueClass::Violation)]);
+        assert_eq!(r.issues[0].service_line, Some(3));
+    }
+
+    #[test]
+    fn a_denied_or_doubly_decided_execution_fails() {
+        let (mut s, i) = clean();
+        s[2] = decision("a", "DENIED", "H");
+        let r = cross_check(&lines(&s), &lines(&i));
+        assert_eq!(codes(&r), [("mcp_executed_denied", IssueClass::Violation)]);
+        let (mut s, i) = clean();
+        s.insert(3, decision("a", "APPROVED", "H"));
+        let r = cross_check(&lines(&s), &lines(&i));
+        assert_eq!(codes(&r), [("mcp_two_decisions", IssueClass::Violation)]);
+    }
+
+    #[test]
+    fn a_grant_never_executed_is_reported_by_what_can_be_proven() {
+        // The interposer created the approval (its pending line) and never executed it.
+        let (s, mut i) = clean();
+        i.drain(2..4);
+        let r = cross_check(&lines(&s), &lines(&i));
+        assert_eq!(
+            codes(&r),
+            [("mcp_grant_not_executed", IssueClass::Violation)]
+        );
+        assert_eq!(r.issues[0].service_line, Some(4));
+        // Killed after forwarding: the intent has no outcome; not provable either way.
+        let (s, mut i) = clean();
+        i.drain(3..);
+        let r = cross_check(&lines(&s), &lines(&i));
+        assert_eq!(
+            codes(&r),
+            [("mcp_grant_in_flight", IssueClass::Informational)]
+        );
+        assert!(r.is_valid());
+        // A grant for this agent and server that this log never mentions.
+        let (s, _) = clean();
+        let i = vec![call("c9", "Z"), pending("c9", "zz", "Z")];
+        let r = cross_check(&lines(&s), &lines(&i));
+        assert_eq!(
+            codes(&r),
+            [("mcp_grant_unattributed", IssueClass::Informational)]
+        );
+        // Grants of other agents are none of this interposer's business.
+        let mut s = s;
+        s[0] = json!({"kind": "request", "approval_id": "a", "agent_id": "other",
+                      "fields": {"server_id": "fs"}});
+        assert!(cross_check(&lines(&s), &lines(&i)).issues.is_empty());
+    }
+}
