@@ -704,3 +704,7 @@ async fn the_2026_07_28_round_trip_and_its_state_refusals() {
     assert_eq!(again["result"]["isError"], true, "{again}");
     assert_eq!(rig.upstream.calls_of("write_file").len(), 1);
 }
+
+// `countersign mcp http`: the same life cycle over Streamable HTTP.
+#[path = "it/http.rs"]
+mod http;
