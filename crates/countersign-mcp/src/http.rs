@@ -504,22 +504,26 @@ impl HttpRelay {
         mut reply: oneshot::Sender<Response>,
     ) {
         let mut client_gone = false;
-        loop {
+        let (mut forwards_open, mut answers_open) = (true, true);
+        while forwards_open || answers_open {
             tokio::select! {
                 biased;
-                Some(frame) = forwards.recv() => {
-                    self.forward(x, frame, reply).await;
-                    return;
-                }
-                Some(answer) = answers.recv() => {
-                    let _ = reply.send(json_response(answer));
-                    return;
-                }
+                frame = forwards.recv(), if forwards_open => match frame {
+                    Some(frame) => return self.forward(x, frame, reply).await,
+                    None => forwards_open = false,
+                },
+                answer = answers.recv(), if answers_open => match answer {
+                    Some(answer) => {
+                        let _ = reply.send(json_response(answer));
+                        return;
+                    }
+                    None => answers_open = false,
+                },
                 () = reply.closed(), if !client_gone => {
                     // The client dropped its request while the interposer was still deciding
                     // (a parked retry): only the parked response is dropped, exactly as for a
                     // `notifications/cancelled`; the approval stays pending. Whatever the relay
-                    // still forwards is forwarded below.
+                    // still forwards is forwarded.
                     client_gone = true;
                     if let Some(id) = &x.request_id {
                         let cancel = json!({
@@ -531,12 +535,11 @@ impl HttpRelay {
                         x.interposer.clone().client_frame(cancel.to_string(), &sink, &sink);
                     }
                 }
-                else => {
-                    let _ = reply.send(status_only(StatusCode::ACCEPTED));
-                    return;
-                }
             }
         }
+        // Nothing to answer or forward: a notification the interposer consumed (the cancel of
+        // a parked retry), or a request whose parked response was dropped.
+        let _ = reply.send(status_only(StatusCode::ACCEPTED));
     }
 
     /// Send `frame` (the exact bytes the client posted) to the upstream and relay its answer.

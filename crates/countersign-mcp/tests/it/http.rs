@@ -574,3 +574,71 @@ async fn http_held_call_runs_once_after_approval_and_a_third_is_held_again() {
     assert_eq!(executed[0]["approval_ref"], id.as_str());
     assert_eq!(executed[0]["upstream"], "ok");
 }
+
+#[tokio::test]
+async fn http_cancel_of_a_parked_retry_drops_only_its_response() {
+    let rig = http_rig("http-cancel").await;
+    let session = rig.open(TOKEN_A).await;
+    let args = r#"{"path":"/c"}"#;
+    let first = rig.call(TOKEN_A, &session, 20, "write_file", args).await;
+    let id = first["result"]["_meta"][APPROVAL_KEY]["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The retry parks (for up to park_seconds = 2) on its own POST.
+    let body = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":21,\"method\":\"tools/call\",\"params\":{{\"name\":\"write_file\",\"arguments\":{args}}}}}"
+    );
+    let parked = {
+        let (http, url, session) = (rig.http.clone(), rig.url.clone(), session.clone());
+        tokio::spawn(async move {
+            http.post(url)
+                .bearer_auth(TOKEN_A)
+                .header("mcp-session-id", session)
+                .header("accept", "application/json, text/event-stream")
+                .body(body)
+                .send()
+                .await
+                .unwrap()
+        })
+    };
+    // Same wait as the stdio test: the cancel must find the park registered.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let r = rig
+        .post(
+            Some(TOKEN_A),
+            Some(&session),
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":21,"reason":"timeout"}}"#,
+        )
+        .await;
+    assert_eq!(r.status(), 202, "consumed by the interposer");
+    let parked = tokio::time::timeout(Duration::from_secs(30), parked)
+        .await
+        .expect("the parked request ends")
+        .unwrap();
+    assert_eq!(parked.status(), 202, "no answer for a cancelled request");
+    assert!(parked.text().await.unwrap().is_empty());
+    // Nothing went upstream: neither the call nor the cancel; the approval is still pending.
+    assert!(rig.upstream.calls_of("write_file").is_empty());
+    assert!(
+        !rig.upstream
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|s| s.body.contains("notifications/cancelled"))
+    );
+    let status: Value = rig
+        .svc
+        .http
+        .get(format!("{}/v1/approvals/{id}", rig.svc.base))
+        .bearer_auth(&rig.svc.token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["status"], "PENDING");
+    rig.stop().await;
+}
