@@ -248,9 +248,29 @@ def main() -> None:
 
 
 def run_http(binary: str, service, tmp: pathlib.Path, opts) -> dict[str, list]:
+    import socket
     import subprocess
+    import urllib.error
+    import urllib.request
 
-    from peers.servers import free_port, wait_http
+    # (peers.servers has these too, but importing it would pick the bindings' conftest.)
+    def free_port() -> int:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return sock.getsockname()[1]
+
+    def wait_http(url: str) -> None:
+        end = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=2)
+                return
+            except urllib.error.HTTPError:
+                return
+            except OSError:
+                if time.monotonic() > end:
+                    raise
+                time.sleep(0.05)
 
     token = "bench-agent-bearer-credential"
     port = free_port()

@@ -367,6 +367,11 @@ impl HttpRelay {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let (stopping_tx, stopping_rx) = oneshot::channel::<()>();
+        use axum::serve::ListenerExt as _;
+        // Small JSON-RPC answers must not wait for Nagle's algorithm.
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let server =
             axum::serve(listener, self.clone().router()).with_graceful_shutdown(async move {
                 shutdown.await;
