@@ -43,6 +43,48 @@ configuration error.")]
         #[arg(last = true, required = true, value_name = "COMMAND [ARGS]...")]
         command: Vec<String>,
     },
+    /// Serve Streamable HTTP at http://LISTEN/mcp in front of an upstream MCP server's
+    /// Streamable HTTP endpoint, holding sensitive tool calls for a passkey approval.
+    ///
+    /// Each agent presents its own bearer credential (`Authorization: Bearer TOKEN`), configured
+    /// under `[[agents]]` in --config; the agent id signed with a held call is the one its
+    /// credential names, never what the client says about itself. A request without a known
+    /// credential gets HTTP 401 and nothing is forwarded. POST, GET (the server's event stream)
+    /// and DELETE are relayed; the interposer gives the client its own session id and maps it to
+    /// the upstream's. Held calls behave as in stdio mode (docs/MCP.md).
+    #[command(after_help = "Example:
+  countersign mcp http --listen 127.0.0.1:7300 --upstream http://127.0.0.1:3001/mcp \
+    --service http://127.0.0.1:8080 --gateway-token-file mcp.token --server-id everything \
+    --config mcp.toml
+
+with, in mcp.toml:
+  [[agents]]
+  id = \"alice-laptop-claude\"
+  token_file = \"alice-agent.token\"
+
+Exit codes: 0 stopped by SIGINT or SIGTERM; 1 the listener or the service failed; 2 a usage or configuration error.")]
+    Http {
+        /// Address to listen on (keep it on loopback: 127.0.0.1:PORT).
+        #[arg(long, value_name = "ADDR")]
+        listen: std::net::SocketAddr,
+        /// The upstream MCP server's Streamable HTTP endpoint, e.g. http://127.0.0.1:3001/mcp.
+        #[arg(long, value_name = "URL")]
+        upstream: url::Url,
+        /// The approval service's base URL (`countersign serve`).
+        #[arg(long, value_name = "URL")]
+        service: url::Url,
+        /// File holding this interposer's gateway token (`countersign gateway add NAME`).
+        #[arg(long, value_name = "FILE")]
+        gateway_token_file: PathBuf,
+        /// A stable name for the upstream server, signed with every held call.
+        #[arg(long, value_name = "ID")]
+        server_id: String,
+        /// The interposer's TOML configuration: `[[agents]]` (required in this mode), allow /
+        /// hold / deny patterns, trust (rp_id, origins, registry), held_as, park_seconds,
+        /// audit_log.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
 }
 
 /// Run a `countersign mcp` subcommand; the exit code per the help text.
@@ -76,6 +118,43 @@ pub(crate) fn run(command: McpCommand) -> anyhow::Result<u8> {
                 .enable_all()
                 .build()?;
             match runtime.block_on(countersign_mcp::run_stdio(options)) {
+                Ok(()) => Ok(0),
+                Err(e) => {
+                    eprintln!("countersign mcp: {e:#}");
+                    Ok(1)
+                }
+            }
+        }
+        McpCommand::Http {
+            listen,
+            upstream,
+            service,
+            gateway_token_file,
+            server_id,
+            config,
+        } => {
+            let config = match config {
+                Some(path) => countersign_mcp::Config::from_file(&path)?,
+                None => countersign_mcp::Config::default(),
+            };
+            // Checked before anything starts: a missing or weak credential is a usage error.
+            let agents = countersign_mcp::http::Agents::from_entries(&config.agents)?;
+            // A long-running server: its warnings (an unreachable upstream) go to stderr.
+            crate::logging::install(crate::logging::LogFormat::Text)?;
+            let options = countersign_mcp::HttpOptions {
+                listen,
+                upstream,
+                service,
+                gateway_token_file,
+                server_id,
+                config,
+                agents,
+            };
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            match runtime.block_on(countersign_mcp::run_http(options)) {
                 Ok(()) => Ok(0),
                 Err(e) => {
                     eprintln!("countersign mcp: {e:#}");

@@ -69,6 +69,10 @@ pub struct Config {
     /// Directory of the replay store (spent evidence nonces); in memory when absent.
     #[serde(default)]
     pub state_dir: Option<PathBuf>,
+    /// HTTP mode: the agents and their bearer credentials (the agent id of a call comes from
+    /// the credential it presents). Not used by stdio mode.
+    #[serde(default)]
+    pub agents: Vec<crate::http::AgentEntry>,
 }
 
 fn default_rp_id() -> String {
@@ -96,6 +100,7 @@ impl Default for Config {
             audit_log: None,
             audit_key: None,
             state_dir: None,
+            agents: Vec::new(),
         }
     }
 }
@@ -151,6 +156,15 @@ impl Config {
         ]
         .into_iter()
         .flatten()
+        {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+        for p in config
+            .agents
+            .iter_mut()
+            .filter_map(|a| a.token_file.as_mut())
         {
             if p.is_relative() {
                 *p = base.join(&*p);

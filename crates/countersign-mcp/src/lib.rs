@@ -6,12 +6,14 @@
 //! - [`answer`]: what a client sees when a call is held or refused;
 //! - [`audit`]: the interposer's own signed, hash-chained log;
 //! - [`relay`]: the relay and the held-call life cycle;
+//! - [`http`]: the Streamable HTTP transport (`countersign mcp http`) around the relay;
 //! - `splice`: cutting members out of a frame's text without re-serializing it;
 //! - [`state`]: the HMAC-protected `requestState` of 2026-07-28 multi round-trip answers.
 
 pub mod answer;
 pub mod audit;
 pub mod config;
+pub mod http;
 pub mod relay;
 mod splice;
 pub mod state;
@@ -130,14 +132,19 @@ pub async fn interposer(
     Ok(Interposer::new(settings, gateway, audit, tickets))
 }
 
+/// The gateway token in `path`.
+fn gateway_token(path: &std::path::Path) -> anyhow::Result<GatewayToken> {
+    use anyhow::Context as _;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    GatewayToken::new(text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
 /// Run `countersign mcp stdio`: start the upstream and relay between this process's stdio and
 /// it until the client closes stdin.
 pub async fn run_stdio(options: StdioOptions) -> anyhow::Result<()> {
     use anyhow::Context as _;
-    let token_text = std::fs::read_to_string(&options.gateway_token_file)
-        .with_context(|| format!("reading {}", options.gateway_token_file.display()))?;
-    let token = GatewayToken::new(token_text)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", options.gateway_token_file.display()))?;
+    let token = gateway_token(&options.gateway_token_file)?;
     let interposer = interposer(
         options.service,
         token,
@@ -166,4 +173,71 @@ pub async fn run_stdio(options: StdioOptions) -> anyhow::Result<()> {
         .await?;
     let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
     Ok(())
+}
+
+/// Everything `countersign mcp http` is given.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    pub listen: std::net::SocketAddr,
+    /// The upstream's Streamable HTTP endpoint (e.g. `http://127.0.0.1:3001/mcp`).
+    pub upstream: Url,
+    pub service: Url,
+    pub gateway_token_file: PathBuf,
+    pub server_id: String,
+    pub config: Config,
+    /// The checked `[[agents]]` of `config`.
+    pub agents: http::Agents,
+}
+
+/// Run `countersign mcp http`: listen on `options.listen` and relay to the upstream until
+/// SIGINT or SIGTERM; then end the sessions and close the audit log.
+pub async fn run_http(options: HttpOptions) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let token = gateway_token(&options.gateway_token_file)?;
+    // The template's agent id is never used: every session gets the one its bearer names.
+    let base = interposer(
+        options.service,
+        token,
+        String::new(),
+        options.server_id,
+        options.config,
+    )
+    .await?;
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .with_context(|| format!("listening on {}", options.listen))?;
+    if !options.listen.ip().is_loopback() {
+        tracing::warn!(
+            listen = %options.listen,
+            "listening beyond loopback: bearer tokens travel in clear unless a TLS proxy is in front"
+        );
+    }
+    tracing::info!(listen = %options.listen, upstream = %options.upstream, "mcp http relay ready");
+    let relay = http::HttpRelay::new(base, options.agents, options.upstream);
+    relay.serve(listener, shutdown_signal()).await?;
+    Ok(())
+}
+
+/// SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = interrupt.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
 }

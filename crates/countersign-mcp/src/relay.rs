@@ -53,6 +53,19 @@ struct Session {
     calls: HashMap<String, Pending>,
 }
 
+impl Session {
+    /// The client is gone: no pending call is answered or collected for it any more (parked
+    /// responses are dropped; their approvals stay pending at the service).
+    fn drop_pending_answers(&mut self) {
+        for call in self.calls.values_mut() {
+            call.cancelled = true;
+            if let Some(cancel) = call.cancel.take() {
+                let _ = cancel.send(());
+            }
+        }
+    }
+}
+
 /// A `tools/call` the interposer has not answered or forwarded yet. It is registered the moment
 /// its frame is read, before anything awaits, so a `notifications/cancelled` that overtakes the
 /// call's own task (before it parks, or while it talks to the service) is never lost.
@@ -70,17 +83,20 @@ struct Pending {
 }
 
 /// The interposer: policy, the service connection, the audit log and the session's view.
+///
+/// Everything but the session (and the agent in `settings`) is shared by the sessions
+/// [`Interposer::session_for`] makes (HTTP mode: one per upstream session).
 pub struct Interposer {
     settings: Settings,
     /// The policy in force: replaced as a whole, read at every decision.
-    config: std::sync::RwLock<Arc<Config>>,
-    gateway: Gateway,
-    audit: AuditLog,
-    tickets: Mutex<HashMap<String, OpenTicket>>,
+    config: Arc<std::sync::RwLock<Arc<Config>>>,
+    gateway: Arc<Gateway>,
+    audit: Arc<AuditLog>,
+    tickets: Arc<Mutex<HashMap<String, OpenTicket>>>,
     session: Mutex<Session>,
     run_id: String,
-    counter: AtomicU64,
-    states: crate::state::StateCodec,
+    counter: Arc<AtomicU64>,
+    states: Arc<crate::state::StateCodec>,
 }
 
 impl std::fmt::Debug for Interposer {
@@ -117,7 +133,7 @@ fn id_key(id: &Value) -> String {
     id.to_string()
 }
 
-type Lines = mpsc::UnboundedSender<String>;
+pub(crate) type Lines = mpsc::UnboundedSender<String>;
 
 impl Interposer {
     /// An interposer with the tickets its audit log still had open.
@@ -132,18 +148,20 @@ impl Interposer {
             OffsetDateTime::now_utc().unix_timestamp_nanos() & 0xffff_ffff_ffff
         );
         Self {
-            config: std::sync::RwLock::new(Arc::new(settings.config.clone())),
+            config: Arc::new(std::sync::RwLock::new(Arc::new(settings.config.clone()))),
             settings,
-            gateway,
-            audit,
-            tickets: Mutex::new(tickets),
+            gateway: Arc::new(gateway),
+            audit: Arc::new(audit),
+            tickets: Arc::new(Mutex::new(tickets)),
             session: Mutex::new(Session::default()),
             run_id,
-            counter: AtomicU64::new(0),
+            counter: Arc::new(AtomicU64::new(0)),
             // A key that cannot be generated leaves the interposer unable to seal states; a
             // fixed key would be worse (forgeable), so refuse to start instead (see `new`'s doc).
-            states: crate::state::StateCodec::random()
-                .unwrap_or_else(|_| crate::state::StateCodec::with_key(&random_fallback())),
+            states: Arc::new(
+                crate::state::StateCodec::random()
+                    .unwrap_or_else(|_| crate::state::StateCodec::with_key(&random_fallback())),
+            ),
         }
     }
 
@@ -199,12 +217,7 @@ impl Interposer {
         // The client is gone: parked responses have nobody to go to (their approvals stay
         // pending at the service), and no held call is collected for it any more; closing the
         // upstream's input asks it to exit.
-        for call in self.session().calls.values_mut() {
-            call.cancelled = true;
-            if let Some(cancel) = call.cancel.take() {
-                let _ = cancel.send(());
-            }
-        }
+        self.session().drop_pending_answers();
         drop(to_upstream);
         let _ = upstream_writer.await;
         let _ = from_upstream.await;
@@ -241,7 +254,12 @@ impl Interposer {
     }
 
     /// One frame from the client.
-    fn client_frame(self: Arc<Self>, line: String, to_client: &Lines, to_upstream: &Lines) {
+    pub(crate) fn client_frame(
+        self: Arc<Self>,
+        line: String,
+        to_client: &Lines,
+        to_upstream: &Lines,
+    ) {
         let Ok(frame) = serde_json::from_str::<Value>(&line) else {
             // Not ours to judge: the upstream answers its own parse errors.
             let _ = to_upstream.send(line);
@@ -354,7 +372,7 @@ impl Interposer {
 
     /// One frame from the upstream: responses to what the interposer tracks are read (and a
     /// `tools/list` result may get the description suffix); everything else is passed as is.
-    fn upstream_frame(&self, line: String) -> String {
+    pub(crate) fn upstream_frame(&self, line: String) -> String {
         let Ok(frame) = serde_json::from_str::<Value>(&line) else {
             return line;
         };
@@ -911,6 +929,72 @@ impl Interposer {
         }
         ticket.denied = Some(refusal.reason_code.as_str().to_owned());
         self.refuse(&h.call_id, &h.id, &h.call.tool_name, ticket, to_client);
+    }
+}
+
+/// What the HTTP transport needs beyond the stdio relay: sessions sharing one interposer.
+impl Interposer {
+    /// Another session of this interposer for `agent_id` (HTTP mode: one per upstream session,
+    /// the agent taken from its bearer credential): its own view of the client and the catalog,
+    /// the same policy, service connection, audit log, tickets and `requestState` key.
+    pub fn session_for(&self, agent_id: String) -> Self {
+        Self {
+            settings: Settings {
+                agent_id,
+                ..self.settings.clone()
+            },
+            config: self.config.clone(),
+            gateway: self.gateway.clone(),
+            audit: self.audit.clone(),
+            tickets: self.tickets.clone(),
+            session: Mutex::new(Session::default()),
+            run_id: self.run_id.clone(),
+            counter: self.counter.clone(),
+            states: self.states.clone(),
+        }
+    }
+
+    /// The agent this session acts for.
+    pub fn agent_id(&self) -> &str {
+        &self.settings.agent_id
+    }
+
+    /// A forwarded request whose answer will never come (the upstream could not be reached, or
+    /// the session ended): its audit outcome says so.
+    pub(crate) fn no_answer(&self, id: &Value) {
+        let forwarded = self.session().forwarded.remove(&id_key(id));
+        if let Some(f) = forwarded {
+            self.audit.outcome(
+                &f.call_id,
+                &Outcome {
+                    outcome: f.outcome,
+                    op_hash: &f.op_hash,
+                    approval_ref: f.approval_ref.as_deref(),
+                    upstream: Some("no_answer"),
+                    ..Outcome::default()
+                },
+            );
+        }
+    }
+
+    /// The session is over: parked responses are dropped (their approvals stay pending) and
+    /// forwarded calls still unanswered are audited `no_answer`.
+    pub(crate) fn end_session(&self) {
+        let ids: Vec<String> = {
+            let mut s = self.session();
+            s.drop_pending_answers();
+            s.forwarded.keys().cloned().collect()
+        };
+        for id in ids {
+            if let Ok(id) = serde_json::from_str::<Value>(&id) {
+                self.no_answer(&id);
+            }
+        }
+    }
+
+    /// The clean end of the interposer: the audit log's close line.
+    pub(crate) fn close_audit(&self) {
+        self.audit.close();
     }
 }
 

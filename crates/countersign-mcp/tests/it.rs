@@ -896,3 +896,7 @@ async fn a_cancel_that_overtakes_an_approved_retry_collects_nothing() {
     );
     assert_eq!(rig.upstream.calls_of("write_file").len(), 1);
 }
+
+// `countersign mcp http`: the same life cycle over Streamable HTTP.
+#[path = "it/http.rs"]
+mod http;

@@ -6,7 +6,7 @@
 //
 // Scenarios:
 //   list                        the tool names the server offered this client
-//   call  {"name","arguments"}  a plain tools/call; result or error
+//   call  {"name","arguments"}  tools/list, then a plain tools/call; result or error
 //   progress {"name","arguments"}  a tools/call with a progress token; every progress notification
 //                               in arrival order, then the result
 //   url-elicitation {"name","arguments"}  declares URL elicitation, calls, reports a -32042 as the
@@ -46,12 +46,16 @@ try {
     const tools = await client.listTools();
     out.tools = tools.tools.map((t) => t.name);
   } else if (scenario === "call" || scenario === "url-elicitation") {
+    // A host lists the tools before the model can call one; the interposer holds a tool it has
+    // not seen listed (fail closed), so the scenarios do what hosts do.
+    await client.listTools();
     try {
       out.result = await client.callTool({ name: args.name, arguments: args.arguments });
     } catch (e) {
       Object.assign(out, errorShape(e));
     }
   } else if (scenario === "progress") {
+    await client.listTools();
     out.progress = [];
     try {
       out.result = await client.callTool(

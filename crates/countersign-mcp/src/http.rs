@@ -1,0 +1,1096 @@
+//! `countersign mcp http`: the interposer on Streamable HTTP, both sides (docs/MCP.md, "HTTP
+//! mode").
+//!
+//! Each POST carries one JSON-RPC message. The relay's decision code
+//! ([`Interposer::client_frame`]) sees it exactly as it sees a stdio frame, with two channels of
+//! this request's own: an answer the interposer gives itself (held, refused) comes back on one, a
+//! frame to forward on the other. A forwarded frame goes to the upstream as the bytes received;
+//! the upstream's answer, JSON or an SSE stream, is relayed as it arrives, each message through
+//! the relay's upstream hook (audit outcome, `tools/list` catalog).
+//!
+//! Who is calling comes from the bearer credential the agent presents (`[[agents]]` in the
+//! configuration), never from anything in the messages. Sessions: the interposer hands the client
+//! its own random session id and maps it to the upstream's; one interposer session (client
+//! view, tool catalog) per upstream session, bound to the agent that opened it.
+
+use crate::Interposer;
+use crate::relay::Lines;
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::{Future, IntoFuture as _};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
+use url::Url;
+
+/// The session header (header names are case-insensitive: 2025-11-25 spells it `MCP-Session-Id`).
+pub const SESSION_HEADER: &str = "mcp-session-id";
+/// The JSON-RPC error code of a request refused for want of a known bearer credential (HTTP 401).
+/// Outside -32000…-32004 (the SDKs' own) and beside the interposer's -32010 / -32011.
+pub const UNAUTHORIZED_CODE: i64 = -32012;
+/// 2026-07-28: a routing header that disagrees with the body (HTTP 400).
+pub const HEADER_MISMATCH_CODE: i64 = -32020;
+
+/// Request headers passed to the upstream (the agent's `Authorization` is the interposer's, and
+/// is never forwarded; the session id is mapped, not copied).
+const FORWARDED_REQUEST_HEADERS: [&str; 6] = [
+    "accept",
+    "content-type",
+    "mcp-protocol-version",
+    "last-event-id",
+    "mcp-method",
+    "mcp-name",
+];
+/// Response headers passed back to the client (the session id is mapped).
+const FORWARDED_RESPONSE_HEADERS: [&str; 3] =
+    ["content-type", "cache-control", "mcp-protocol-version"];
+/// Largest request body (tool arguments can be whole files).
+const MAX_BODY: usize = 16 << 20;
+/// A session nobody used for this long is forgotten (clients often never send DELETE).
+const SESSION_IDLE: Duration = Duration::from_secs(3600);
+/// At most this many sessions; past it the least recently used is forgotten.
+const MAX_SESSIONS: usize = 10_000;
+/// How long open streams get to finish after a shutdown signal.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// One `[[agents]]` entry: an agent id and exactly one way to know its bearer credential.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentEntry {
+    /// The agent's identity, signed with every held call.
+    pub id: String,
+    /// The bearer token itself (at least 16 characters).
+    #[serde(default)]
+    pub token: Option<String>,
+    /// A file holding the token (so the configuration holds no secret).
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// The token's SHA-256, 64 hex digits (`printf %s "$TOKEN" | sha256sum`): the interposer
+    /// never needs the token itself.
+    #[serde(default)]
+    pub token_sha256: Option<String>,
+}
+
+impl std::fmt::Debug for AgentEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentEntry")
+            .field("id", &self.id)
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("token_file", &self.token_file)
+            .field("token_sha256", &self.token_sha256)
+            .finish()
+    }
+}
+
+/// An `[[agents]]` list that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentsError {
+    #[error(
+        "HTTP mode needs at least one [[agents]] entry in --config (id, and token, token_file or token_sha256)"
+    )]
+    NoAgents,
+    #[error("an [[agents]] entry has an empty id")]
+    EmptyId,
+    #[error("agent {0:?}: give exactly one of token, token_file, token_sha256")]
+    Credential(String),
+    #[error("agent {0:?}: a bearer token needs at least {MIN_TOKEN_LEN} characters")]
+    Short(String),
+    #[error("agent {0:?}: token_sha256 must be 64 hex digits")]
+    Hash(String),
+    #[error("agent {id:?}: reading {path}: {source}")]
+    Read {
+        id: String,
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("agent id {0:?} is listed twice")]
+    DuplicateId(String),
+    #[error("agents {0:?} and {1:?} have the same token")]
+    DuplicateToken(String, String),
+}
+
+/// Shortest bearer token accepted (a guessable token would let anyone act as the agent).
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// The agents and the SHA-256 of their tokens (the tokens themselves are not kept).
+#[derive(Debug, Clone)]
+pub struct Agents {
+    known: Vec<(String, [u8; 32])>,
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    let d = ring::digest::digest(&ring::digest::SHA256, bytes);
+    let mut out = [0; 32];
+    out.copy_from_slice(d.as_ref());
+    out
+}
+
+/// Equal without an early exit (only digests are compared, so a timing difference could at most
+/// reveal a digest prefix, never the token; still, no shortcut).
+fn same_digest(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn hex32(text: &str) -> Option<[u8; 32]> {
+    let text = text.trim();
+    if text.len() != 64 || !text.is_ascii() {
+        return None;
+    }
+    let mut out = [0; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+impl Agents {
+    /// Check the entries and read the token files.
+    pub fn from_entries(entries: &[AgentEntry]) -> Result<Self, AgentsError> {
+        if entries.is_empty() {
+            return Err(AgentsError::NoAgents);
+        }
+        let mut known: Vec<(String, [u8; 32])> = Vec::with_capacity(entries.len());
+        for e in entries {
+            if e.id.is_empty() {
+                return Err(AgentsError::EmptyId);
+            }
+            let token = |t: &str| {
+                // A trailing newline in a file is not part of the token.
+                let t = t.trim_end_matches(['\r', '\n']);
+                if t.chars().count() < MIN_TOKEN_LEN {
+                    Err(AgentsError::Short(e.id.clone()))
+                } else {
+                    Ok(sha256(t.as_bytes()))
+                }
+            };
+            let digest = match (&e.token, &e.token_file, &e.token_sha256) {
+                (Some(t), None, None) => token(t)?,
+                (None, Some(path), None) => {
+                    let text =
+                        std::fs::read_to_string(path).map_err(|source| AgentsError::Read {
+                            id: e.id.clone(),
+                            path: path.display().to_string(),
+                            source,
+                        })?;
+                    token(&text)?
+                }
+                (None, None, Some(h)) => hex32(h).ok_or_else(|| AgentsError::Hash(e.id.clone()))?,
+                _ => return Err(AgentsError::Credential(e.id.clone())),
+            };
+            if let Some((other, _)) = known.iter().find(|(id, _)| *id == e.id) {
+                return Err(AgentsError::DuplicateId(other.clone()));
+            }
+            if let Some((other, _)) = known.iter().find(|(_, d)| same_digest(d, &digest)) {
+                return Err(AgentsError::DuplicateToken(other.clone(), e.id.clone()));
+            }
+            known.push((e.id.clone(), digest));
+        }
+        Ok(Self { known })
+    }
+
+    /// The agent whose token `bearer` is, if any. Every entry is compared.
+    pub fn identify(&self, bearer: &str) -> Option<&str> {
+        let presented = sha256(bearer.as_bytes());
+        let mut found = None;
+        for (id, digest) in &self.known {
+            if same_digest(digest, &presented) {
+                found = Some(id.as_str());
+            }
+        }
+        found
+    }
+}
+
+/// One client session: whose it is, the upstream's session id, and the interposer's view of it.
+struct Session {
+    agent_id: String,
+    upstream_id: Option<String>,
+    interposer: Arc<Interposer>,
+    last_used: Mutex<Instant>,
+}
+
+/// The HTTP relay: the agents, the upstream, the sessions.
+pub struct HttpRelay {
+    /// The template every session is made from (its own session view is never used).
+    base: Interposer,
+    agents: Agents,
+    upstream: Url,
+    http: reqwest::Client,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// Per agent, the session of requests that carry no session id (2026-07-28 clients, or an
+    /// upstream that issues none).
+    stateless: Mutex<HashMap<String, Arc<Interposer>>>,
+}
+
+impl std::fmt::Debug for HttpRelay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpRelay")
+            .field("upstream", &self.upstream.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one POST's exchange needs to know about the request.
+struct Exchange {
+    interposer: Arc<Interposer>,
+    headers: HeaderMap,
+    /// The client's session id, when it sent one.
+    client_session: Option<String>,
+    upstream_session: Option<String>,
+    /// An `initialize` without a session id: a session is opened if the upstream accepts it.
+    opens_session: bool,
+    agent_id: String,
+    request_id: Option<Value>,
+}
+
+fn new_session_id() -> String {
+    use ring::rand::SecureRandom as _;
+    let mut bytes = [0u8; 18];
+    if ring::rand::SystemRandom::new().fill(&mut bytes).is_err() {
+        // Not expected on supported platforms; a predictable id would still be bound to the
+        // agent's credential, so it could not be used by another agent.
+        let t = time::OffsetDateTime::now_utc().unix_timestamp_nanos();
+        bytes[..16].copy_from_slice(&t.to_le_bytes());
+    }
+    countersign::b64::encode(&bytes)
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// A response whose body is one JSON-RPC error.
+fn rpc_error(status: StatusCode, id: Option<&Value>, code: i64, message: &str) -> Response {
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": id.cloned().unwrap_or(Value::Null),
+        "error": {"code": code, "message": message},
+    });
+    let mut r = Response::new(Body::from(body.to_string()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn json_response(frame: String) -> Response {
+    let mut r = Response::new(Body::from(frame));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn status_only(status: StatusCode) -> Response {
+    let mut r = Response::new(Body::empty());
+    *r.status_mut() = status;
+    r
+}
+
+fn unauthorized(id: Option<&Value>) -> Response {
+    let mut r = rpc_error(
+        StatusCode::UNAUTHORIZED,
+        id,
+        UNAUTHORIZED_CODE,
+        "Unauthorized: present this agent's bearer credential (Authorization: Bearer ...)",
+    );
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"countersign-mcp\""),
+    );
+    r
+}
+
+/// Browsers send `Origin`; anything but a loopback page is refused (DNS rebinding: the spec's
+/// MUST for Streamable HTTP servers). Clients outside a browser send none.
+fn origin_allowed(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return true;
+    };
+    let Some(url) = origin.to_str().ok().and_then(|o| Url::parse(o).ok()) else {
+        return false;
+    };
+    matches!(
+        url.host(),
+        Some(url::Host::Domain("localhost"))
+            | Some(url::Host::Ipv4(std::net::Ipv4Addr::LOCALHOST))
+            | Some(url::Host::Ipv6(std::net::Ipv6Addr::LOCALHOST))
+    )
+}
+
+impl HttpRelay {
+    /// A relay in front of `upstream` (its MCP endpoint URL), making every session from `base`.
+    pub fn new(base: Interposer, agents: Agents, upstream: Url) -> Arc<Self> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .unwrap_or_default();
+        Arc::new(Self {
+            base,
+            agents,
+            upstream,
+            http,
+            sessions: Mutex::new(HashMap::new()),
+            stateless: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The routes: `POST`, `GET` and `DELETE` on `/mcp`.
+    pub fn router(self: Arc<Self>) -> Router {
+        Router::new()
+            .route(
+                "/mcp",
+                axum::routing::post(post_mcp)
+                    .get(get_mcp)
+                    .delete(delete_mcp),
+            )
+            .layer(DefaultBodyLimit::max(MAX_BODY))
+            .with_state(self)
+    }
+
+    /// Serve on `listener` until `shutdown` resolves; then give open streams a short grace, end
+    /// every session and close the audit log.
+    pub async fn serve(
+        self: Arc<Self>,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let (stopping_tx, stopping_rx) = oneshot::channel::<()>();
+        use axum::serve::ListenerExt as _;
+        // Small JSON-RPC answers must not wait for Nagle's algorithm.
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        let server =
+            axum::serve(listener, self.clone().router()).with_graceful_shutdown(async move {
+                shutdown.await;
+                let _ = stopping_tx.send(());
+            });
+        // Graceful shutdown waits for every connection, and a GET stream never ends by itself.
+        let grace = async move {
+            match stopping_rx.await {
+                Ok(()) => tokio::time::sleep(SHUTDOWN_GRACE).await,
+                Err(_) => std::future::pending().await,
+            }
+        };
+        let result = tokio::select! {
+            r = server.into_future() => r,
+            () = grace => Ok(()),
+        };
+        self.shutdown();
+        result
+    }
+
+    /// End every session (parked responses dropped, unanswered calls audited `no_answer`) and
+    /// write the audit log's close line.
+    pub fn shutdown(&self) {
+        let sessions: Vec<_> = self.lock_sessions().drain().map(|(_, s)| s).collect();
+        for s in sessions {
+            s.interposer.end_session();
+        }
+        let stateless: Vec<_> = self
+            .stateless
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, i)| i)
+            .collect();
+        for i in stateless {
+            i.end_session();
+        }
+        self.base.close_audit();
+    }
+
+    fn lock_sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Session>>> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn authenticate(&self, headers: &HeaderMap) -> Option<String> {
+        let value = header_str(headers, header::AUTHORIZATION.as_str())?;
+        let (scheme, token) = value.split_once(' ')?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return None;
+        }
+        self.agents.identify(token.trim()).map(str::to_owned)
+    }
+
+    /// The client's session `id`, if it exists and is `agent`'s: another agent's session id is
+    /// as unknown as a made-up one.
+    fn session(&self, id: &str, agent: &str) -> Option<Arc<Session>> {
+        let s = self.lock_sessions().get(id).cloned()?;
+        if s.agent_id != agent {
+            return None;
+        }
+        *s.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        Some(s)
+    }
+
+    fn open_session(
+        &self,
+        agent_id: String,
+        upstream_id: Option<String>,
+        interposer: Arc<Interposer>,
+    ) -> String {
+        let id = new_session_id();
+        let now = Instant::now();
+        let mut ended = Vec::new();
+        {
+            let mut sessions = self.lock_sessions();
+            sessions.retain(|_, s| {
+                let idle =
+                    now.duration_since(*s.last_used.lock().unwrap_or_else(|p| p.into_inner()));
+                let keep = idle < SESSION_IDLE;
+                if !keep {
+                    ended.push(s.interposer.clone());
+                }
+                keep
+            });
+            if sessions.len() >= MAX_SESSIONS {
+                let oldest = sessions
+                    .iter()
+                    .min_by_key(|(_, s)| *s.last_used.lock().unwrap_or_else(|p| p.into_inner()))
+                    .map(|(k, _)| k.clone());
+                if let Some(s) = oldest.and_then(|k| sessions.remove(&k)) {
+                    ended.push(s.interposer.clone());
+                }
+            }
+            sessions.insert(
+                id.clone(),
+                Arc::new(Session {
+                    agent_id,
+                    upstream_id,
+                    interposer,
+                    last_used: Mutex::new(now),
+                }),
+            );
+        }
+        for i in ended {
+            i.end_session();
+        }
+        id
+    }
+
+    fn close_session(&self, id: &str) {
+        let removed = self.lock_sessions().remove(id);
+        if let Some(s) = removed {
+            s.interposer.end_session();
+        }
+    }
+
+    fn stateless_for(&self, agent: &str) -> Arc<Interposer> {
+        self.stateless
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(agent.to_owned())
+            .or_insert_with(|| Arc::new(self.base.session_for(agent.to_owned())))
+            .clone()
+    }
+
+    /// The first thing the interposer does with the message: answer it, forward it, or neither
+    /// (a notification it consumed). Runs detached from the client's request, so a frame the
+    /// relay decides to forward (an approved call whose grant it just collected) is forwarded
+    /// even if the client has gone.
+    async fn exchange(
+        self: Arc<Self>,
+        x: Exchange,
+        mut answers: mpsc::UnboundedReceiver<String>,
+        mut forwards: mpsc::UnboundedReceiver<String>,
+        mut reply: oneshot::Sender<Response>,
+    ) {
+        let mut client_gone = false;
+        let (mut forwards_open, mut answers_open) = (true, true);
+        while forwards_open || answers_open {
+            tokio::select! {
+                biased;
+                frame = forwards.recv(), if forwards_open => match frame {
+                    Some(frame) => return self.forward(x, frame, reply).await,
+                    None => forwards_open = false,
+                },
+                answer = answers.recv(), if answers_open => match answer {
+                    Some(answer) => {
+                        let _ = reply.send(json_response(answer));
+                        return;
+                    }
+                    None => answers_open = false,
+                },
+                () = reply.closed(), if !client_gone => {
+                    // The client dropped its request while the interposer was still deciding
+                    // (a parked retry): only the parked response is dropped, exactly as for a
+                    // `notifications/cancelled`; the approval stays pending. Whatever the relay
+                    // still forwards is forwarded.
+                    client_gone = true;
+                    if let Some(id) = &x.request_id {
+                        let cancel = json!({
+                            "jsonrpc": "2.0",
+                            "method": "notifications/cancelled",
+                            "params": {"requestId": id, "reason": "the client closed its request"},
+                        });
+                        let (sink, _) = mpsc::unbounded_channel::<String>();
+                        x.interposer.clone().client_frame(cancel.to_string(), &sink, &sink);
+                    }
+                }
+            }
+        }
+        // Nothing to answer or forward: a notification the interposer consumed (the cancel of
+        // a parked retry), or a request whose parked response was dropped.
+        let _ = reply.send(status_only(StatusCode::ACCEPTED));
+    }
+
+    /// Send `frame` (the exact bytes the client posted) to the upstream and relay its answer.
+    async fn forward(&self, x: Exchange, frame: String, reply: oneshot::Sender<Response>) {
+        let mut request = self.http.post(self.upstream.clone()).body(frame);
+        for name in FORWARDED_REQUEST_HEADERS {
+            for value in x.headers.get_all(name) {
+                request = request.header(name, value.clone());
+            }
+        }
+        if let Some(upstream) = &x.upstream_session {
+            request = request.header(SESSION_HEADER, upstream.as_str());
+        }
+        let response = match request.send().await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "the upstream could not be reached");
+                if let Some(id) = &x.request_id {
+                    x.interposer.no_answer(id);
+                }
+                let _ = reply.send(rpc_error(
+                    StatusCode::BAD_GATEWAY,
+                    x.request_id.as_ref(),
+                    -32603,
+                    "the upstream MCP server could not be reached",
+                ));
+                return;
+            }
+        };
+        let status = response.status();
+        let mut session_header = None;
+        if x.opens_session && status.is_success() {
+            let upstream_id = header_str(response.headers(), SESSION_HEADER).map(str::to_owned);
+            session_header =
+                Some(self.open_session(x.agent_id.clone(), upstream_id, x.interposer.clone()));
+        }
+        if status == StatusCode::NOT_FOUND
+            && let (Some(ours), Some(_)) = (&x.client_session, &x.upstream_session)
+        {
+            // The upstream ended its session: so does ours, and the client re-initializes.
+            self.close_session(ours);
+        }
+        relay_response(
+            response,
+            x.interposer,
+            session_header,
+            x.request_id,
+            true,
+            reply,
+        )
+        .await;
+    }
+}
+
+/// Relay an upstream response: status, the headers the client needs, the body. SSE events pass
+/// one by one as they complete, each through the session's upstream hook; `drain` keeps reading
+/// after the client went away (a POST's stream, for the audit outcome), else the upstream
+/// connection is dropped with the client's (a GET stream).
+async fn relay_response(
+    mut response: reqwest::Response,
+    interposer: Arc<Interposer>,
+    session_header: Option<String>,
+    request_id: Option<Value>,
+    drain: bool,
+    reply: oneshot::Sender<Response>,
+) {
+    let mut head = Response::new(Body::empty());
+    *head.status_mut() = response.status();
+    for name in FORWARDED_RESPONSE_HEADERS {
+        if let Some(v) = response.headers().get(name) {
+            head.headers_mut().insert(name, v.clone());
+        }
+    }
+    if let Some(id) = session_header.and_then(|s| HeaderValue::from_str(&s).ok()) {
+        head.headers_mut().insert(SESSION_HEADER, id);
+    }
+    let sse = header_str(response.headers(), "content-type")
+        .is_some_and(|t| t.trim_start().starts_with("text/event-stream"));
+    if !sse {
+        let bytes = match response.bytes().await {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, "the upstream's answer broke off");
+                if let Some(id) = &request_id {
+                    interposer.no_answer(id);
+                }
+                let _ = reply.send(rpc_error(
+                    StatusCode::BAD_GATEWAY,
+                    request_id.as_ref(),
+                    -32603,
+                    "the upstream MCP server's answer broke off",
+                ));
+                return;
+            }
+        };
+        let body = match std::str::from_utf8(&bytes) {
+            Ok(text) if !text.trim().is_empty() => {
+                let out = interposer.upstream_frame(text.to_owned());
+                if out == text { bytes } else { Bytes::from(out) }
+            }
+            _ => bytes,
+        };
+        // An answer that was no JSON-RPC response (an HTTP error page) leaves the call unanswered.
+        if let Some(id) = &request_id {
+            interposer.no_answer(id);
+        }
+        *head.body_mut() = Body::from(body);
+        let _ = reply.send(head);
+        return;
+    }
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    *head.body_mut() = Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+    }));
+    if reply.send(head).is_err() && !drain {
+        return;
+    }
+    let mut events = SseSplitter::default();
+    let mut client_gone = false;
+    loop {
+        let chunk = match response.chunk().await {
+            Ok(Some(c)) => c,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::info!(error = %e, "the upstream's event stream broke off");
+                break;
+            }
+        };
+        for event in events.push(&chunk) {
+            let out = relay_event(&interposer, event);
+            if !client_gone && tx.send(out).await.is_err() {
+                client_gone = true;
+                if !drain {
+                    return;
+                }
+            }
+        }
+    }
+    if let Some(rest) = events.finish() {
+        let out = relay_event(&interposer, rest);
+        if !client_gone {
+            let _ = tx.send(out).await;
+        }
+    }
+    if let Some(id) = &request_id {
+        interposer.no_answer(id);
+    }
+}
+
+/// One SSE event from the upstream: its `data` (a JSON-RPC message) goes through the upstream
+/// hook; an event the hook leaves alone is passed as the exact bytes received.
+fn relay_event(interposer: &Interposer, raw: Vec<u8>) -> Bytes {
+    let Ok(text) = std::str::from_utf8(&raw) else {
+        return Bytes::from(raw);
+    };
+    let mut data: Option<String> = None;
+    let mut other = Vec::new();
+    for line in text.split_inclusive(['\n', '\r']) {
+        let bare = line.trim_end_matches(['\n', '\r']);
+        let value = match bare.strip_prefix("data") {
+            Some("") => Some(""),
+            Some(rest) => rest
+                .strip_prefix(':')
+                .map(|v| v.strip_prefix(' ').unwrap_or(v)),
+            None => None,
+        };
+        match value {
+            Some(v) => match &mut data {
+                Some(d) => {
+                    d.push('\n');
+                    d.push_str(v);
+                }
+                None => data = Some(v.to_owned()),
+            },
+            None if !bare.is_empty() => other.push(bare),
+            None => {}
+        }
+    }
+    let Some(data) = data else {
+        return Bytes::from(raw);
+    };
+    let out = interposer.upstream_frame(data.clone());
+    if out == data {
+        return Bytes::from(raw);
+    }
+    let mut event = String::new();
+    for line in other {
+        event.push_str(line);
+        event.push('\n');
+    }
+    event.push_str("data: ");
+    event.push_str(&out);
+    event.push_str("\n\n");
+    Bytes::from(event)
+}
+
+/// Cuts an SSE byte stream into whole events (each ending with its blank line), keeping every
+/// byte; line ends may be `\n`, `\r\n` or `\r`, and may be split across chunks.
+#[derive(Debug, Default)]
+struct SseSplitter {
+    buf: Vec<u8>,
+    scanned: usize,
+    line_start: usize,
+}
+
+impl SseSplitter {
+    fn push(&mut self, chunk: &[u8]) -> Vec<Vec<u8>> {
+        self.buf.extend_from_slice(chunk);
+        let mut events = Vec::new();
+        let mut i = self.scanned;
+        while i < self.buf.len() {
+            let b = self.buf[i];
+            if b != b'\n' && b != b'\r' {
+                i += 1;
+                continue;
+            }
+            let end_len = if b == b'\r' {
+                // A `\r` at the end of what arrived may be the first half of `\r\n`.
+                match self.buf.get(i + 1) {
+                    None => break,
+                    Some(b'\n') => 2,
+                    Some(_) => 1,
+                }
+            } else {
+                1
+            };
+            let empty = i == self.line_start;
+            i += end_len;
+            self.line_start = i;
+            if empty {
+                let rest = self.buf.split_off(i);
+                events.push(std::mem::replace(&mut self.buf, rest));
+                i = 0;
+                self.line_start = 0;
+            }
+        }
+        self.scanned = i;
+        events
+    }
+
+    /// What is left when the stream ends (an event without its blank line).
+    fn finish(self) -> Option<Vec<u8>> {
+        (!self.buf.is_empty()).then_some(self.buf)
+    }
+}
+
+async fn post_mcp(
+    State(relay): State<Arc<HttpRelay>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let parsed: Option<Value> = serde_json::from_slice(&body).ok();
+    let request_id = parsed
+        .as_ref()
+        .filter(|v| v.get("method").is_some())
+        .and_then(|v| v.get("id"))
+        .cloned();
+    if !origin_allowed(&headers) {
+        return rpc_error(StatusCode::FORBIDDEN, None, -32600, "Origin not allowed");
+    }
+    let Some(agent) = relay.authenticate(&headers) else {
+        return unauthorized(request_id.as_ref());
+    };
+    let Ok(text) = String::from_utf8(body.to_vec()) else {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            None,
+            -32700,
+            "the body is not UTF-8",
+        );
+    };
+    let method = parsed
+        .as_ref()
+        .and_then(|v| v.get("method"))
+        .and_then(Value::as_str);
+    // 2026-07-28 routes on `Mcp-Name`: it must name the tool the interposer judges.
+    if method == Some("tools/call")
+        && let Some(name) = header_str(&headers, "mcp-name")
+        && parsed.as_ref().and_then(|v| v.pointer("/params/name")) != Some(&Value::from(name))
+    {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            request_id.as_ref(),
+            HEADER_MISMATCH_CODE,
+            "Mcp-Name does not match params.name",
+        );
+    }
+    let client_session = header_str(&headers, SESSION_HEADER).map(str::to_owned);
+    let (interposer, upstream_session, opens_session) = match &client_session {
+        Some(id) => match relay.session(id, &agent) {
+            Some(s) => (s.interposer.clone(), s.upstream_id.clone(), false),
+            None => {
+                return rpc_error(
+                    StatusCode::NOT_FOUND,
+                    request_id.as_ref(),
+                    -32001,
+                    "Session not found: initialize a new session",
+                );
+            }
+        },
+        None if method == Some("initialize") => {
+            (Arc::new(relay.base.session_for(agent.clone())), None, true)
+        }
+        None => (relay.stateless_for(&agent), None, false),
+    };
+    let (to_client, answers): (Lines, _) = mpsc::unbounded_channel();
+    let (to_upstream, forwards): (Lines, _) = mpsc::unbounded_channel();
+    interposer
+        .clone()
+        .client_frame(text, &to_client, &to_upstream);
+    drop((to_client, to_upstream));
+    let (reply, response) = oneshot::channel();
+    let exchange = Exchange {
+        interposer,
+        headers,
+        client_session,
+        upstream_session,
+        opens_session,
+        agent_id: agent,
+        request_id,
+    };
+    tokio::spawn(relay.exchange(exchange, answers, forwards, reply));
+    response.await.unwrap_or_else(|_| {
+        rpc_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            None,
+            -32603,
+            "the interposer lost this request",
+        )
+    })
+}
+
+async fn get_mcp(State(relay): State<Arc<HttpRelay>>, headers: HeaderMap) -> Response {
+    if !origin_allowed(&headers) {
+        return rpc_error(StatusCode::FORBIDDEN, None, -32600, "Origin not allowed");
+    }
+    let Some(agent) = relay.authenticate(&headers) else {
+        return unauthorized(None);
+    };
+    let (interposer, upstream_session) = match header_str(&headers, SESSION_HEADER) {
+        Some(id) => match relay.session(id, &agent) {
+            Some(s) => (s.interposer.clone(), s.upstream_id.clone()),
+            None => {
+                return rpc_error(StatusCode::NOT_FOUND, None, -32001, "Session not found");
+            }
+        },
+        None => (relay.stateless_for(&agent), None),
+    };
+    let mut request = relay.http.get(relay.upstream.clone());
+    for name in FORWARDED_REQUEST_HEADERS {
+        for value in headers.get_all(name) {
+            request = request.header(name, value.clone());
+        }
+    }
+    if let Some(upstream) = &upstream_session {
+        request = request.header(SESSION_HEADER, upstream.as_str());
+    }
+    let response = match request.send().await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "the upstream could not be reached");
+            return rpc_error(
+                StatusCode::BAD_GATEWAY,
+                None,
+                -32603,
+                "the upstream MCP server could not be reached",
+            );
+        }
+    };
+    let (reply, answer) = oneshot::channel();
+    tokio::spawn(relay_response(
+        response, interposer, None, None, false, reply,
+    ));
+    answer
+        .await
+        .unwrap_or_else(|_| status_only(StatusCode::BAD_GATEWAY))
+}
+
+async fn delete_mcp(State(relay): State<Arc<HttpRelay>>, headers: HeaderMap) -> Response {
+    if !origin_allowed(&headers) {
+        return rpc_error(StatusCode::FORBIDDEN, None, -32600, "Origin not allowed");
+    }
+    let Some(agent) = relay.authenticate(&headers) else {
+        return unauthorized(None);
+    };
+    let Some(id) = header_str(&headers, SESSION_HEADER).map(str::to_owned) else {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            None,
+            -32600,
+            "DELETE needs the session id",
+        );
+    };
+    let Some(session) = relay.session(&id, &agent) else {
+        return rpc_error(StatusCode::NOT_FOUND, None, -32001, "Session not found");
+    };
+    let Some(upstream_id) = &session.upstream_id else {
+        // The upstream keeps no session: ending ours is all there is.
+        relay.close_session(&id);
+        return status_only(StatusCode::OK);
+    };
+    let mut request = relay
+        .http
+        .delete(relay.upstream.clone())
+        .header(SESSION_HEADER, upstream_id.as_str());
+    if let Some(v) = headers.get("mcp-protocol-version") {
+        request = request.header("mcp-protocol-version", v.clone());
+    }
+    match request.send().await {
+        Ok(r) => {
+            let status = r.status();
+            // 405: the upstream does not let clients end sessions; both stay.
+            if status.is_success() || status == StatusCode::NOT_FOUND {
+                relay.close_session(&id);
+            }
+            let mut out = Response::new(Body::from(r.bytes().await.unwrap_or_default()));
+            *out.status_mut() = status;
+            out
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "the upstream could not be reached");
+            rpc_error(
+                StatusCode::BAD_GATEWAY,
+                None,
+                -32603,
+                "the upstream MCP server could not be reached",
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split_all(chunks: &[&[u8]]) -> (Vec<Vec<u8>>, Option<Vec<u8>>) {
+        let mut s = SseSplitter::default();
+        let mut out = Vec::new();
+        for c in chunks {
+            out.extend(s.push(c));
+        }
+        (out, s.finish())
+    }
+
+    #[test]
+    fn events_are_cut_at_blank_lines_whatever_the_chunks() {
+        let stream = b"id: 1\ndata: {\"a\":1}\n\n: ping\r\n\r\ndata: x\rdata: y\r\rdata: z\n\n";
+        let whole = split_all(&[stream]);
+        assert_eq!(
+            whole.0,
+            vec![
+                b"id: 1\ndata: {\"a\":1}\n\n".to_vec(),
+                b": ping\r\n\r\n".to_vec(),
+                b"data: x\rdata: y\r\r".to_vec(),
+                b"data: z\n\n".to_vec(),
+            ]
+        );
+        assert_eq!(whole.1, None);
+        // Byte by byte: the same events, every byte kept (a `\r\n` split in two included).
+        let bytes: Vec<&[u8]> = stream.chunks(1).collect();
+        assert_eq!(split_all(&bytes), whole);
+    }
+
+    #[test]
+    fn an_unfinished_event_is_kept_for_the_end() {
+        let (events, rest) = split_all(&[b"data: 1\n\ndata: 2\n"]);
+        assert_eq!(events, vec![b"data: 1\n\n".to_vec()]);
+        assert_eq!(rest, Some(b"data: 2\n".to_vec()));
+    }
+
+    fn entry(id: &str, token: &str) -> AgentEntry {
+        AgentEntry {
+            id: id.into(),
+            token: Some(token.into()),
+            token_file: None,
+            token_sha256: None,
+        }
+    }
+
+    #[test]
+    fn agents_are_known_by_their_token_or_its_hash() {
+        let hash: String = sha256(b"second-agent-token-xyz")
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let agents = Agents::from_entries(&[
+            entry("a", "first-agent-token-abc"),
+            AgentEntry {
+                id: "b".into(),
+                token: None,
+                token_file: None,
+                token_sha256: Some(hash),
+            },
+        ])
+        .unwrap();
+        assert_eq!(agents.identify("first-agent-token-abc"), Some("a"));
+        assert_eq!(agents.identify("second-agent-token-xyz"), Some("b"));
+        assert_eq!(agents.identify("first-agent-token-ab"), None);
+        assert_eq!(agents.identify(""), None);
+    }
+
+    #[test]
+    fn weak_duplicate_or_ambiguous_credentials_are_refused() {
+        assert!(matches!(
+            Agents::from_entries(&[]),
+            Err(AgentsError::NoAgents)
+        ));
+        assert!(matches!(
+            Agents::from_entries(&[entry("a", "short")]),
+            Err(AgentsError::Short(_))
+        ));
+        assert!(matches!(
+            Agents::from_entries(&[
+                entry("a", "same-token-for-both"),
+                entry("b", "same-token-for-both")
+            ]),
+            Err(AgentsError::DuplicateToken(..))
+        ));
+        assert!(matches!(
+            Agents::from_entries(&[
+                entry("a", "one-token-for-agent-a"),
+                entry("a", "two-token-for-agent-a")
+            ]),
+            Err(AgentsError::DuplicateId(_))
+        ));
+        let mut both = entry("a", "one-token-for-agent-a");
+        both.token_sha256 = Some("00".repeat(32));
+        assert!(matches!(
+            Agents::from_entries(&[both]),
+            Err(AgentsError::Credential(_))
+        ));
+    }
+
+    #[test]
+    fn only_loopback_origins_are_let_in() {
+        let mut h = HeaderMap::new();
+        assert!(origin_allowed(&h));
+        for (origin, ok) in [
+            ("http://localhost:3000", true),
+            ("http://127.0.0.1:8080", true),
+            ("http://[::1]", true),
+            ("https://evil.example", false),
+            ("null", false),
+        ] {
+            h.insert(header::ORIGIN, HeaderValue::from_static(origin));
+            assert_eq!(origin_allowed(&h), ok, "{origin}");
+        }
+    }
+}

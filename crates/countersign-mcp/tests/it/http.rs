@@ -1,0 +1,644 @@
+//! `countersign mcp http` against the real approval service and an in-process Streamable HTTP
+//! upstream (axum): bearer refusal, byte-exact pass-through (JSON and SSE), SSE events relayed as
+//! they arrive, session mapping, and a held call that runs once after a softkey approval.
+
+use super::{Approver, Service, base_config, service, temp};
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse as _, Response};
+use countersign::Decision;
+use countersign_mcp::answer::APPROVAL_KEY;
+use countersign_mcp::http::{AgentEntry, Agents, HttpRelay, UNAUTHORIZED_CODE};
+use countersign_server::audit::{AuditSealer, verify_log};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const TOKEN_A: &str = "agent-a-bearer-credential";
+const TOKEN_B: &str = "agent-b-bearer-credential";
+const UP_SESSION: &str = "upstream-session-1";
+
+/// One request the upstream received: HTTP method, headers, body bytes.
+struct Seen {
+    method: &'static str,
+    headers: HeaderMap,
+    body: String,
+}
+
+#[derive(Default)]
+struct Upstream {
+    seen: Mutex<Vec<Seen>>,
+    /// `read_slowly` sends its result only once this is notified.
+    gate: tokio::sync::Notify,
+}
+
+impl Upstream {
+    fn record(&self, method: &'static str, headers: &HeaderMap, body: &str) {
+        self.seen.lock().unwrap().push(Seen {
+            method,
+            headers: headers.clone(),
+            body: body.to_owned(),
+        });
+    }
+    fn count(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+    fn calls_of(&self, tool: &str) -> Vec<String> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| {
+                s.body.contains("\"tools/call\"") && s.body.contains(&format!("\"{tool}\""))
+            })
+            .map(|s| s.body.clone())
+            .collect()
+    }
+    fn header_of_last(&self, method: &str, name: &str) -> Option<String> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|s| s.method == method)
+            .and_then(|s| s.headers.get(name))
+            .map(|v| v.to_str().unwrap().to_owned())
+    }
+}
+
+/// The SSE body the upstream sends for a `tools/call` of `name` (two progress events, then the
+/// result), with `id:` lines, a comment and spacing a re-serializer would not keep.
+fn sse_events(id: &Value, name: &str) -> [String; 3] {
+    [
+        "id: e1\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p\",\"progress\":1}}\n\n".to_owned(),
+        ": keep-alive comment\nid: e2\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p\",\"progress\":2}}\r\n\r\n".to_owned(),
+        format!("id: e3\ndata: {{\"jsonrpc\":\"2.0\", \"id\":{id},\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"ran {name}\"}}], \"x-ext\" : true}}}}\n\n"),
+    ]
+}
+
+fn json_reply(body: String) -> Response {
+    ([("content-type", "application/json")], body).into_response()
+}
+
+async fn up_post(State(up): State<Arc<Upstream>>, headers: HeaderMap, body: String) -> Response {
+    up.record("POST", &headers, &body);
+    let v: Value = serde_json::from_str(&body).unwrap_or_default();
+    let method = v["method"].as_str().map(str::to_owned);
+    let session = headers.get("mcp-session-id").map(|h| h.to_str().unwrap());
+    if method.as_deref() != Some("initialize") && session != Some(UP_SESSION) {
+        return (StatusCode::BAD_REQUEST, "no or unknown session").into_response();
+    }
+    let (Some(id), Some(method)) = (v.get("id").cloned(), method) else {
+        return StatusCode::ACCEPTED.into_response();
+    };
+    match method.as_str() {
+        "initialize" => {
+            let mut r = json_reply(
+                json!({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": v["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "fake-http", "version": "1"}}}).to_string(),
+            );
+            r.headers_mut()
+                .insert("mcp-session-id", UP_SESSION.parse().unwrap());
+            r
+        }
+        "tools/list" => json_reply(
+            json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [
+                {"name": "read_file", "description": "Read.", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}},
+                {"name": "read_slowly", "description": "Read slowly.", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}},
+                {"name": "write_file", "description": "Write.", "inputSchema": {"type": "object"}},
+            ]}})
+            .to_string(),
+        ),
+        "tools/call" => {
+            let name = v["params"]["name"].as_str().unwrap_or_default().to_owned();
+            let events = sse_events(&id, &name);
+            let (tx, rx) = tokio::sync::mpsc::channel::<String>(4);
+            let up = up.clone();
+            tokio::spawn(async move {
+                let [a, b, c] = events;
+                tx.send(a).await.unwrap();
+                tx.send(b).await.unwrap();
+                if name == "read_slowly" {
+                    up.gate.notified().await;
+                }
+                let _ = tx.send(c).await;
+            });
+            let body = Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
+                rx.recv()
+                    .await
+                    .map(|s| (Ok::<_, std::convert::Infallible>(s), rx))
+            }));
+            ([("content-type", "text/event-stream")], body).into_response()
+        }
+        // Anything else: a JSON answer spaced as no serializer would.
+        other => json_reply(format!(
+            "{{\"jsonrpc\":\"2.0\",  \"id\":{id}, \"result\":{{ \"echo\" : \"{other}\" }}}}"
+        )),
+    }
+}
+
+async fn up_get(State(up): State<Arc<Upstream>>, headers: HeaderMap) -> Response {
+    up.record("GET", &headers, "");
+    (
+        [("content-type", "text/event-stream")],
+        "id: g1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"hello\"}}\n\n",
+    )
+        .into_response()
+}
+
+async fn up_delete(State(up): State<Arc<Upstream>>, headers: HeaderMap) -> Response {
+    up.record("DELETE", &headers, "");
+    StatusCode::OK.into_response()
+}
+
+struct HttpRig {
+    svc: Service,
+    alice: Approver,
+    upstream: Arc<Upstream>,
+    url: String,
+    http: reqwest::Client,
+    audit: PathBuf,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    served: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+fn agent(id: &str, token: &str) -> AgentEntry {
+    AgentEntry {
+        id: id.into(),
+        token: Some(token.into()),
+        token_file: None,
+        token_sha256: None,
+    }
+}
+
+async fn http_rig(name: &str) -> HttpRig {
+    let alice = Approver::new("alice", "alice-es256");
+    let svc = service(&[alice.record()]).await;
+    let dir = temp(name);
+    let config = base_config(&dir, &[alice.record()]);
+    let audit = config.audit_log.clone().unwrap();
+
+    let upstream = Arc::new(Upstream::default());
+    let up_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up_url = format!("http://{}/mcp", up_listener.local_addr().unwrap());
+    let app = axum::Router::new()
+        .route(
+            "/mcp",
+            axum::routing::post(up_post).get(up_get).delete(up_delete),
+        )
+        .with_state(upstream.clone());
+    tokio::spawn(async move {
+        let _ = axum::serve(up_listener, app).await;
+    });
+
+    let base = countersign_mcp::interposer(
+        svc.base.parse().unwrap(),
+        countersign_client::GatewayToken::new(&svc.token).unwrap(),
+        String::new(),
+        "files".into(),
+        config,
+    )
+    .await
+    .unwrap();
+    let agents =
+        Agents::from_entries(&[agent("agent-a", TOKEN_A), agent("agent-b", TOKEN_B)]).unwrap();
+    let relay = HttpRelay::new(base, agents, up_url.parse().unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(relay.serve(listener, async move {
+        let _ = stopped.await;
+    }));
+    HttpRig {
+        svc,
+        alice,
+        upstream,
+        url,
+        http: reqwest::Client::new(),
+        audit,
+        stop: Some(stop),
+        served,
+    }
+}
+
+impl HttpRig {
+    async fn post(
+        &self,
+        bearer: Option<&str>,
+        session: Option<&str>,
+        body: &str,
+    ) -> reqwest::Response {
+        let mut r = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(body.to_owned());
+        if let Some(b) = bearer {
+            r = r.bearer_auth(b);
+        }
+        if let Some(s) = session {
+            r = r.header("mcp-session-id", s);
+        }
+        r.send().await.unwrap()
+    }
+
+    /// `initialize` (a client without URL elicitation) and `tools/list` for agent `bearer`; the
+    /// client's session id.
+    async fn open(&self, bearer: &str) -> String {
+        let r = self
+            .post(
+                Some(bearer),
+                None,
+                r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+            )
+            .await;
+        assert_eq!(r.status(), 200);
+        let session = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+        let r = self
+            .post(
+                Some(bearer),
+                Some(&session),
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            )
+            .await;
+        assert_eq!(r.status(), 202);
+        let r = self
+            .post(
+                Some(bearer),
+                Some(&session),
+                r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+            )
+            .await;
+        let listed: Value = r.json().await.unwrap();
+        assert_eq!(listed["result"]["tools"][2]["name"], "write_file");
+        session
+    }
+
+    /// A `tools/call` with `args` as exact text; the JSON-RPC answer (from JSON or from SSE).
+    async fn call(&self, bearer: &str, session: &str, id: u64, tool: &str, args: &str) -> Value {
+        let body = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"{tool}\",\"arguments\":{args}}}}}"
+        );
+        let r = self.post(Some(bearer), Some(session), &body).await;
+        assert_eq!(r.status(), 200);
+        let sse = r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream");
+        let text = r.text().await.unwrap();
+        if !sse {
+            return serde_json::from_str(&text).unwrap();
+        }
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(|d| serde_json::from_str::<Value>(d).unwrap())
+            .find(|v| v.get("id") == Some(&json!(id)))
+            .expect("the answer in the stream")
+    }
+
+    async fn stop(mut self) -> Vec<u8> {
+        let _ = self.stop.take().unwrap().send(());
+        let _ = tokio::time::timeout(Duration::from_secs(15), self.served).await;
+        std::fs::read(&self.audit).unwrap()
+    }
+}
+
+/// The body read chunk by chunk until `want` bytes or the end.
+async fn read_until(r: &mut reqwest::Response, buf: &mut Vec<u8>, want: usize) {
+    while buf.len() < want {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), r.chunk())
+            .await
+            .expect("more of the stream in time")
+            .unwrap();
+        match chunk {
+            Some(c) => buf.extend_from_slice(&c),
+            None => break,
+        }
+    }
+}
+
+#[tokio::test]
+async fn http_without_a_known_bearer_is_refused_and_nothing_is_forwarded() {
+    let rig = http_rig("http-bearer").await;
+    let init = r#"{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    for bearer in [None, Some("not-a-known-agent-token"), Some("")] {
+        let r = rig.post(bearer, None, init).await;
+        assert_eq!(r.status(), 401, "{bearer:?}");
+        assert!(r.headers().contains_key("www-authenticate"));
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["jsonrpc"], "2.0");
+        assert_eq!(body["id"], 5);
+        assert_eq!(body["error"]["code"], UNAUTHORIZED_CODE);
+    }
+    // `Basic` with the right token is still not a bearer credential.
+    let r = rig
+        .http
+        .post(&rig.url)
+        .header("authorization", format!("Basic {TOKEN_A}"))
+        .body(init)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(rig.http.get(&rig.url).send().await.unwrap().status(), 401);
+    assert_eq!(
+        rig.http.delete(&rig.url).send().await.unwrap().status(),
+        401
+    );
+    assert_eq!(rig.upstream.count(), 0, "nothing reached the upstream");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn http_passes_through_byte_exact_and_maps_sessions() {
+    let rig = http_rig("http-pass").await;
+    let session = rig.open(TOKEN_A).await;
+    assert_ne!(
+        session, UP_SESSION,
+        "the client gets the interposer's own session id"
+    );
+    assert_eq!(
+        rig.upstream
+            .header_of_last("POST", "mcp-session-id")
+            .as_deref(),
+        Some(UP_SESSION),
+        "mapped to the upstream's on the way in"
+    );
+    assert_eq!(
+        rig.upstream
+            .header_of_last("POST", "mcp-protocol-version")
+            .as_deref(),
+        Some("2025-11-25")
+    );
+    assert_eq!(
+        rig.upstream.header_of_last("POST", "accept").as_deref(),
+        Some("application/json, text/event-stream")
+    );
+    assert_eq!(
+        rig.upstream.header_of_last("POST", "authorization"),
+        None,
+        "the agent's credential stays with the interposer"
+    );
+
+    // An allowed call: the upstream gets the exact bytes, the client the exact event stream.
+    let body = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read_file","arguments":{"path" : "/a",  "n":1.50}}}"#;
+    let r = rig.post(Some(TOKEN_A), Some(&session), body).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "text/event-stream");
+    assert!(!r.headers().contains_key("mcp-session-id"));
+    let got = r.bytes().await.unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        sse_events(&json!(7), "read_file").concat(),
+        "every event byte for byte, in order"
+    );
+    assert_eq!(rig.upstream.calls_of("read_file"), [body]);
+
+    // A method the interposer does not decode: the JSON answer byte for byte.
+    let r = rig
+        .post(
+            Some(TOKEN_A),
+            Some(&session),
+            r#"{"jsonrpc":"2.0","id":8,"method":"vendor/thing","params":{"a" : [1,2]}}"#,
+        )
+        .await;
+    assert_eq!(
+        r.text().await.unwrap(),
+        r#"{"jsonrpc":"2.0",  "id":8, "result":{ "echo" : "vendor/thing" }}"#
+    );
+
+    // The server's own stream (GET), with the resumption header and the mapped session.
+    let r = rig
+        .http
+        .get(&rig.url)
+        .bearer_auth(TOKEN_A)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("last-event-id", "e2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.text().await.unwrap().contains("\"hello\""));
+    assert_eq!(
+        rig.upstream
+            .header_of_last("GET", "last-event-id")
+            .as_deref(),
+        Some("e2")
+    );
+    assert_eq!(
+        rig.upstream
+            .header_of_last("GET", "mcp-session-id")
+            .as_deref(),
+        Some(UP_SESSION)
+    );
+
+    // Another agent's credential with this session id, or a made-up id: not found.
+    let ping = r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#;
+    let before = rig.upstream.count();
+    assert_eq!(
+        rig.post(Some(TOKEN_B), Some(&session), ping).await.status(),
+        404
+    );
+    assert_eq!(
+        rig.post(Some(TOKEN_A), Some("made-up"), ping)
+            .await
+            .status(),
+        404
+    );
+    assert_eq!(rig.upstream.count(), before);
+
+    // DELETE ends both sessions.
+    let r = rig
+        .http
+        .delete(&rig.url)
+        .bearer_auth(TOKEN_A)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        rig.upstream
+            .header_of_last("DELETE", "mcp-session-id")
+            .as_deref(),
+        Some(UP_SESSION)
+    );
+    assert_eq!(
+        rig.post(Some(TOKEN_A), Some(&session), ping).await.status(),
+        404
+    );
+
+    let audit = rig.audit.clone();
+    let bytes = rig.stop().await;
+    let lines: Vec<Value> = String::from_utf8_lossy(&bytes)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let call = lines.iter().find(|l| l["kind"] == "mcp_call").unwrap();
+    assert_eq!(call["agent_id"], "agent-a", "the agent its bearer names");
+    let outcome = lines.iter().find(|l| l["kind"] == "mcp_outcome").unwrap();
+    assert_eq!(outcome["outcome"], "allowed");
+    assert_eq!(outcome["upstream"], "ok", "read from the SSE stream");
+    assert_eq!(lines.last().unwrap()["kind"], "mcp_close");
+    let key = AuditSealer::load_or_create(&audit.with_extension("key")).unwrap();
+    let report = verify_log(&bytes, &key.public_key());
+    assert!(report.issues.is_empty(), "{report:?}");
+}
+
+#[tokio::test]
+async fn http_sse_events_reach_the_client_as_they_arrive() {
+    let rig = http_rig("http-sse").await;
+    let session = rig.open(TOKEN_A).await;
+    let mut r = rig
+        .post(
+            Some(TOKEN_A),
+            Some(&session),
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_slowly","arguments":{},"_meta":{"progressToken":"p"}}}"#,
+        )
+        .await;
+    let [first, second, last] = sse_events(&json!(3), "read_slowly");
+    // The upstream holds its result back until released: both progress events must already be
+    // here, in order (nothing buffered until the end of the stream).
+    let mut got = Vec::new();
+    read_until(&mut r, &mut got, first.len() + second.len()).await;
+    assert_eq!(String::from_utf8_lossy(&got), format!("{first}{second}"));
+    rig.upstream.gate.notify_one();
+    read_until(&mut r, &mut got, usize::MAX).await;
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        format!("{first}{second}{last}")
+    );
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn http_held_call_runs_once_after_approval_and_a_third_is_held_again() {
+    let rig = http_rig("http-held").await;
+    let session = rig.open(TOKEN_A).await;
+    let args = r#"{"path":"/x", "content":"hi"}"#;
+    let first = rig.call(TOKEN_A, &session, 10, "write_file", args).await;
+    assert_eq!(first["id"], 10);
+    assert_eq!(first["result"]["isError"], true, "{first}");
+    let ticket = &first["result"]["_meta"][APPROVAL_KEY];
+    let id = ticket["approval_id"].as_str().unwrap().to_owned();
+    let op_hash = ticket["op_hash"].as_str().unwrap().to_owned();
+    assert!(rig.upstream.calls_of("write_file").is_empty());
+
+    // The same call from another agent is another op_hash (the agent comes from the bearer),
+    // so another approval: agent-a's approval can never release it.
+    let session_b = rig.open(TOKEN_B).await;
+    let other = rig.call(TOKEN_B, &session_b, 10, "write_file", args).await;
+    let other_ticket = &other["result"]["_meta"][APPROVAL_KEY];
+    assert_ne!(other_ticket["op_hash"].as_str().unwrap(), op_hash);
+    assert_ne!(other_ticket["approval_id"].as_str().unwrap(), id);
+
+    rig.alice.decide(&rig.svc, &id, Decision::Approved).await;
+    let ran = rig.call(TOKEN_A, &session, 11, "write_file", args).await;
+    assert_eq!(
+        ran["result"]["content"][0]["text"], "ran write_file",
+        "{ran}"
+    );
+    let sent = rig.upstream.calls_of("write_file");
+    assert_eq!(sent.len(), 1, "executed exactly once");
+    assert!(sent[0].contains(args), "the exact argument bytes");
+
+    // agent-b's identical call is still held: the approval was agent-a's.
+    let b_again = rig.call(TOKEN_B, &session_b, 11, "write_file", args).await;
+    assert_eq!(b_again["result"]["isError"], true, "{b_again}");
+
+    let third = rig.call(TOKEN_A, &session, 12, "write_file", args).await;
+    assert_eq!(third["result"]["isError"], true, "{third}");
+    assert_ne!(
+        third["result"]["_meta"][APPROVAL_KEY]["approval_id"]
+            .as_str()
+            .unwrap(),
+        id,
+        "a new approval: the grant is spent"
+    );
+    assert_eq!(rig.upstream.calls_of("write_file").len(), 1);
+
+    let bytes = rig.stop().await;
+    let lines: Vec<Value> = String::from_utf8_lossy(&bytes)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let executed: Vec<_> = lines
+        .iter()
+        .filter(|l| l["outcome"] == "executed")
+        .collect();
+    assert_eq!(executed.len(), 1);
+    assert_eq!(executed[0]["approval_ref"], id.as_str());
+    assert_eq!(executed[0]["upstream"], "ok");
+}
+
+#[tokio::test]
+async fn http_cancel_of_a_parked_retry_drops_only_its_response() {
+    let rig = http_rig("http-cancel").await;
+    let session = rig.open(TOKEN_A).await;
+    let args = r#"{"path":"/c"}"#;
+    let first = rig.call(TOKEN_A, &session, 20, "write_file", args).await;
+    let id = first["result"]["_meta"][APPROVAL_KEY]["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The retry parks (for up to park_seconds = 2) on its own POST.
+    let body = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":21,\"method\":\"tools/call\",\"params\":{{\"name\":\"write_file\",\"arguments\":{args}}}}}"
+    );
+    let parked = {
+        let (http, url, session) = (rig.http.clone(), rig.url.clone(), session.clone());
+        tokio::spawn(async move {
+            http.post(url)
+                .bearer_auth(TOKEN_A)
+                .header("mcp-session-id", session)
+                .header("accept", "application/json, text/event-stream")
+                .body(body)
+                .send()
+                .await
+                .unwrap()
+        })
+    };
+    // Same wait as the stdio test: the cancel must find the park registered.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let r = rig
+        .post(
+            Some(TOKEN_A),
+            Some(&session),
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":21,"reason":"timeout"}}"#,
+        )
+        .await;
+    assert_eq!(r.status(), 202, "consumed by the interposer");
+    let parked = tokio::time::timeout(Duration::from_secs(30), parked)
+        .await
+        .expect("the parked request ends")
+        .unwrap();
+    assert_eq!(parked.status(), 202, "no answer for a cancelled request");
+    assert!(parked.text().await.unwrap().is_empty());
+    // Nothing went upstream: neither the call nor the cancel; the approval is still pending.
+    assert!(rig.upstream.calls_of("write_file").is_empty());
+    assert!(
+        !rig.upstream
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|s| s.body.contains("notifications/cancelled"))
+    );
+    let status: Value = rig
+        .svc
+        .http
+        .get(format!("{}/v1/approvals/{id}", rig.svc.base))
+        .bearer_auth(&rig.svc.token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["status"], "PENDING");
+    rig.stop().await;
+}
