@@ -40,7 +40,8 @@ pub(crate) fn serve(backend: &dyn SignatureBackend) -> anyhow::Result<u8> {
 }
 
 /// The response line for one request line. Never fails: problems become `{"id", "error"}`.
-fn answer(line: &str, backend: &dyn SignatureBackend) -> Value {
+/// (Crate-visible for the fuzz crate, which compiles this file to fuzz it.)
+pub(crate) fn answer(line: &str, backend: &dyn SignatureBackend) -> Value {
     let request: Value = match serde_json::from_str(line) {
         Ok(v) => v,
         Err(e) => return json!({"id": null, "error": format!("request is not JSON: {e}")}),

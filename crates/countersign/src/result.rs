@@ -260,16 +260,22 @@ fn optional_string(
 }
 
 /// One entry of `approver_evidence`: decoded, or kept raw with the reason it could not be decoded.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(untagged)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum EvidenceSlot {
     Decoded(Box<EvidenceEntry>),
-    Malformed {
-        #[serde(flatten)]
-        raw: Value,
-        #[serde(skip)]
-        reason: String,
-    },
+    Malformed { raw: Value, reason: String },
+}
+
+/// The entry, or the raw value exactly as received. A malformed entry need not be an object
+/// (`"x"`, `null`), so it is written as itself: a flattened map could not hold it, and a parsed
+/// result must serialize back (found by the `envelope` fuzz target).
+impl Serialize for EvidenceSlot {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Decoded(entry) => entry.serialize(serializer),
+            Self::Malformed { raw, .. } => raw.serialize(serializer),
+        }
+    }
 }
 
 impl EvidenceSlot {

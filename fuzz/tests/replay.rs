@@ -1,0 +1,109 @@
+//! Replay every target's seed corpus and crash regressions on stable Rust, without the fuzzer.
+//!
+//! A seed is cut out of the conformance vectors (`countersign_fuzz::seeds`); a regression is an
+//! input the fuzzer once found crashing, kept in `fuzz/regressions/TARGET/`. Each target panics
+//! on a bug, so a replay that returns is a pass.
+
+use countersign_fuzz::{TARGETS, run, seeds::seeds};
+use std::path::Path;
+
+fn regressions(target: &str) -> Vec<(String, Vec<u8>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("regressions")
+        .join(target);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap();
+            (p.display().to_string(), bytes)
+        })
+        .collect()
+}
+
+fn replay(target: &str) {
+    let seeds = seeds(target);
+    assert!(seeds.len() >= 5, "{target}: only {} seeds", seeds.len());
+    for seed in &seeds {
+        assert!(run(target, seed));
+    }
+    for (name, bytes) in regressions(target) {
+        eprintln!("{target}: regression {name}");
+        assert!(run(target, &bytes));
+    }
+}
+
+#[test]
+fn canon() {
+    replay("canon");
+}
+
+#[test]
+fn cbor() {
+    replay("cbor");
+}
+
+#[test]
+fn cose() {
+    replay("cose");
+}
+
+#[test]
+fn der() {
+    replay("der");
+}
+
+#[test]
+fn auth_data() {
+    replay("auth_data");
+}
+
+#[test]
+fn client_data() {
+    replay("client_data");
+}
+
+#[test]
+fn envelope() {
+    replay("envelope");
+}
+
+#[test]
+fn case() {
+    replay("case");
+}
+
+#[test]
+fn harness() {
+    replay("harness");
+}
+
+#[test]
+fn service() {
+    replay("service");
+}
+
+#[test]
+fn every_target_is_replayed_and_has_a_binary() {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(here.join("Cargo.toml")).unwrap();
+    for target in TARGETS {
+        assert!(
+            here.join(format!("fuzz_targets/{target}.rs")).is_file(),
+            "{target}"
+        );
+        assert!(
+            manifest.contains(&format!("name = \"fuzz_{target}\"")),
+            "{target}"
+        );
+    }
+    assert!(!run("no-such-target", b""));
+}
