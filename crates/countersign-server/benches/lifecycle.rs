@@ -593,6 +593,9 @@ impl Soak {
                                 .arg(&snapshot)
                                 .arg("--key")
                                 .arg(dir.join(countersign_server::files::SERVICE_PUBLIC_KEY))
+                                // Every Decision's evidence is re-verified under the RP the
+                                // bench's approver signs for.
+                                .args(["--rp-id", RP_ID, "--origin", ORIGIN])
                                 .stdout(std::process::Stdio::null())
                                 .status()
                                 .unwrap()
