@@ -683,7 +683,9 @@ async fn careful_lifecycle(c: Arc<Client>, n: u64) -> Seen {
         match c.prepare(&id, d).await {
             Ok(body) => break body,
             Err(a) => {
-                step(&mut seen, a).await;
+                if let Some(a) = step(&mut seen, a).await {
+                    panic!("challenge: {} {}", a.status, a.body);
+                }
             }
         }
     };
