@@ -140,9 +140,16 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
         .as_ref()
         .map(|r| format!("webhook_url = \"{}\"\n", r.url))
         .unwrap_or_default();
+    // The soak's approver signs in once: a session that outlives the run (the default, 15
+    // minutes, ended the first long run with 401s).
+    let session = if soak.is_some() {
+        "session_seconds = 86400\n"
+    } else {
+        ""
+    };
     let config = Config::from_toml(&format!(
         "rp_id = \"{RP_ID}\"\norigins = [\"{ORIGIN}\"]\ndurability = \"{durability}\"\n\
-         {webhook}{preauthorization}[timeouts]\napproval_seconds = 3600\n"
+         {webhook}{preauthorization}[timeouts]\napproval_seconds = 3600\n{session}"
     ))
     .unwrap();
     let sealer = AuditSealer::from_seed([1; 32]);
@@ -593,6 +600,9 @@ impl Soak {
                                 .arg(&snapshot)
                                 .arg("--key")
                                 .arg(dir.join(countersign_server::files::SERVICE_PUBLIC_KEY))
+                                // Every Decision's evidence is re-verified under the RP the
+                                // bench's approver signs for.
+                                .args(["--rp-id", RP_ID, "--origin", ORIGIN])
                                 .stdout(std::process::Stdio::null())
                                 .status()
                                 .unwrap()
