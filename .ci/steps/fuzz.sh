@@ -42,6 +42,7 @@ export AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_NO_AFFINIT
 # database does not grow for the whole run.
 export AFL_FUZZER_LOOPCOUNT=20000
 failed=0
+mkdir -p "$afl_target/ci-out"
 for t in $targets; do
     out=$afl_target/ci-out/$t
     rm -rf "$out"
