@@ -28,11 +28,16 @@ struct Cluster {
 
 impl Cluster {
     fn start(label: &str, approvers: &[&Approver]) -> Option<Self> {
+        Self::start_with(label, approvers, QUICK_TOOL)
+    }
+
+    /// [`Cluster::start`] with `extra` TOML in the shared config.
+    fn start_with(label: &str, approvers: &[&Approver], extra: &str) -> Option<Self> {
         let schema = ScratchSchema::for_test(label).unwrap()?;
         let url = schema.url();
         let dir = std::env::temp_dir().join(format!("countersign-{label}-{}", schema.name()));
         std::fs::create_dir_all(&dir).unwrap();
-        support::write_config(&dir, approvers, QUICK_TOOL);
+        support::write_config(&dir, approvers, extra);
         // Replicas must seal with one key: create it once, copy it to every data directory.
         let key = dir.join("service-key");
         AuditSealer::load_or_create(&key).unwrap();
@@ -131,6 +136,66 @@ fn lines_of<'a>(chain: &'a [Value], kind: &str, id: &str) -> Vec<&'a Value> {
         .iter()
         .filter(|l| l["kind"] == kind && l["approval_id"] == id)
         .collect()
+}
+
+/// A preauthorization's uses are taken in the same transaction as the approval they approve, so
+/// three `countersign serve` processes racing on one database never hand out more than
+/// `max_uses`: 64 concurrent covered calls, spread over the three, give exactly 5 approvals; the
+/// other 59 wait for a human like any uncovered call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preauthorization_is_used_exactly_max_uses_times_across_three_services() {
+    const PREAUTH: &str = r#"
+[[preauthorizations]]
+slug = "small-transfers"
+agent = "agent-*"
+tool = "payments.transfer"
+expires_at = 2099-01-01T00:00:00Z
+max_uses = 5
+constraints = [{ kind = "max", arg = "/n", max = "1000" }]
+"#;
+    let alice = Approver::new("alice", "alice-es256", false);
+    let Some(mut c) = Cluster::start_with("replicas-preauth", &[&alice], PREAUTH) else {
+        return;
+    };
+    let mut racing = tokio::task::JoinSet::new();
+    for n in 0..64_u64 {
+        let (http, base) = (c.http.clone(), c.base(n as usize));
+        racing.spawn(async move {
+            http.request_approval(&base, "payments.transfer", n)
+                .await
+                .unwrap()
+        });
+    }
+    let mut by_status = BTreeMap::<String, Vec<Value>>::new();
+    while let Some(answer) = racing.join_next().await {
+        let body = answer.unwrap();
+        let status = body["status"].as_str().unwrap_or("?").to_owned();
+        by_status.entry(status).or_default().push(body);
+    }
+    let count = |s: &str| by_status.get(s).map_or(0, Vec::len);
+    assert_eq!(count("APPROVED"), 5, "{by_status:?}");
+    assert_eq!(count("PENDING"), 59, "{by_status:?}");
+    // Each approval names the preauthorization and its own use: 1 to 5, none twice.
+    let uses: BTreeSet<i64> = by_status["APPROVED"]
+        .iter()
+        .map(|b| {
+            assert_eq!(b["authority"]["by"], "preauthorization", "{b}");
+            b["authority"]["preauthorization"]["use"].as_i64().unwrap()
+        })
+        .collect();
+    assert_eq!(uses, (1..=5).collect::<BTreeSet<i64>>());
+    // The one chain verifies, and it records exactly five approvals made by the preauthorization.
+    let chain = c.assert_one_verified_chain();
+    let approved: BTreeSet<&str> = by_status["APPROVED"]
+        .iter()
+        .map(|b| b["approval_id"].as_str().unwrap())
+        .collect();
+    let preauthorized: BTreeSet<&str> = chain
+        .iter()
+        .filter(|l| l.to_string().contains("small-transfers"))
+        .filter_map(|l| l["approval_id"].as_str())
+        .collect();
+    assert_eq!(preauthorized, approved);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
