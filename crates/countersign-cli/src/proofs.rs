@@ -237,34 +237,12 @@ pub(crate) fn witness_serve(
         use std::io::Write as _;
         let _ = std::io::stdout().flush();
         axum::serve(listener, witness.router())
-            .with_graceful_shutdown(shutdown_signal())
+            .with_graceful_shutdown(countersign_server::shutdown_signal())
             .await
             .context("serving")?;
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(EXIT_ALLOW)
-}
-
-/// SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
-    }
 }
 
 /// One seal: (message, signature).

@@ -214,30 +214,8 @@ pub async fn run_http(options: HttpOptions) -> anyhow::Result<()> {
     }
     tracing::info!(listen = %options.listen, upstream = %options.upstream, "mcp http relay ready");
     let relay = http::HttpRelay::new(base, options.agents, options.upstream);
-    relay.serve(listener, shutdown_signal()).await?;
+    relay
+        .serve(listener, countersign_server::shutdown_signal())
+        .await?;
     Ok(())
-}
-
-/// SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = interrupt.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = interrupt => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = interrupt.await;
-    }
 }

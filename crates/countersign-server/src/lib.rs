@@ -36,7 +36,7 @@ pub use config::{Config, ConfigError};
 pub use error::{ApiError, ErrorCode};
 pub use http::{Display, Mark, Row, Segment, build_router};
 pub use notify::Notification;
-pub use serve::{ServeOptions, files, open_state, serve, serve_http};
+pub use serve::{ServeOptions, files, open_state, serve, serve_http, shutdown_signal};
 pub use service::{
     AppState, AssertionBody, ConsistencyProof, CreateRequest, DEFAULT_PROFILE, DecisionChallenge,
     EnrollFinish, EnrollOptions, EnrollStart, GrantReceipt, GrantRequest, Inbox, InboxItem,

@@ -249,7 +249,9 @@ pub async fn serve_http(
     graceful.shutdown().await;
 }
 
-async fn shutdown_signal() {
+/// Resolves on SIGTERM or Ctrl-C: the one shutdown signal of every long-running command
+/// (`serve`, `witness serve`, `mcp http`).
+pub async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
