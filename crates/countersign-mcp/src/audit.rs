@@ -351,9 +351,9 @@ mod tests {
             .collect()
     }
 
-    fn allowed(log: &AuditLog, n: usize) {
+    fn allowed(log: &AuditLog, run: &str, n: usize) {
         for i in 0..n {
-            let id = format!("c-{i}");
+            let id = format!("{run}-{i}");
             log.call(&id, "agent", "server", "echo", "h", "allow");
             log.outcome(
                 &id,
@@ -372,7 +372,7 @@ mod tests {
         let dir = temp("order");
         let (path, key) = (dir.join("a.jsonl"), dir.join("a.key"));
         let (log, _) = AuditLog::open(&path, &key).unwrap();
-        allowed(&log, 500);
+        allowed(&log, "c", 500);
         log.flush();
         let written = lines(&path);
         assert_eq!(
@@ -396,7 +396,7 @@ mod tests {
         // Reopened, the chain goes on where it stopped; close ends it after everything queued.
         drop(log);
         let (log, _) = AuditLog::open(&path, &key).unwrap();
-        allowed(&log, 3);
+        allowed(&log, "d", 3);
         log.close();
         let written = lines(&path);
         assert_eq!(written.len(), 1007);
@@ -411,12 +411,12 @@ mod tests {
         let dir = temp("drop");
         let (path, key) = (dir.join("a.jsonl"), dir.join("a.key"));
         let (log, _) = AuditLog::open(&path, &key).unwrap();
-        allowed(&log, 50);
+        allowed(&log, "c", 50);
         drop(log);
         assert_eq!(lines(&path).len(), 100, "dropping the log drains its queue");
         // A disabled log writes nothing and its flush returns at once.
         let off = AuditLog::disabled();
-        allowed(&off, 5);
+        allowed(&off, "c", 5);
         off.flush();
         off.close();
         assert!(!off.enabled());
