@@ -89,41 +89,30 @@ Exit codes: 0 stopped by SIGINT or SIGTERM; 1 the listener or the service failed
 
 /// Run a `countersign mcp` subcommand; the exit code per the help text.
 pub(crate) fn run(command: McpCommand) -> anyhow::Result<u8> {
-    match command {
+    let config = |path: Option<PathBuf>| match path {
+        Some(path) => countersign_mcp::Config::from_file(&path),
+        None => Ok(countersign_mcp::Config::default()),
+    };
+    let relay = match command {
         McpCommand::Stdio {
             service,
             gateway_token_file,
             agent_id,
             server_id,
-            config,
+            config: path,
             command,
         } => {
-            let config = match config {
-                Some(path) => countersign_mcp::Config::from_file(&path)?,
-                None => countersign_mcp::Config::default(),
-            };
             let mut command = command.into_iter();
             let program = command.next().context("no upstream COMMAND after --")?;
-            let options = countersign_mcp::relay_options(
+            Relay::Stdio(countersign_mcp::relay_options(
                 service,
                 gateway_token_file,
                 agent_id,
                 server_id,
-                config,
+                config(path)?,
                 program,
                 command.collect(),
-            );
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()?;
-            match runtime.block_on(countersign_mcp::run_stdio(options)) {
-                Ok(()) => Ok(0),
-                Err(e) => {
-                    eprintln!("countersign mcp: {e:#}");
-                    Ok(1)
-                }
-            }
+            ))
         }
         McpCommand::Http {
             listen,
@@ -131,17 +120,14 @@ pub(crate) fn run(command: McpCommand) -> anyhow::Result<u8> {
             service,
             gateway_token_file,
             server_id,
-            config,
+            config: path,
         } => {
-            let config = match config {
-                Some(path) => countersign_mcp::Config::from_file(&path)?,
-                None => countersign_mcp::Config::default(),
-            };
+            let config = config(path)?;
             // Checked before anything starts: a missing or weak credential is a usage error.
             let agents = countersign_mcp::http::Agents::from_entries(&config.agents)?;
             // A long-running server: its warnings (an unreachable upstream) go to stderr.
             crate::logging::install(crate::logging::LogFormat::Text)?;
-            let options = countersign_mcp::HttpOptions {
+            Relay::Http(countersign_mcp::HttpOptions {
                 listen,
                 upstream,
                 service,
@@ -149,18 +135,38 @@ pub(crate) fn run(command: McpCommand) -> anyhow::Result<u8> {
                 server_id,
                 config,
                 agents,
-            };
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()?;
-            match runtime.block_on(countersign_mcp::run_http(options)) {
-                Ok(()) => Ok(0),
-                Err(e) => {
-                    eprintln!("countersign mcp: {e:#}");
-                    Ok(1)
-                }
-            }
+            })
+        }
+    };
+    let runtime = match relay {
+        // One client, one upstream: one thread relays both ways (no cross-thread wake-up per
+        // frame); the audit log signs on its own thread.
+        Relay::Stdio(_) => tokio::runtime::Builder::new_current_thread(),
+        Relay::Http(_) => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(2);
+            builder
         }
     }
+    .enable_all()
+    .build()?;
+    let result = runtime.block_on(async move {
+        match relay {
+            Relay::Stdio(options) => countersign_mcp::run_stdio(options).await,
+            Relay::Http(options) => countersign_mcp::run_http(options).await,
+        }
+    });
+    match result {
+        Ok(()) => Ok(0),
+        Err(e) => {
+            eprintln!("countersign mcp: {e:#}");
+            Ok(1)
+        }
+    }
+}
+
+/// What `countersign mcp` runs, its options checked.
+enum Relay {
+    Stdio(countersign_mcp::StdioOptions),
+    Http(countersign_mcp::HttpOptions),
 }

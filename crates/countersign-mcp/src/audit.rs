@@ -3,11 +3,11 @@
 //! outcome); only a response may park.
 
 use countersign_server::audit::{AuditEvent, AuditSealer, GENESIS_HASH, line_hash};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::mpsc;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -18,22 +18,22 @@ pub struct OpenTicket {
     pub expires_at: Option<String>,
 }
 
-struct Tail {
-    file: Option<std::fs::File>,
-    seq: u64,
-    prev: [u8; 32],
-}
-
 /// An append-only, sealed log (or nothing, when not configured).
+///
+/// Lines are sealed and written by a thread of their own, in the order they were handed over, so
+/// the relay's thread neither signs nor waits for a `write` per line; the thread writes every line
+/// queued at once with a single `write`. What is queued but not yet written is lost if the
+/// process dies, so a line the interposer must not lose (anything about a held call, the close
+/// line) is followed by [`AuditLog::flush`] before the client sees what it records.
 pub struct AuditLog {
-    sealer: Option<AuditSealer>,
-    tail: Mutex<Tail>,
+    writer: Option<Writer>,
+    public_key: Option<String>,
 }
 
 impl std::fmt::Debug for AuditLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AuditLog")
-            .field("enabled", &self.sealer.is_some())
+            .field("enabled", &self.writer.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -50,22 +50,106 @@ pub struct Outcome<'a> {
     pub upstream: Option<&'a str>,
 }
 
-fn now() -> String {
-    OffsetDateTime::now_utc()
-        .format(&Rfc3339)
-        .unwrap_or_default()
+/// A line's body without its `ts`, and the moment it happened (formatted by the writer thread).
+struct Entry {
+    body: Vec<(&'static str, Value)>,
+    at: OffsetDateTime,
+}
+
+enum Job {
+    Line(Entry),
+    /// Answered once every line queued before it is written (or failed to be).
+    Flush(mpsc::Sender<()>),
+}
+
+/// The handle on the writer thread.
+struct Writer {
+    queue: mpsc::Sender<Job>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+/// The writer thread's end of the chain.
+struct Tail {
+    file: std::fs::File,
+    sealer: AuditSealer,
+    seq: u64,
+    prev: [u8; 32],
+}
+
+/// Most bytes the writer collects before a `write` (a burst larger than this takes several).
+const BATCH_BYTES: usize = 1 << 20;
+
+impl Tail {
+    /// Seal and write everything queued, one `write` per batch, until the log is dropped.
+    fn run(mut self, jobs: mpsc::Receiver<Job>) {
+        let mut buf = Vec::new();
+        let mut acks = Vec::new();
+        while let Ok(first) = jobs.recv() {
+            let (mut seq, mut prev) = (self.seq, self.prev);
+            let mut next = Some(first);
+            while let Some(job) = next.take() {
+                match job {
+                    Job::Line(entry) => {
+                        seq += 1;
+                        let sealed = self.sealer.seal(seq, &prev, &entry.event());
+                        buf.extend_from_slice(sealed.line.as_bytes());
+                        buf.push(b'\n');
+                        prev = sealed.hash;
+                    }
+                    Job::Flush(ack) => acks.push(ack),
+                }
+                if buf.len() < BATCH_BYTES {
+                    next = jobs.try_recv().ok();
+                }
+            }
+            if !buf.is_empty() {
+                // One write per batch: a crash leaves at most a torn last line, which verify
+                // reports. A failed write loses the batch; the next line takes its seq again.
+                match self.file.write_all(&buf) {
+                    Ok(()) => (self.seq, self.prev) = (seq, prev),
+                    Err(e) => tracing::error!("audit log write failed: {e}"),
+                }
+                buf.clear();
+            }
+            for ack in acks.drain(..) {
+                let _ = ack.send(());
+            }
+        }
+    }
+}
+
+impl Entry {
+    fn new(body: Vec<(&'static str, Value)>) -> Self {
+        Self {
+            body,
+            at: OffsetDateTime::now_utc(),
+        }
+    }
+
+    /// The body in the order the members were always inserted: `kind`, `ts`, then the rest.
+    fn event(self) -> AuditEvent {
+        let mut map = Map::new();
+        let mut members = self.body.into_iter();
+        if let Some((k, v)) = members.next() {
+            map.insert(k.into(), v);
+        }
+        map.insert(
+            "ts".into(),
+            self.at.format(&Rfc3339).unwrap_or_default().into(),
+        );
+        for (k, v) in members {
+            map.insert(k.into(), v);
+        }
+        AuditEvent::from_body(map)
+    }
 }
 
 impl AuditLog {
     /// No log.
     pub fn disabled() -> Self {
         Self {
-            sealer: None,
-            tail: Mutex::new(Tail {
-                file: None,
-                seq: 0,
-                prev: GENESIS_HASH,
-            }),
+            writer: None,
+            public_key: None,
         }
     }
 
@@ -128,39 +212,45 @@ impl AuditLog {
             .append(true)
             .open(path)
             .with_context(|| format!("opening {}", path.display()))?;
+        let public_key = Some(sealer.public_key_b64());
+        let tail = Tail {
+            file,
+            sealer,
+            seq,
+            prev,
+        };
+        let (queue, jobs) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("mcp-audit".into())
+            .spawn(move || tail.run(jobs))
+            .context("starting the audit log writer")?;
         Ok((
             Self {
-                sealer: Some(sealer),
-                tail: Mutex::new(Tail {
-                    file: Some(file),
-                    seq,
-                    prev,
-                }),
+                writer: Some(Writer { queue, thread }),
+                public_key,
             },
             tickets,
         ))
     }
 
-    fn append(&self, body: Value) {
-        let Some(sealer) = &self.sealer else {
+    /// Queue one line; the writer thread seals it with the next seq.
+    fn append(&self, body: Vec<(&'static str, Value)>) {
+        let Some(writer) = &self.writer else {
             return;
         };
-        let Value::Object(map) = body else {
+        let _ = writer.queue.send(Job::Line(Entry::new(body)));
+    }
+
+    /// Return once every line queued so far is written (what the interposer cannot lose: a held
+    /// call's record before its client hears of it; the close line).
+    pub fn flush(&self) {
+        let Some(writer) = &self.writer else {
             return;
         };
-        let mut tail = self.tail.lock().unwrap_or_else(|p| p.into_inner());
-        let seq = tail.seq + 1;
-        let sealed = sealer.seal(seq, &tail.prev, &AuditEvent::from_body(map));
-        let Some(file) = tail.file.as_mut() else {
-            return;
-        };
-        // One write per line: a crash leaves at most a torn last line, which verify reports.
-        match file.write_all(format!("{}\n", sealed.line).as_bytes()) {
-            Ok(()) => {
-                tail.seq = seq;
-                tail.prev = sealed.hash;
-            }
-            Err(e) => tracing::error!("audit log write failed: {e}"),
+        let (ack, done) = mpsc::channel();
+        if writer.queue.send(Job::Flush(ack)).is_ok() {
+            // The writer only seals and writes a file: this wait is bounded by one batch.
+            let _ = done.recv();
         }
     }
 
@@ -174,26 +264,31 @@ impl AuditLog {
         op_hash: &str,
         rule: &str,
     ) {
-        self.append(json!({
-            "kind": "mcp_call",
-            "ts": now(),
-            "call_id": call_id,
-            "agent_id": agent_id,
-            "server_id": server_id,
-            "tool_name": tool_name,
-            "op_hash": op_hash,
-            "rule": rule,
-        }));
+        if self.writer.is_none() {
+            return;
+        }
+        self.append(vec![
+            ("kind", "mcp_call".into()),
+            ("call_id", call_id.into()),
+            ("agent_id", agent_id.into()),
+            ("server_id", server_id.into()),
+            ("tool_name", tool_name.into()),
+            ("op_hash", op_hash.into()),
+            ("rule", rule.into()),
+        ]);
     }
 
     /// The outcome of a call.
     pub fn outcome(&self, call_id: &str, o: &Outcome<'_>) {
-        let mut body = Map::new();
-        body.insert("kind".into(), "mcp_outcome".into());
-        body.insert("ts".into(), now().into());
-        body.insert("call_id".into(), call_id.into());
-        body.insert("outcome".into(), o.outcome.into());
-        body.insert("op_hash".into(), o.op_hash.into());
+        if self.writer.is_none() {
+            return;
+        }
+        let mut body = vec![
+            ("kind", "mcp_outcome".into()),
+            ("call_id", call_id.into()),
+            ("outcome", o.outcome.into()),
+            ("op_hash", o.op_hash.into()),
+        ];
         for (k, v) in [
             ("approval_id", o.approval_id),
             ("approval_ref", o.approval_ref),
@@ -202,19 +297,129 @@ impl AuditLog {
             ("upstream", o.upstream),
         ] {
             if let Some(v) = v {
-                body.insert(k.into(), v.into());
+                body.push((k, v.into()));
             }
         }
-        self.append(Value::Object(body));
+        self.append(body);
     }
 
     /// The clean end of this log's writer: intents still without outcome become violations.
+    /// Returns once the close line and everything before it is written.
     pub fn close(&self) {
-        self.append(json!({ "kind": "mcp_close", "ts": now() }));
+        self.append(vec![("kind", "mcp_close".into())]);
+        self.flush();
+    }
+
+    /// Whether lines are written at all.
+    pub fn enabled(&self) -> bool {
+        self.writer.is_some()
     }
 
     /// The verifying key (base64url), when the log is enabled.
     pub fn public_key(&self) -> Option<String> {
-        self.sealer.as_ref().map(AuditSealer::public_key_b64)
+        self.public_key.clone()
+    }
+}
+
+impl Drop for AuditLog {
+    /// Whatever is still queued is written before the log goes away.
+    fn drop(&mut self) {
+        if let Some(Writer { queue, thread }) = self.writer.take() {
+            drop(queue);
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use countersign_server::audit::verify_log;
+
+    fn temp(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("cs-mcp-audit-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn lines(path: &Path) -> Vec<Value> {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    fn allowed(log: &AuditLog, run: &str, n: usize) {
+        for i in 0..n {
+            let id = format!("{run}-{i}");
+            log.call(&id, "agent", "server", "echo", "h", "allow");
+            log.outcome(
+                &id,
+                &Outcome {
+                    outcome: "allowed",
+                    op_hash: "h",
+                    upstream: Some("ok"),
+                    ..Outcome::default()
+                },
+            );
+        }
+    }
+
+    #[test]
+    fn queued_lines_are_written_in_order_as_one_chain_by_flush() {
+        let dir = temp("order");
+        let (path, key) = (dir.join("a.jsonl"), dir.join("a.key"));
+        let (log, _) = AuditLog::open(&path, &key).unwrap();
+        allowed(&log, "c", 500);
+        log.flush();
+        let written = lines(&path);
+        assert_eq!(
+            written.len(),
+            1000,
+            "everything queued before flush is written"
+        );
+        for (i, line) in written.iter().enumerate() {
+            assert_eq!(line["seq"], i as u64 + 1);
+            let kind = if i % 2 == 0 {
+                "mcp_call"
+            } else {
+                "mcp_outcome"
+            };
+            assert_eq!(line["kind"], kind);
+            assert_eq!(line["call_id"], format!("c-{}", i / 2));
+        }
+        let sealer = AuditSealer::load_or_create(&key).unwrap();
+        let report = verify_log(&std::fs::read(&path).unwrap(), &sealer.public_key());
+        assert!(report.issues.is_empty(), "{report:?}");
+        // Reopened, the chain goes on where it stopped; close ends it after everything queued.
+        drop(log);
+        let (log, _) = AuditLog::open(&path, &key).unwrap();
+        allowed(&log, "d", 3);
+        log.close();
+        let written = lines(&path);
+        assert_eq!(written.len(), 1007);
+        assert_eq!(written[1006]["kind"], "mcp_close");
+        assert_eq!(written[1006]["seq"], 1007);
+        let report = verify_log(&std::fs::read(&path).unwrap(), &sealer.public_key());
+        assert!(report.is_valid(), "{report:?}");
+    }
+
+    #[test]
+    fn a_dropped_log_writes_what_was_queued_and_a_disabled_one_writes_nothing() {
+        let dir = temp("drop");
+        let (path, key) = (dir.join("a.jsonl"), dir.join("a.key"));
+        let (log, _) = AuditLog::open(&path, &key).unwrap();
+        allowed(&log, "c", 50);
+        drop(log);
+        assert_eq!(lines(&path).len(), 100, "dropping the log drains its queue");
+        // A disabled log writes nothing and its flush returns at once.
+        let off = AuditLog::disabled();
+        allowed(&off, "c", 5);
+        off.flush();
+        off.close();
+        assert!(!off.enabled());
+        assert_eq!(lines(&path).len(), 100);
     }
 }

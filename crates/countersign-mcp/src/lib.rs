@@ -8,6 +8,7 @@
 //! - [`relay`]: the relay and the held-call life cycle;
 //! - [`http`]: the Streamable HTTP transport (`countersign mcp http`) around the relay;
 //! - `splice`: cutting members out of a frame's text without re-serializing it;
+//! - `stdio`: the interposer's own stdin and stdout, read and written without a thread hop;
 //! - [`state`]: the HMAC-protected `requestState` of 2026-07-28 multi round-trip answers.
 
 pub mod answer;
@@ -17,6 +18,7 @@ pub mod http;
 pub mod relay;
 mod splice;
 pub mod state;
+mod stdio;
 
 pub use config::{Config, HeldAs};
 pub use relay::{Interposer, Settings};
@@ -165,8 +167,8 @@ pub async fn run_stdio(options: StdioOptions) -> anyhow::Result<()> {
     let upstream_out = child.stdout.take().context("upstream stdout")?;
     Arc::new(interposer)
         .run(
-            tokio::io::BufReader::new(tokio::io::stdin()),
-            tokio::io::stdout(),
+            tokio::io::BufReader::new(stdio::input()),
+            stdio::output(),
             tokio::io::BufReader::new(upstream_out),
             upstream_in,
         )

@@ -116,10 +116,120 @@ struct CallFrame<'a> {
 
 #[derive(Deserialize)]
 struct CallParams<'a> {
-    name: String,
+    #[serde(borrow)]
+    name: std::borrow::Cow<'a, str>,
     #[serde(borrow, default)]
     arguments: Option<&'a RawValue>,
 }
+
+/// A client frame as the relay first reads it: borrowed, no tree built. Presence is what
+/// counts (`"id": null` is an id, as in a `Value`), so ids and params are kept raw.
+#[derive(Deserialize)]
+struct Request<'a> {
+    #[serde(borrow, default)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    params: Option<&'a RawValue>,
+}
+
+/// An upstream frame as the relay first reads it (see [`Request`]).
+#[derive(Deserialize)]
+struct Reply<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+}
+
+/// The one member of a result the audit outcome needs.
+#[derive(Deserialize)]
+struct ResultFlags<'a> {
+    #[serde(borrow, default, rename = "isError", deserialize_with = "present")]
+    is_error: Option<&'a RawValue>,
+}
+
+/// A member that is there, whatever its value (`null` included).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+/// Whether `text` is an object: a struct would also accept an array, which is no single
+/// JSON-RPC message.
+fn is_object(text: &str) -> bool {
+    text.trim_start().starts_with('{')
+}
+
+/// `text` read as `T` if it is an object that reading takes.
+fn read_object<'a, T: Deserialize<'a>>(text: &'a str) -> Option<T> {
+    if is_object(text) {
+        serde_json::from_str(text).ok()
+    } else {
+        None
+    }
+}
+
+impl<'a> Request<'a> {
+    fn read(line: &'a str) -> Option<Self> {
+        read_object(line)
+    }
+}
+
+impl<'a> Reply<'a> {
+    fn read(line: &'a str) -> Option<Self> {
+        read_object(line)
+    }
+
+    /// The audit word for this answer, as [`upstream_status`] says it; `None` when the result
+    /// needs the general reading.
+    fn status(&self) -> Option<&'static str> {
+        if self.error.is_some() {
+            return Some("error");
+        }
+        let Some(result) = self.result else {
+            return Some("ok");
+        };
+        if !is_object(result.get()) {
+            return Some("ok");
+        }
+        let flags: ResultFlags<'_> = read_object(result.get())?;
+        Some(match flags.is_error.map(RawValue::get) {
+            Some("true") => "tool_error",
+            _ => "ok",
+        })
+    }
+}
+
+impl<'a> CallParams<'a> {
+    fn read(params: &'a RawValue) -> Option<Self> {
+        read_object(params.get())
+    }
+}
+
+/// A raw JSON-RPC id as a value: keys are made from the value, as the general reading makes
+/// them, so both readings agree on every id.
+fn raw_id(id: &RawValue) -> Option<Value> {
+    serde_json::from_str(id.get()).ok()
+}
+
+/// The audit word for an upstream answer: a JSON-RPC error, a tool error, or ok.
+fn upstream_status(frame: &Value) -> &'static str {
+    if frame.get("error").is_some() {
+        "error"
+    } else if frame.pointer("/result/isError") == Some(&Value::Bool(true)) {
+        "tool_error"
+    } else {
+        "ok"
+    }
+}
+
+/// Most bytes a relay writer gathers into one write.
+const WRITE_BATCH_BYTES: usize = 1 << 20;
 
 /// A key from the clock and the process id, used only if the system RNG fails (it does not on
 /// supported platforms); states sealed under it are still checked for the call they name.
@@ -225,7 +335,7 @@ impl Interposer {
         let _ = client_writer.await;
         let in_flight: Vec<Forwarded> = self.session().forwarded.drain().map(|(_, f)| f).collect();
         for f in in_flight {
-            self.audit.outcome(
+            self.record(
                 &f.call_id,
                 &Outcome {
                     outcome: f.outcome,
@@ -260,6 +370,99 @@ impl Interposer {
         to_client: &Lines,
         to_upstream: &Lines,
     ) {
+        // The frequent frames are read without building a tree; what this reading does not take
+        // (batches, duplicate or oddly typed members, the rare methods) goes the general way.
+        let Some(request) = Request::read(&line) else {
+            return self.client_frame_general(line, to_client, to_upstream);
+        };
+        match (request.method.as_deref(), request.id) {
+            (Some("tools/call"), Some(id)) => {
+                let Some(call) = request.params.and_then(CallParams::read) else {
+                    return self.client_frame_general(line, to_client, to_upstream);
+                };
+                let Some(id) = raw_id(id) else {
+                    return self.client_frame_general(line, to_client, to_upstream);
+                };
+                if self.rule_now(&call.name) != Rule::Allow {
+                    return self.client_frame_general(line, to_client, to_upstream);
+                }
+                let tool = call.name.into_owned();
+                let arguments = call.arguments.map_or("{}", RawValue::get).to_owned();
+                // Allowed: decided and forwarded right here, in arrival order, with no task.
+                self.allow(line, id, tool, arguments, to_upstream);
+            }
+            (Some("tools/list"), Some(id)) => {
+                let Some(id) = raw_id(id) else {
+                    return self.client_frame_general(line, to_client, to_upstream);
+                };
+                self.session().list_ids.push(id_key(&id));
+                let _ = to_upstream.send(line);
+            }
+            (Some("tools/call" | "tools/list" | "initialize" | "notifications/cancelled"), _) => {
+                self.client_frame_general(line, to_client, to_upstream);
+            }
+            _ => {
+                let _ = to_upstream.send(line);
+            }
+        }
+    }
+
+    /// The rule for a call of `tool` under the policy in force and the last `tools/list`.
+    fn rule_now(&self, tool: &str) -> Rule {
+        let listed = self
+            .session()
+            .catalog
+            .as_ref()
+            .and_then(|c| c.get(tool).cloned());
+        self.config().rule(tool, listed.as_ref())
+    }
+
+    fn next_call_id(&self) -> String {
+        format!(
+            "{}-{}",
+            self.run_id,
+            self.counter.fetch_add(1, Ordering::Relaxed) + 1
+        )
+    }
+
+    /// An allowed call: its intent line, then the original line to the upstream.
+    fn allow(&self, line: String, id: Value, tool: String, arguments: String, to_upstream: &Lines) {
+        let call_id = self.next_call_id();
+        // The op_hash only goes into the audit log: without one, it is not computed.
+        let op_hash = if self.audit.enabled() {
+            let call = ToolCall::mcp(
+                self.settings.agent_id.clone(),
+                self.settings.server_id.clone(),
+                tool.clone(),
+                arguments,
+            );
+            self.gateway.fingerprint(&call).unwrap_or_default()
+        } else {
+            String::new()
+        };
+        self.audit.call(
+            &call_id,
+            &self.settings.agent_id,
+            &self.settings.server_id,
+            &tool,
+            &op_hash,
+            Rule::Allow.as_str(),
+        );
+        self.forward(
+            line,
+            &id,
+            Forwarded {
+                call_id,
+                op_hash,
+                outcome: "allowed",
+                approval_ref: None,
+            },
+            to_upstream,
+        );
+    }
+
+    /// One client frame, read as a whole tree: every method the interposer decodes.
+    fn client_frame_general(self: Arc<Self>, line: String, to_client: &Lines, to_upstream: &Lines) {
         let Ok(frame) = serde_json::from_str::<Value>(&line) else {
             // Not ours to judge: the upstream answers its own parse errors.
             let _ = to_upstream.send(line);
@@ -373,6 +576,47 @@ impl Interposer {
     /// One frame from the upstream: responses to what the interposer tracks are read (and a
     /// `tools/list` result may get the description suffix); everything else is passed as is.
     pub(crate) fn upstream_frame(&self, line: String) -> String {
+        // Most frames are answers to relayed calls: read without building a tree, and only the
+        // ids the interposer tracks matter.
+        let Some(reply) = Reply::read(&line) else {
+            return self.upstream_frame_general(line);
+        };
+        if reply.method.is_some() {
+            return line;
+        }
+        let Some(id) = reply.id.and_then(raw_id) else {
+            return line;
+        };
+        let id = id_key(&id);
+        let forwarded = {
+            let mut s = self.session();
+            if s.initialize_ids.contains(&id) || s.list_ids.contains(&id) {
+                drop(s);
+                return self.upstream_frame_general(line);
+            }
+            s.forwarded.remove(&id)
+        };
+        if let Some(f) = forwarded {
+            let upstream = match reply.status() {
+                Some(status) => status,
+                None => serde_json::from_str::<Value>(&line).map_or("ok", |v| upstream_status(&v)),
+            };
+            self.record(
+                &f.call_id,
+                &Outcome {
+                    outcome: f.outcome,
+                    op_hash: &f.op_hash,
+                    approval_ref: f.approval_ref.as_deref(),
+                    upstream: Some(upstream),
+                    ..Outcome::default()
+                },
+            );
+        }
+        line
+    }
+
+    /// An upstream frame read as a whole tree.
+    fn upstream_frame_general(&self, line: String) -> String {
         let Ok(frame) = serde_json::from_str::<Value>(&line) else {
             return line;
         };
@@ -400,14 +644,8 @@ impl Interposer {
         }
         if let Some(f) = s.forwarded.remove(&id) {
             drop(s);
-            let upstream = if frame.get("error").is_some() {
-                "error"
-            } else if frame.pointer("/result/isError") == Some(&Value::Bool(true)) {
-                "tool_error"
-            } else {
-                "ok"
-            };
-            self.audit.outcome(
+            let upstream = upstream_status(&frame);
+            self.record(
                 &f.call_id,
                 &Outcome {
                     outcome: f.outcome,
@@ -472,11 +710,7 @@ impl Interposer {
         to_client: &Lines,
         to_upstream: &Lines,
     ) {
-        let call_id = format!(
-            "{}-{}",
-            self.run_id,
-            self.counter.fetch_add(1, Ordering::Relaxed) + 1
-        );
+        let call_id = self.next_call_id();
         let parsed = serde_json::from_str::<CallFrame<'_>>(&line);
         let Ok(CallFrame { params }) = parsed else {
             let error = rpc_error(
@@ -487,7 +721,7 @@ impl Interposer {
             self.reply(&id, error, to_client);
             return;
         };
-        let tool = params.name.clone();
+        let tool = params.name.into_owned();
         let arguments = params.arguments.map_or("{}", RawValue::get).to_owned();
         let listed = self
             .session()
@@ -511,6 +745,10 @@ impl Interposer {
             &op_hash_text,
             rule.as_str(),
         );
+        if rule != Rule::Allow {
+            // A held or refused call's record is never left in the queue (see `record`).
+            self.audit.flush();
+        }
         match rule {
             Rule::Allow => {
                 self.forward(
@@ -609,7 +847,7 @@ impl Interposer {
     }
 
     fn refuse(&self, call_id: &str, id: &Value, tool: &str, ticket: Ticket, to_client: &Lines) {
-        self.audit.outcome(
+        self.record(
             call_id,
             &Outcome {
                 outcome: "denied",
@@ -692,7 +930,7 @@ impl Interposer {
                 // Fired, or its sender gone (the client left): either way nobody awaits this.
                 _ = &mut h.cancel => {
                     self.dropped(&h.id);
-                    self.audit.outcome(&h.call_id, &Outcome {
+                    self.record(&h.call_id, &Outcome {
                         outcome: "pending_approval",
                         op_hash: &h.op_hash,
                         approval_id: Some(&open.approval_id),
@@ -723,7 +961,7 @@ impl Interposer {
         match settled {
             None => {
                 let ticket = self.ticket(&h, &open.approval_id, open.expires_at.as_deref());
-                self.audit.outcome(
+                self.record(
                     &h.call_id,
                     &Outcome {
                         outcome: "pending_approval",
@@ -784,7 +1022,7 @@ impl Interposer {
                 expires_at: result.expires_at.clone(),
             },
         );
-        self.audit.outcome(
+        self.record(
             &h.call_id,
             &Outcome {
                 outcome: "pending_approval",
@@ -876,7 +1114,7 @@ impl Interposer {
                     expires_at: expires_at.clone(),
                 },
             );
-            self.audit.outcome(
+            self.record(
                 &h.call_id,
                 &Outcome {
                     outcome: "pending_approval",
@@ -909,6 +1147,17 @@ impl Interposer {
             },
             to_upstream,
         );
+    }
+
+    /// Write an outcome line. Only the outcome of an allowed call may wait in the writer's
+    /// queue (a crash loses at most the record of calls that needed no approval); every other
+    /// outcome is written before the client, the service or a restarted interposer can act on
+    /// it: the open tickets a restart finds are read back from these lines.
+    fn record(&self, call_id: &str, o: &Outcome<'_>) {
+        self.audit.outcome(call_id, o);
+        if o.outcome != "allowed" {
+            self.audit.flush();
+        }
     }
 
     fn drop_ticket(&self, op_hash: &str) {
@@ -964,7 +1213,7 @@ impl Interposer {
     pub(crate) fn no_answer(&self, id: &Value) {
         let forwarded = self.session().forwarded.remove(&id_key(id));
         if let Some(f) = forwarded {
-            self.audit.outcome(
+            self.record(
                 &f.call_id,
                 &Outcome {
                     outcome: f.outcome,
@@ -1084,12 +1333,22 @@ async fn write_lines<W: AsyncWrite + Unpin>(
     mut rx: mpsc::UnboundedReceiver<String>,
     mut out: W,
 ) -> std::io::Result<()> {
+    // Every line queued by the time the writer wakes goes out in one write: one syscall per
+    // burst, and no added latency for a line alone.
+    let mut buf = Vec::new();
     while let Some(line) = rx.recv().await {
-        out.write_all(line.as_bytes()).await?;
-        out.write_all(b"\n").await?;
-        // Flush when nothing else is queued: one syscall per burst, no added latency alone.
-        if rx.is_empty() {
-            out.flush().await?;
+        buf.extend_from_slice(line.as_bytes());
+        buf.push(b'\n');
+        while buf.len() < WRITE_BATCH_BYTES {
+            let Ok(line) = rx.try_recv() else { break };
+            buf.extend_from_slice(line.as_bytes());
+            buf.push(b'\n');
+        }
+        out.write_all(&buf).await?;
+        out.flush().await?;
+        buf.clear();
+        if buf.capacity() > WRITE_BATCH_BYTES {
+            buf.shrink_to(WRITE_BATCH_BYTES);
         }
     }
     out.flush().await?;
@@ -1101,4 +1360,59 @@ pub fn now_rfc3339() -> String {
     OffsetDateTime::now_utc()
         .format(&Rfc3339)
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_quick_reading_of_an_answer_agrees_with_the_full_one() {
+        for frame in [
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"isError":true}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"isError":false}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"isError":"true"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{ "isError" : true }}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":[true]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+        ] {
+            let quick = Reply::read(frame).and_then(|r| r.status());
+            let full = upstream_status(&serde_json::from_str(frame).unwrap());
+            assert_eq!(quick, Some(full), "{frame}");
+        }
+    }
+
+    #[test]
+    fn what_the_quick_reading_cannot_settle_goes_to_the_full_one() {
+        // A duplicated member: a tree keeps the last, the quick reading declines.
+        let twice = r#"{"jsonrpc":"2.0","id":1,"result":{"isError":false,"isError":true}}"#;
+        assert_eq!(Reply::read(twice).and_then(|r| r.status()), None);
+        assert_eq!(
+            upstream_status(&serde_json::from_str(twice).unwrap()),
+            "tool_error"
+        );
+        assert!(Request::read(r#"{"id":1,"method":"a","method":"tools/call"}"#).is_none());
+        // A batch is no single message, even where a struct reader would take an array.
+        assert!(Request::read(r#"["tools/call",1,{}]"#).is_none());
+        assert!(Reply::read(r#"[{"id":1,"result":{}}]"#).is_none());
+        assert!(Request::read("not json").is_none());
+    }
+
+    #[test]
+    fn a_present_null_id_is_an_id() {
+        let r = Request::read(r#"{"id":null,"method":"tools/call"}"#).unwrap();
+        assert_eq!(r.id.and_then(raw_id), Some(Value::Null));
+        let r = Request::read(r#"{"method":"notifications/initialized"}"#).unwrap();
+        assert!(r.id.is_none());
+        // Ids are keyed by value: spacing does not make another id.
+        let spaced = Request::read(r#"{"id" : "a" ,"method":"x"}"#).unwrap();
+        assert_eq!(
+            spaced.id.and_then(raw_id).map(|v| id_key(&v)),
+            Some(id_key(&Value::from("a")))
+        );
+    }
 }

@@ -373,6 +373,84 @@ async fn allowed_calls_and_other_frames_pass_through_unchanged() {
     assert_eq!(outcomes[0]["upstream"], "ok");
 }
 
+/// The relay reads most frames without building a tree. Whatever that quick reading does not
+/// take (a duplicated member, escapes, a null id, a batch) is judged by the full one, so no
+/// spelling of a held call reaches the upstream, and an allowed call still passes however it is
+/// spaced.
+#[tokio::test]
+async fn every_spelling_of_a_held_call_is_held_and_allowed_ones_pass() {
+    let mut rig = rig("spellings", plain_client()).await;
+    let held = [
+        // The last `method` is the one a JSON reader keeps.
+        r#"{"jsonrpc":"2.0","id":101,"method":"tools/list","method":"tools/call","params":{"name":"write_file","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":102,"method":"tools\/call","params":{"name":"write_\u0066ile","arguments":{"a":1}}}"#,
+        r#" { "params" : {"arguments":{"k":1},"name":"write_file"} , "method" : "tools/call" , "id" : 103 , "jsonrpc":"2.0" }"#,
+    ];
+    for (id, line) in (101..).zip(held) {
+        rig.client.send_line(line).await;
+        let r = rig.client.response(id).await;
+        assert_eq!(r["result"]["isError"], true, "{line}: {r}");
+        assert!(ticket(&r)["approval_id"].is_string(), "held: {r}");
+    }
+    // A null id is an id: the call is judged, and answered under it.
+    rig.client
+        .send_line(r#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"write_file","arguments":{"n":2}}}"#)
+        .await;
+    let r = loop {
+        let v = rig.client.recv().await;
+        if v.get("id") == Some(&Value::Null) {
+            break v;
+        }
+    };
+    assert!(ticket(&r)["approval_id"].is_string(), "held: {r}");
+    // Two `name`s: no reading can say which tool is meant, so the call is refused.
+    rig.client
+        .send_line(r#"{"jsonrpc":"2.0","id":104,"method":"tools/call","params":{"name":"read_file","name":"write_file","arguments":{}}}"#)
+        .await;
+    assert_eq!(rig.client.response(104).await["error"]["code"], -32602);
+    // A batch carrying a call is refused whole.
+    rig.client
+        .send_line(r#"[{"jsonrpc":"2.0","id":105,"method":"tools/call","params":{"name":"read_file","arguments":{}}}]"#)
+        .await;
+    let r = rig.client.recv().await;
+    assert_eq!(r[0]["id"], 105, "{r}");
+    assert_eq!(r[0]["error"]["code"], -32600, "{r}");
+    // Allowed, spaced and with a string id: forwarded as sent.
+    let line = r#"{ "id" : "s-1" , "jsonrpc" : "2.0" , "method" : "tools/call" , "params" : { "name" : "read_file" , "arguments" : { } } }"#;
+    rig.client.send_line(line).await;
+    let r = loop {
+        let v = rig.client.recv().await;
+        if v.get("id") == Some(&json!("s-1")) {
+            break v;
+        }
+    };
+    assert_eq!(
+        r["result"]["content"][0]["text"], "ran \"read_file\"",
+        "{r}"
+    );
+    let seen = rig.upstream.lines.lock().unwrap().clone();
+    assert!(seen.contains(&line.to_owned()), "the exact line: {seen:?}");
+    let calls: Vec<_> = seen
+        .iter()
+        .filter(|l| l.contains("tools") && l.contains("call"))
+        .collect();
+    assert_eq!(calls, [line], "nothing else reached the upstream");
+    let (lines, _) = close(rig).await;
+    let outcomes: Vec<_> = lines
+        .iter()
+        .filter(|l| l["kind"] == "mcp_outcome")
+        .map(|l| (l["outcome"].as_str().unwrap(), l["upstream"].as_str()))
+        .collect();
+    assert_eq!(
+        outcomes
+            .iter()
+            .filter(|o| o.0 == "pending_approval")
+            .count(),
+        4
+    );
+    assert!(outcomes.contains(&("allowed", Some("ok"))), "{outcomes:?}");
+}
+
 #[tokio::test]
 async fn a_held_call_runs_once_after_approval_and_a_third_is_held_again() {
     let mut rig = rig("once", plain_client()).await;
