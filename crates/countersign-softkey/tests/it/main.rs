@@ -35,7 +35,9 @@ pub(crate) fn challenge(tag: u8) -> Vec<u8> {
 
 /// Verifies a WebAuthn-format signature with the pure-Rust crates directly (not via softkey).
 pub(crate) fn verify(pk: &PublicKey, message: &[u8], sig: &[u8]) -> bool {
+    // p256/p384 implement `signature` 3's `Verifier`, rsa `signature` 2's.
     use p256::ecdsa::signature::Verifier as _;
+    use rsa::signature::Verifier as _;
     match pk {
         PublicKey::Es256(k) => {
             p256::ecdsa::Signature::from_der(sig).is_ok_and(|s| k.verify(message, &s).is_ok())
