@@ -25,7 +25,7 @@ pub const DEFAULT_COLUMNS: &[&str] = &[
 ];
 
 /// The two files the report consists of.
-pub const FILES: &[&str] = &["REPORT.md", "report.html"];
+pub const FILES: [&str; 2] = ["REPORT.md", "report.html"];
 
 /// One implementation's column.
 #[derive(Clone, Debug)]
@@ -647,7 +647,8 @@ fn esc(text: &str) -> String {
 /// Render both files: `(name, contents)`, in [`FILES`] order.
 pub fn render(vectors: &[Loaded], columns: &[Column], readme: &str) -> Vec<(&'static str, String)> {
     let report = Report::new(vectors, columns, readme);
-    vec![(FILES[0], report.markdown()), (FILES[1], report.html())]
+    let [markdown, html] = FILES;
+    vec![(markdown, report.markdown()), (html, report.html())]
 }
 
 #[cfg(test)]

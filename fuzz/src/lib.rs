@@ -7,6 +7,13 @@
 //! so the tests in `tests/replay.rs` can replay every seed ([`seeds`]) and every crash regression
 //! (`fuzz/regressions/TARGET/`) under plain `cargo test`. How to run the fuzzer:
 //! docs/RELIABILITY.md, section "Fuzzing".
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a fuzz target reports a bug by panicking; its fixtures are fixed inputs"
+)]
 
 mod fixtures;
 #[allow(dead_code, unreachable_pub)]

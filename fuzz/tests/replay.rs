@@ -3,6 +3,13 @@
 //! A seed is cut out of the conformance vectors (`countersign_fuzz::seeds`); a regression is an
 //! input the fuzzer once found crashing, kept in `fuzz/regressions/TARGET/`. Each target panics
 //! on a bug, so a replay that returns is a pass.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test code: a panic is a failed test (clippy.toml covers #[test] fns, not helpers)"
+)]
 
 use countersign_fuzz::{TARGETS, run, seeds::seeds};
 use std::path::Path;

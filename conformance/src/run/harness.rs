@@ -98,9 +98,12 @@ impl Harness {
     /// Send one vector and read its response.
     pub fn ask(&mut self, v: &Loaded) -> anyhow::Result<Response> {
         let (member, input) = v.vector.input.member();
-        let mut request =
-            json!({"id": v.vector.id, "kind": v.kind.as_str(), "flags": v.vector.flags});
-        request[member] = input;
+        let mut request = serde_json::Map::new();
+        request.insert("id".into(), json!(v.vector.id));
+        request.insert("kind".into(), json!(v.kind.as_str()));
+        request.insert("flags".into(), json!(v.vector.flags));
+        request.insert(member.into(), input);
+        let request = Value::Object(request);
         let stdin = self.stdin.as_mut().context("harness stdin closed")?;
         writeln!(stdin, "{request}").context("writing to the harness")?;
         stdin.flush().context("writing to the harness")?;

@@ -253,7 +253,7 @@ pub fn compare(baselines: &[Baseline]) -> String {
     };
     for id in ids {
         let cells: Vec<String> = baselines.iter().map(|b| short(b.results.get(id))).collect();
-        if cells.windows(2).all(|w| w[0] == w[1]) {
+        if cells.windows(2).all(|w| matches!(w, [a, b] if a == b)) {
             continue;
         }
         differing += 1;

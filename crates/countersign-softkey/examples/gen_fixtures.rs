@@ -5,6 +5,13 @@
 //! With `--rsa` it also (re)generates the RS256 PKCS#8 files from ChaCha20Rng seeded with each
 //! key's seed. RSA generation depends on the `rsa` crate version, which is why those files are
 //! committed and must not be regenerated casually: doing so changes every RS256 vector.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a developer tool over fixed fixtures: a panic reports a broken fixture"
+)]
 
 use std::path::{Path, PathBuf};
 

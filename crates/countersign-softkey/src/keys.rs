@@ -2,7 +2,10 @@
 
 use std::fmt;
 
+// Two `Signer` traits: ed25519-dalek and rsa implement `signature` 2's, p256 and p384 0.14
+// `signature` 3's.
 use ed25519_dalek::Signer as _;
+use p256::ecdsa::signature::Signer as _;
 use rsa::pkcs8::DecodePrivateKey as _;
 use rsa::traits::PublicKeyParts as _;
 use sha2::{Digest as _, Sha256, Sha384};
@@ -233,8 +236,8 @@ impl SoftKey {
     pub fn cose_public_key(&self) -> Vec<u8> {
         let alg = Value::from(self.alg.cose_alg());
         let map = match self.public_key() {
-            PublicKey::Es256(k) => ec2_cose(alg, 1, k.to_encoded_point(false).as_bytes()),
-            PublicKey::Es384(k) => ec2_cose(alg, 2, k.to_encoded_point(false).as_bytes()),
+            PublicKey::Es256(k) => ec2_cose(alg, 1, k.to_sec1_point(false).as_bytes()),
+            PublicKey::Es384(k) => ec2_cose(alg, 2, k.to_sec1_point(false).as_bytes()),
             PublicKey::EdDsa(k) => vec![
                 (Value::from(1), Value::from(1)),
                 (Value::from(3), alg),
@@ -254,8 +257,8 @@ impl SoftKey {
     /// The public key as a DER SubjectPublicKeyInfo (what `getPublicKey()` returns in a browser).
     pub fn public_key_spki_der(&self) -> Vec<u8> {
         match self.public_key() {
-            PublicKey::Es256(k) => ec_spki(oids::PRIME256V1, k.to_encoded_point(false).as_bytes()),
-            PublicKey::Es384(k) => ec_spki(oids::SECP384R1, k.to_encoded_point(false).as_bytes()),
+            PublicKey::Es256(k) => ec_spki(oids::PRIME256V1, k.to_sec1_point(false).as_bytes()),
+            PublicKey::Es384(k) => ec_spki(oids::SECP384R1, k.to_sec1_point(false).as_bytes()),
             PublicKey::EdDsa(k) => der::seq(&[
                 &der::seq(&[&der::oid(oids::ED25519)]),
                 &der::bit_string(k.as_bytes()),

@@ -4,6 +4,13 @@
 //! authenticator signed this decision over this action"; this crate is the one place that knows how
 //! to produce it with the software authenticator. Everything is deterministic: nonces are derived
 //! from labels, keys from fixture seeds.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test support: a builder given bad fixture input fails the test with a message"
+)]
 
 use countersign::{
     Action, ApprovalResult, ApprovalStatus, CredentialRecord, Decision, EvidenceEntry,

@@ -23,10 +23,15 @@ pub enum AssuranceLevel {
     /// No verified evidence; recorded for the audit trail, never used for enforcement.
     #[serde(rename = "declared")]
     Declared,
+    /// User presence only: someone touched the authenticator, nobody was verified.
     #[serde(rename = "AAL1")]
     Aal1,
+    /// User verification (PIN or biometric) on a synced passkey, or on a device-bound key whose
+    /// attestation was not verified at enrollment.
     #[serde(rename = "AAL2")]
     Aal2,
+    /// User verification on a device-bound key (BE=0) whose attestation chain was verified at
+    /// enrollment and whose AAGUID the policy allows.
     #[serde(rename = "AAL3")]
     Aal3,
 }
@@ -56,7 +61,9 @@ pub enum AssuranceSource {
 /// The assurance attached to a verdict.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IdentityAssurance {
+    /// The level the verdict carries.
     pub level: AssuranceLevel,
+    /// Whether `level` was derived from verified evidence or merely declared by the transport.
     pub source: AssuranceSource,
     /// Facts the level was derived from (absent when `source` is `declared`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -69,8 +76,11 @@ pub struct IdentityAssurance {
 /// The evidence facts behind a derived level.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AssuranceBasis {
+    /// The signed UV flag: the authenticator verified the user (PIN or biometric).
     pub user_verified: bool,
+    /// The signed BE flag: the credential may be synced to other devices (a passkey).
     pub backup_eligible: bool,
+    /// The signed BS flag: the credential is currently backed up.
     pub backup_state: bool,
     /// `verified` (chain checked at enrollment), `unverified` (statement present, chain not
     /// verified) or `none`.

@@ -15,10 +15,15 @@ use time::format_description::well_known::Rfc3339;
 /// A parsed CASE document.
 #[derive(Debug, Clone)]
 pub struct Case {
+    /// The action the verifier is about to authorize: a profile id and its fields.
     pub action: Action,
+    /// What the approval callback returned for it, evidence included.
     pub result: ApprovalResult,
+    /// The enrolled public keys the evidence is checked against.
     pub registry: CredentialRegistry,
+    /// The verifier's rules, already validated ([`Policy::validate`]).
     pub policy: Policy,
+    /// The verifier's clock at the time of the question; freshness and expiry are judged against it.
     pub now: OffsetDateTime,
 }
 
@@ -26,21 +31,27 @@ pub struct Case {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CaseError {
+    /// The document is not one JSON object with exactly the five members.
     #[error("CASE is not a JSON object with action, result, registry, policy and now: {0}")]
     Shape(String),
     #[error(
         "CASE action must be {{\"profile\": string, \"fields\": object, \"tool\"?: string}}: {0}"
     )]
+    /// `action` does not have the profile/fields/tool shape.
     Action(String),
+    /// `result` is not an approval result document.
     #[error("CASE result: {0}")]
     Result(#[from] ResultError),
+    /// `registry` is not a credential registry, or one of its keys does not parse.
     #[error("CASE registry: {0}")]
     Registry(#[from] RegistryError),
+    /// `policy` does not parse as a policy document.
     #[error("CASE policy: {0}")]
     Policy(String),
     /// The policy parsed but cannot be applied ([`Policy::validate`]).
     #[error("CASE policy: {0}")]
     ContradictoryPolicy(#[from] PolicyError),
+    /// `now` is not an RFC 3339 timestamp.
     #[error("CASE now {0:?} is not an RFC 3339 timestamp")]
     Now(String),
 }

@@ -108,8 +108,11 @@ pub struct AttestationRecord {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CredentialRecord {
+    /// The WebAuthn credential id, base64url; evidence names its key by it.
     #[serde(with = "b64::bytes")]
     pub credential_id: Vec<u8>,
+    /// The human the key belongs to: what a verdict reports, what `policy.approvers` and the
+    /// quorum count.
     pub principal: String,
     /// The COSE_Key, base64url.
     #[serde(with = "b64::bytes")]
@@ -119,21 +122,28 @@ pub struct CredentialRecord {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "not_null::aaguid"
     )]
+    /// The authenticator model recorded at enrollment, matched against `policy.aal3_aaguids`.
     pub aaguid: Option<Aaguid>,
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "not_null::backup_eligible"
     )]
+    /// The BE flag seen at enrollment. When recorded, an assertion with a different BE flag is
+    /// refused (BE is fixed when the credential is created), and `true` rules out AAL3.
     pub backup_eligible: Option<bool>,
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "not_null::attestation"
     )]
+    /// What enrollment learned of the authenticator's attestation; AAL3 needs a verified chain.
     pub attestation: Option<AttestationRecord>,
+    /// The highest signature counter the publisher has seen; an assertion must exceed it (or
+    /// both be 0, for authenticators that keep no counter).
     #[serde(default)]
     pub sign_count: u32,
+    /// A revoked key's evidence is refused (`credential_revoked`), approvals and refusals alike.
     #[serde(default)]
     pub revoked: bool,
 }
@@ -142,6 +152,7 @@ pub struct CredentialRecord {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegistryDocument {
+    /// Every published key, revoked ones included; ids must be unique.
     pub credentials: Vec<CredentialRecord>,
 }
 
@@ -149,15 +160,27 @@ pub struct RegistryDocument {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RegistryError {
+    /// The document is not `{"credentials": [...]}` with well-formed records.
     #[error("registry is not a valid document: {0}")]
     Malformed(String),
+    /// Two records share a credential id: which key signs would be ambiguous.
     #[error("credential id {credential_id} appears twice")]
-    DuplicateCredential { credential_id: String },
+    DuplicateCredential {
+        /// The credential id, base64url.
+        credential_id: String,
+    },
+    /// A record names no principal, so nobody could be held to its evidence.
     #[error("credential {credential_id} has an empty principal")]
-    EmptyPrincipal { credential_id: String },
+    EmptyPrincipal {
+        /// The credential id, base64url.
+        credential_id: String,
+    },
+    /// A record's COSE key does not parse.
     #[error("credential {credential_id} has an unusable public key: {source}")]
     BadPublicKey {
+        /// The credential id, base64url.
         credential_id: String,
+        /// Why the key was refused.
         source: CoseError,
     },
 }

@@ -17,10 +17,13 @@ pub const WEBAUTHN_ASSERTION_FORMAT: &str = "webauthn.assertion/1";
 /// `APPROVED | DENIED | PENDING`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ApprovalStatus {
+    /// The callback says a human approved; the evidence must prove it before anything runs.
     #[serde(rename = "APPROVED")]
     Approved,
+    /// The callback says the action was refused (by a human, or by expiry); a DENY either way.
     #[serde(rename = "DENIED")]
     Denied,
+    /// Nobody has decided yet; `approval_id` names the request to ask about again.
     #[serde(rename = "PENDING")]
     Pending,
 }
@@ -48,11 +51,15 @@ impl From<Decision> for ApprovalStatus {
 /// What `approval_callback` returns. A bare status string reads as `{"status": ...}`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ApprovalResult {
+    /// What the callback claims; a claim of APPROVED counts only with evidence that verifies.
     pub status: ApprovalStatus,
+    /// The callback's id for the request; required when `status` is PENDING.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval_id: Option<String>,
+    /// When the request stops waiting for a decision (RFC 3339, as sent; not signed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
+    /// Where to ask again for the outcome of a PENDING request.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub redrive_url: Option<String>,
     /// The transport's reason; informational except where the SPEC says otherwise.
@@ -62,6 +69,8 @@ pub struct ApprovalResult {
     /// verifier derives the level from the evidence and ignores this value.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub identity_assurance: Option<Value>,
+    /// One slot per evidence entry, in the order sent; a malformed entry is kept so that the
+    /// verdict can say which one failed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub approver_evidence: Vec<EvidenceSlot>,
     /// Present when the call was approved under an approver-signed standing grant: then
@@ -115,18 +124,28 @@ impl StandingGrantUse {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ResultError {
+    /// The text is not JSON.
     #[error("approval result is not valid JSON: {0}")]
     NotJson(String),
     /// Valid JSON that the strict parser refuses: a duplicate member (in the envelope or inside
     /// an evidence entry), a lone surrogate, an integer beyond ±(2^53-1), and the like.
     #[error("approval result is refused by strict JSON admission: {0}")]
     Inadmissible(CanonError),
+    /// The JSON is neither a status string nor an object.
     #[error("approval result must be a status string or an object, got {0}")]
     WrongShape(&'static str),
+    /// The status is not `APPROVED`, `DENIED` or `PENDING` (the spelling is case-sensitive).
     #[error("unknown approval status {0:?} (expected APPROVED, DENIED or PENDING)")]
     UnknownStatus(String),
+    /// A member is written as `null`, or has the wrong type or form.
     #[error("approval result field {field:?} is invalid: {detail}")]
-    InvalidField { field: &'static str, detail: String },
+    InvalidField {
+        /// The member's name.
+        field: &'static str,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// A PENDING result without an `approval_id` gives nothing to ask about again.
     #[error("PENDING result without approval_id")]
     PendingWithoutId,
 }
@@ -262,8 +281,16 @@ fn optional_string(
 /// One entry of `approver_evidence`: decoded, or kept raw with the reason it could not be decoded.
 #[derive(Clone, Debug, PartialEq)]
 pub enum EvidenceSlot {
+    /// An entry of the implemented format that decoded.
     Decoded(Box<EvidenceEntry>),
-    Malformed { raw: Value, reason: String },
+    /// An entry that could not be decoded, kept so that the verdict can name it
+    /// (`evidence_malformed`, or `unsupported_format` for another format).
+    Malformed {
+        /// The entry exactly as received.
+        raw: Value,
+        /// Why it could not be decoded.
+        reason: String,
+    },
 }
 
 /// The entry, or the raw value exactly as received. A malformed entry need not be an object
@@ -304,15 +331,23 @@ impl From<EvidenceEntry> for EvidenceSlot {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EvidenceEntry {
+    /// The evidence format; only [`WEBAUTHN_ASSERTION_FORMAT`] is verified.
     pub format: String,
+    /// The decision the approver meant; it must equal the decision the signed op_hash commits to.
     pub decision: Decision,
+    /// The profile the signed op_hash was computed under; it must be the action's.
     pub canonicalization_profile: String,
+    /// The key that signed, looked up in the verifier's registry.
     #[serde(with = "b64::bytes")]
     pub credential_id: Vec<u8>,
+    /// The exact bytes the client produced (signed through their SHA-256).
     #[serde(with = "b64::bytes")]
     pub client_data_json: Vec<u8>,
+    /// The exact bytes the authenticator produced (signed).
     #[serde(with = "b64::bytes")]
     pub authenticator_data: Vec<u8>,
+    /// The signature over `authenticator_data || SHA-256(client_data_json)`, in the encoding of
+    /// the key's algorithm (DER for ECDSA).
     #[serde(with = "b64::bytes")]
     pub signature: Vec<u8>,
     /// Absent, or an AAGUID in its 8-4-4-4-12 form (`null` and other strings are malformed).
@@ -326,11 +361,15 @@ pub struct EvidenceEntry {
     /// reference), so this is the one optional member where `null` is read, not refused.
     #[serde(default)]
     pub attestation_ref: Option<String>,
+    /// 32 bytes that must equal the first half of the signed challenge; spent once verified.
     #[serde(with = "b64::bytes")]
     pub nonce: Vec<u8>,
+    /// 32 bytes that must equal the second half of the signed challenge.
     #[serde(with = "b64::bytes")]
     pub op_hash: Vec<u8>,
+    /// When the service received the assertion (RFC 3339). Not signed: freshness is judged on it.
     pub assertion_at: String,
+    /// Reserved: carried through, not verified in format /1.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub co_signatures: Vec<Value>,
 }

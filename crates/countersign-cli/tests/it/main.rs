@@ -2,6 +2,13 @@
 //! (compile time matters on a 2-core machine; nine binaries compiled it nine times).
 //!
 //! Run one concern with a filter: `cargo test -p countersign-cli --test it replicas::`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test code: a panic is a failed test (clippy.toml covers #[test] fns, not helpers)"
+)]
 
 mod audit;
 mod browser;

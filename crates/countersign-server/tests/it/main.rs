@@ -1,4 +1,11 @@
 //! Integration tests of the approval service (one binary: compile time matters).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test code: a panic is a failed test (clippy.toml covers #[test] fns, not helpers)"
+)]
 #![allow(unreachable_pub)]
 
 mod admission;

@@ -18,7 +18,7 @@ fn cose_keys_match_hand_assembled_bytes() {
     let PublicKey::Es256(pk) = k.public_key() else {
         panic!()
     };
-    let point = pk.to_encoded_point(false);
+    let point = pk.to_sec1_point(false);
     let expected = [
         &[0xa5, 0x01, 0x02, 0x03, 0x26, 0x20, 0x01, 0x21, 0x58, 0x20][..],
         point.x().unwrap(),
@@ -33,7 +33,7 @@ fn cose_keys_match_hand_assembled_bytes() {
     let PublicKey::Es384(pk) = k.public_key() else {
         panic!()
     };
-    let point = pk.to_encoded_point(false);
+    let point = pk.to_sec1_point(false);
     let expected = [
         &[
             0xa5, 0x01, 0x02, 0x03, 0x38, 0x22, 0x20, 0x02, 0x21, 0x58, 0x30,
@@ -100,11 +100,11 @@ fn spki_parses_and_carries_the_key() {
         match k.public_key() {
             PublicKey::Es256(pk) => {
                 assert_eq!(oid, "1.2.840.10045.2.1");
-                assert_eq!(&bits[..], pk.to_encoded_point(false).as_bytes());
+                assert_eq!(&bits[..], pk.to_sec1_point(false).as_bytes());
             }
             PublicKey::Es384(pk) => {
                 assert_eq!(oid, "1.2.840.10045.2.1");
-                assert_eq!(&bits[..], pk.to_encoded_point(false).as_bytes());
+                assert_eq!(&bits[..], pk.to_sec1_point(false).as_bytes());
             }
             PublicKey::EdDsa(pk) => {
                 assert_eq!(oid, "1.3.101.112");

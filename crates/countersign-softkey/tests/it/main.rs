@@ -1,4 +1,11 @@
 //! Integration tests for the soft authenticator: one binary, one module per concern.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test code: a panic is a failed test (clippy.toml covers #[test] fns, not helpers)"
+)]
 
 mod cbor_decode;
 mod determinism;
@@ -28,7 +35,9 @@ pub(crate) fn challenge(tag: u8) -> Vec<u8> {
 
 /// Verifies a WebAuthn-format signature with the pure-Rust crates directly (not via softkey).
 pub(crate) fn verify(pk: &PublicKey, message: &[u8], sig: &[u8]) -> bool {
+    // p256/p384 implement `signature` 3's `Verifier`, rsa `signature` 2's.
     use p256::ecdsa::signature::Verifier as _;
+    use rsa::signature::Verifier as _;
     match pk {
         PublicKey::Es256(k) => {
             p256::ecdsa::Signature::from_der(sig).is_ok_and(|s| k.verify(message, &s).is_ok())

@@ -79,7 +79,7 @@ fn attestation_certificate_meets_webauthn_8_2_1() {
     };
     assert_eq!(
         &cert.public_key().subject_public_key.data[..],
-        pk.to_encoded_point(false).as_bytes()
+        pk.to_sec1_point(false).as_bytes()
     );
 }
 

@@ -63,6 +63,7 @@ impl CanonLimits {
         self
     }
 
+    /// Whether numbers with a fraction or an exponent are admitted.
     pub const fn allows_floats(&self) -> bool {
         self.allow_floats
     }

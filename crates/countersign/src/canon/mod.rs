@@ -45,13 +45,16 @@ pub const MAX_DEPTH: usize = 32;
 /// The decision an approver signs. It is inside the hashed structure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Decision {
+    /// The approver lets the action run.
     #[serde(rename = "APPROVED")]
     Approved,
+    /// The approver refuses it: a verified refusal is a veto.
     #[serde(rename = "DENIED")]
     Denied,
 }
 
 impl Decision {
+    /// The wire spelling, as hashed into op_hash.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Approved => "APPROVED",
@@ -74,6 +77,7 @@ impl Decision {
 pub struct OpHash(pub [u8; 32]);
 
 impl OpHash {
+    /// The 32 digest bytes, as they appear in the second half of the signed challenge.
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0
     }
@@ -96,6 +100,7 @@ pub struct CanonicalFields {
 }
 
 impl CanonicalFields {
+    /// The admitted fields object, strings in NFC: what the gateway should act on.
     pub fn as_value(&self) -> &Value {
         &self.value
     }

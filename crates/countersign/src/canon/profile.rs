@@ -53,6 +53,7 @@ impl FieldKind {
 pub struct FieldSpec {
     /// The key in the `fields` object: `[a-z][a-z0-9_]*`, at most 64 characters.
     pub name: String,
+    /// The JSON type the value must have (`"type"` in the definition).
     #[serde(rename = "type")]
     pub kind: FieldKind,
     /// What the approver page shows next to the value.
@@ -69,6 +70,7 @@ pub struct Profile {
     pub id: String,
     /// `N` from the id.
     pub version: u32,
+    /// What the approver page shows as the heading of the request.
     pub title: String,
     /// In declaration order (which is also the display order).
     pub fields: Vec<FieldSpec>,
@@ -99,34 +101,80 @@ const MAX_FIELDS: usize = 64;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProfileError {
+    /// The definition is not JSON the strict parser admits.
     #[error("profile definition is not admissible JSON: {0}")]
     Inadmissible(#[from] CanonError),
+    /// A string in the definition is not in NFC: the digest would depend on the editor.
     #[error("profile definition string at {path} is not in NFC")]
-    NotNfc { path: String },
+    NotNfc {
+        /// Where the string is in the definition.
+        path: String,
+    },
+    /// The definition does not have the profile shape (an unknown or missing member, a wrong type).
     #[error("profile definition has the wrong shape: {detail}")]
-    Shape { detail: String },
+    Shape {
+        /// The parser's message.
+        detail: String,
+    },
+    /// The id is not `name/N`.
     #[error("profile id {id:?} is not of the form name/N")]
-    InvalidId { id: String },
+    InvalidId {
+        /// The id as written.
+        id: String,
+    },
+    /// The title is empty, longer than 200 characters or holds control characters.
     #[error("profile title is empty, too long or contains control characters")]
     InvalidTitle,
+    /// The definition declares no field, or more than 64.
     #[error("a profile declares 1 to {MAX_FIELDS} fields, this one declares {count}")]
-    FieldCount { count: usize },
+    FieldCount {
+        /// How many fields were declared.
+        count: usize,
+    },
+    /// A field name is not `[a-z][a-z0-9_]*` of at most 64 characters.
     #[error("field name {name:?} is not [a-z][a-z0-9_]* (at most 64 characters)")]
-    InvalidFieldName { name: String },
+    InvalidFieldName {
+        /// The field's name.
+        name: String,
+    },
+    /// A field is declared twice.
     #[error("field {name:?} is declared twice")]
-    DuplicateField { name: String },
+    DuplicateField {
+        /// The field's name.
+        name: String,
+    },
+    /// A field's label is empty, longer than 200 characters or holds control characters.
     #[error("field {field:?} has an empty, too long or control-character label")]
-    InvalidLabel { field: String },
+    InvalidLabel {
+        /// The field's name.
+        field: String,
+    },
+    /// `exact` is set on a field whose values are not strings.
     #[error("field {field:?} is marked exact but {kind:?} values are not strings")]
-    ExactNotApplicable { field: String, kind: FieldKind },
+    ExactNotApplicable {
+        /// The field's name.
+        field: String,
+        /// The kind the field declares.
+        kind: FieldKind,
+    },
+    /// The definition's digest is not the one it was pinned with: the definition changed.
     #[error(
         "profile digest {} does not match the pinned {}",
         hex(got),
         hex(expected)
     )]
-    DigestMismatch { expected: [u8; 32], got: [u8; 32] },
+    DigestMismatch {
+        /// The pinned SHA-256.
+        expected: [u8; 32],
+        /// The SHA-256 of the definition's JCS form.
+        got: [u8; 32],
+    },
+    /// Another definition is already registered under this id.
     #[error("profile id {id:?} is already registered with a different definition")]
-    IdCollision { id: String },
+    IdCollision {
+        /// The id as written.
+        id: String,
+    },
 }
 
 impl ProfileError {
@@ -320,6 +368,7 @@ impl ProfileRegistry {
         registry
     }
 
+    /// The profile registered under `id`, if any.
     pub fn get(&self, id: &str) -> Option<&Profile> {
         self.profiles.get(id)
     }

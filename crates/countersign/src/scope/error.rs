@@ -9,35 +9,87 @@ pub enum ScopeError {
     /// an unknown constraint `kind`, a missing member or a wrong type. The message is serde's.
     #[error("scope definition refused: {0}")]
     Syntax(String),
+    /// An agent or tool pattern is empty.
     #[error("a pattern must not be empty")]
     EmptyPattern,
+    /// A pattern is longer than the cap.
     #[error("pattern is {got} bytes, over the {limit}-byte cap")]
-    PatternTooLong { limit: usize, got: usize },
+    PatternTooLong {
+        /// The cap, in bytes.
+        limit: usize,
+        /// The length of the pattern, in bytes.
+        got: usize,
+    },
+    /// A pattern holds a control character.
     #[error("pattern {pattern:?} contains control character U+{code_point:04X}")]
-    PatternControlChar { pattern: String, code_point: u32 },
+    PatternControlChar {
+        /// The pattern as written.
+        pattern: String,
+        /// The control character.
+        code_point: u32,
+    },
+    /// An argument path cannot name an argument.
     #[error("argument path {path:?} {why}")]
-    BadArgPath { path: String, why: &'static str },
+    BadArgPath {
+        /// The path as written (at most its first 256 characters).
+        path: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// An allowlist constraint lists nothing, so it could never match.
     #[error("a {kind} constraint has an empty allowlist (it could never match)")]
-    EmptyAllowlist { kind: &'static str },
+    EmptyAllowlist {
+        /// The constraint's kind.
+        kind: &'static str,
+    },
+    /// A `one_of` value is a float or an integer beyond ±(2^53-1), which JSON readers need not
+    /// agree on.
     #[error("one_of value at index {index} is a float or an integer beyond ±(2^53-1): {value}")]
-    InexactValue { index: usize, value: String },
+    InexactValue {
+        /// Where the value is in the list, from 0.
+        index: usize,
+        /// The value as written.
+        value: String,
+    },
+    /// A `max` amount is not a decimal.
     #[error(
         "{value:?} is not a decimal amount (-?(0|[1-9][0-9]*)(.[0-9]+)?, at most 64 characters)"
     )]
-    BadDecimal { value: String },
+    BadDecimal {
+        /// The value as written.
+        value: String,
+    },
+    /// A `max` amount is negative.
     #[error("max {value:?} is negative: a maximum amount must be zero or more")]
-    NegativeMax { value: String },
+    NegativeMax {
+        /// The value as written.
+        value: String,
+    },
+    /// A `prefix` constraint has an empty prefix, which would only test that the argument is
+    /// present.
     #[error("a prefix constraint has an empty prefix (it would only test presence)")]
     EmptyPrefix,
+    /// `max_uses` is 0 or beyond 2^53-1.
     #[error("max_uses is {got}: it must be 1 to 2^53-1")]
-    BadMaxUses { got: u64 },
+    BadMaxUses {
+        /// The value given.
+        got: u64,
+    },
+    /// A currency is not three ASCII capital letters.
     #[error("{value:?} is not a currency code (three ASCII capital letters)")]
-    BadCurrency { value: String },
+    BadCurrency {
+        /// The value as written.
+        value: String,
+    },
+    /// `expires_at` is not RFC 3339 with an explicit offset.
     #[error(
         "expires_at {value:?} is not an RFC 3339 timestamp with an explicit offset (Z or ±hh:mm); \
          a time without an offset is refused rather than read in local time"
     )]
-    BadExpiry { value: String },
+    BadExpiry {
+        /// The value as written.
+        value: String,
+    },
 }
 
 /// Why a call is not covered by a scope. Each variant names the rule that failed and carries the
@@ -45,69 +97,131 @@ pub enum ScopeError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum OutOfScope {
+    /// The calling agent does not match the scope's agent pattern.
     #[error("agent {agent:?} does not match the pattern {pattern:?}")]
-    AgentNotCovered { pattern: String, agent: String },
+    AgentNotCovered {
+        /// The pattern the scope grants.
+        pattern: String,
+        /// The agent that made the call.
+        agent: String,
+    },
+    /// The tool does not match the scope's tool pattern.
     #[error("tool {tool:?} does not match the pattern {pattern:?}")]
-    ToolNotCovered { pattern: String, tool: String },
+    ToolNotCovered {
+        /// The pattern the scope grants.
+        pattern: String,
+        /// The tool called.
+        tool: String,
+    },
+    /// The call is at or after the first instant the scope no longer covers.
     #[error("the scope expired at {expires_at} (the call is at {at})")]
-    Expired { expires_at: String, at: String },
+    Expired {
+        /// The scope's `expires_at`.
+        expires_at: String,
+        /// The time of the call.
+        at: String,
+    },
+    /// This call would be a use beyond `max_uses`.
     #[error("use {use_number} is beyond max_uses = {max_uses}")]
-    UsesExhausted { max_uses: u64, use_number: u64 },
+    UsesExhausted {
+        /// The scope's `max_uses`.
+        max_uses: u64,
+        /// This call's use, counted from 1.
+        use_number: u64,
+    },
+    /// The call's arguments are not a JSON object, so no constraint can read them.
     #[error("the call's arguments are not a JSON object")]
     ArgumentsNotObject,
+    /// A constraint needs an argument the call does not have: absence never matches.
     #[error("constraint {rule} ({kind}) requires the argument {arg}, which is absent")]
     ArgumentMissing {
+        /// Which constraint refused, from 0 in the scope's order.
         rule: usize,
+        /// The constraint's kind.
         kind: &'static str,
+        /// The argument path.
         arg: String,
     },
+    /// A `one_of` argument is not in its allowlist.
     #[error("constraint {rule} (one_of): {arg} = {got} is not in the allowlist")]
     ValueNotAllowed {
+        /// Which constraint refused, from 0 in the scope's order.
         rule: usize,
+        /// The argument path.
         arg: String,
+        /// The argument as the call has it.
         got: String,
     },
+    /// A `prefix` or `currency` argument is not a string.
     #[error("constraint {rule} ({kind}): {arg} is {got}, not a string")]
     NotAString {
+        /// Which constraint refused, from 0 in the scope's order.
         rule: usize,
+        /// The constraint's kind.
         kind: &'static str,
+        /// The argument path.
         arg: String,
+        /// The argument as the call has it.
         got: String,
     },
+    /// A `prefix` argument does not start with the prefix.
     #[error("constraint {rule} (prefix): {arg} = {got:?} does not start with {prefix:?}")]
     PrefixMismatch {
+        /// Which constraint refused, from 0 in the scope's order.
         rule: usize,
+        /// The argument path.
         arg: String,
+        /// The required prefix.
         prefix: String,
+        /// The argument as the call has it.
         got: String,
     },
+    /// A `max` argument is neither a decimal string nor a JSON integer.
     #[error(
         "constraint {rule} (max): {arg} = {got} is not an amount (a decimal string or a JSON integer)"
     )]
     NotAnAmount {
+        /// Which constraint refused, from 0 in the scope's order.
         rule: usize,
+        /// The argument path.
         arg: String,
+        /// The argument as the call has it.
         got: String,
     },
+    /// A `max` argument is negative.
     #[error("constraint {rule} (max): {arg} = {got} is negative; only 0 to {max} is covered")]
     NegativeAmount {
+        /// Which constraint refused, from 0 in the scope's order.
         rule: usize,
+        /// The argument path.
         arg: String,
+        /// The maximum amount.
         max: String,
+        /// The argument as the call has it.
         got: String,
     },
+    /// A `max` argument is above the maximum.
     #[error("constraint {rule} (max): {arg} = {got} is above the maximum {max}")]
     AboveMaximum {
+        /// Which constraint refused, from 0 in the scope's order.
         rule: usize,
+        /// The argument path.
         arg: String,
+        /// The maximum amount.
         max: String,
+        /// The argument as the call has it.
         got: String,
     },
+    /// A `currency` argument is not one of the allowed codes.
     #[error("constraint {rule} (currency): {arg} = {got:?} is not one of {allowed:?}")]
     CurrencyNotAllowed {
+        /// Which constraint refused, from 0 in the scope's order.
         rule: usize,
+        /// The argument path.
         arg: String,
+        /// The allowed codes.
         allowed: Vec<String>,
+        /// The argument as the call has it.
         got: String,
     },
 }

@@ -134,13 +134,33 @@ impl Scope {
 pub enum Constraint {
     /// The argument equals one of `values` (JSON equality; integers and strings compare
     /// exactly, `1` is not `"1"`; `null` matches only an explicit `null`).
-    OneOf { arg: ArgPath, values: AllowedValues },
+    OneOf {
+        /// The argument the rule reads, by path into the call's arguments.
+        arg: ArgPath,
+        /// The allowed values.
+        values: AllowedValues,
+    },
     /// The argument is a string starting with `prefix` (compared code point by code point).
-    Prefix { arg: ArgPath, prefix: NonEmptyText },
+    Prefix {
+        /// The argument the rule reads, by path into the call's arguments.
+        arg: ArgPath,
+        /// The required prefix; never empty.
+        prefix: NonEmptyText,
+    },
     /// The argument is an amount from 0 to `max` inclusive, compared exactly (see [`Amount`]).
-    Max { arg: ArgPath, max: MaxAmount },
+    Max {
+        /// The argument the rule reads, by path into the call's arguments.
+        arg: ArgPath,
+        /// The largest amount covered.
+        max: MaxAmount,
+    },
     /// The argument is a currency code in `allowed`.
-    Currency { arg: ArgPath, allowed: CurrencyList },
+    Currency {
+        /// The argument the rule reads, by path into the call's arguments.
+        arg: ArgPath,
+        /// The allowed currency codes.
+        allowed: CurrencyList,
+    },
 }
 
 impl Constraint {

@@ -37,7 +37,11 @@ use crate::challenge::{DECISION_CHALLENGE_LEN, NONCE_LEN, split_decision_challen
 /// number ranges, NFC) must look at the bytes, not at an already-parsed value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Action {
+    /// The canonicalization profile the fields follow, e.g. `countersign.tool-call/1`; evidence
+    /// signed under another profile does not bind to this action.
     pub profile: String,
+    /// The fields as the JSON text the gateway will act on, admitted and canonicalized at
+    /// verification.
     pub fields_json: Vec<u8>,
     /// The tool the gateway will run. Checked against the signed `tool_name` of a profile that
     /// signs its operation, or against the policy's `profile_tools` binding of one that does not
@@ -66,8 +70,10 @@ impl Action {
 /// ALLOW or DENY.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Effect {
+    /// Every check passed: the gateway may run the action.
     #[serde(rename = "ALLOW")]
     Allow,
+    /// Something failed, or a human refused: the gateway must not run the action.
     #[serde(rename = "DENY")]
     Deny,
 }
@@ -75,31 +81,42 @@ pub enum Effect {
 /// One approver whose evidence verified.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Approver {
+    /// Whom the registry says the key belongs to.
     pub principal: String,
+    /// The signing key's credential id, base64url.
     pub credential_id: String,
     /// The decision read from the signed challenge.
     pub decision: Decision,
+    /// The assurance derived from this assertion's signed flags and the key's enrollment.
     pub identity_assurance: IdentityAssurance,
+    /// The signed signature counter; the replay state records it for the next check.
     pub sign_count: u32,
+    /// When the service received the assertion, as the entry states it.
     pub assertion_at: String,
 }
 
 /// Something an offline audit found but did not enforce.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Finding {
+    /// The reason an enforcing verifier would have refused with.
     pub reason_code: ReasonCode,
+    /// What was seen, for a human reading the audit.
     pub detail: String,
 }
 
 /// The outcome of [`verify_evidence`].
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Verdict {
+    /// ALLOW only when every check passed; the one field a gateway must act on.
     pub effective: Effect,
     /// What was decided: the signed decision when evidence verified, else the transport status.
     pub decision: ApprovalStatus,
     /// Why the verdict is DENY; `None` exactly when it is ALLOW.
     pub reason_code: Option<ReasonCode>,
+    /// Derived from the verified evidence (on ALLOW, the weakest approving entry's level), or
+    /// `declared` when no evidence verified.
     pub identity_assurance: IdentityAssurance,
+    /// Every entry whose evidence verified, in the order sent.
     pub approvers: Vec<Approver>,
     /// `enforced`, or `report_only` for an offline audit.
     pub replay: &'static str,

@@ -48,7 +48,7 @@ fn material_is_the_raw_key() {
     let TestKey::P256(signing) = &key else {
         unreachable!()
     };
-    let point = signing.verifying_key().to_encoded_point(false);
+    let point = signing.verifying_key().to_sec1_point(false);
     match key.public().material() {
         PublicKeyMaterial::P256 { sec1 } => assert_eq!(&sec1[..], point.as_bytes()),
         other => panic!("{other:?}"),

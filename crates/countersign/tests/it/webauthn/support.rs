@@ -5,6 +5,8 @@ use countersign::webauthn::{
     Assertion, AssertionError, AssertionExpectations, CosePublicKey, VerifiedAssertion,
     all_backends, verify_assertion,
 };
+// p256/p384 implement `signature` 3's `Signer`, ed25519-dalek `signature` 2's.
+use ed25519_dalek::Signer as _;
 use p256::ecdsa::signature::Signer as _;
 use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::SeedableRng;
@@ -152,11 +154,11 @@ impl TestKey {
     pub(crate) fn cose_params(&self) -> Vec<(Cbor, Cbor)> {
         match self {
             TestKey::P256(k) => {
-                let p = k.verifying_key().to_encoded_point(false);
+                let p = k.verifying_key().to_sec1_point(false);
                 ec2_params(-7, 1, p.x().unwrap(), p.y().unwrap())
             }
             TestKey::P384(k) => {
-                let p = k.verifying_key().to_encoded_point(false);
+                let p = k.verifying_key().to_sec1_point(false);
                 ec2_params(-35, 2, p.x().unwrap(), p.y().unwrap())
             }
             TestKey::Ed25519(k) => okp_params(-8, 6, k.verifying_key().as_bytes()),
