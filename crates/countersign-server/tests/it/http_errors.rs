@@ -180,3 +180,53 @@ async fn metadata_endpoints_answer() {
     assert_eq!(key.body["public_key"], app.sealer.public_key_b64().as_str());
     assert_eq!(app.get("/healthz").await.body["status"], "ok");
 }
+
+/// The operations that never touch the store, so never answer 503 `store_unavailable`
+/// (`/readyz` answers 503 with its own `not_ready` body).
+const STORELESS: [(&str, &str); 5] = [
+    ("/healthz", "get"),
+    ("/readyz", "get"),
+    ("/openapi.json", "get"),
+    ("/v1/service-key", "get"),
+    ("/v1/audit/checkpoint/witnessed", "get"),
+];
+
+#[tokio::test]
+async fn every_operation_that_reads_the_store_documents_503() {
+    let app = TestApp::default_with(&[]).await;
+    let openapi = app.get("/openapi.json").await.body;
+    let unavailable = &openapi["components"]["responses"]["Unavailable"];
+    assert_eq!(
+        unavailable["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/Error"
+    );
+    let mut checked = 0;
+    for (path, ops) in openapi["paths"].as_object().unwrap() {
+        for (method, op) in ops.as_object().unwrap() {
+            let Some(responses) = op.get("responses") else {
+                continue;
+            };
+            let answer = &responses["503"];
+            if STORELESS.contains(&(path.as_str(), method.as_str())) {
+                assert_ne!(
+                    answer["$ref"], "#/components/responses/Unavailable",
+                    "{method} {path}"
+                );
+            } else {
+                assert_eq!(
+                    answer["$ref"], "#/components/responses/Unavailable",
+                    "{method} {path} can meet an unavailable store and must list 503"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 25, "{checked}");
+    // The exempt list names real operations (a renamed one cannot hide behind it).
+    for (path, method) in STORELESS {
+        assert!(
+            openapi["paths"][path][method].is_object(),
+            "{method} {path}"
+        );
+    }
+}
