@@ -230,3 +230,69 @@ async fn every_operation_that_reads_the_store_documents_503() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_dribbled_body_is_answered_408_while_other_clients_are_served() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut cfg = crate::support::config();
+    cfg.timeouts.body_read_seconds = 1;
+    let app = TestApp::start(cfg, &[&Approver::alice()]).await;
+    let host = app.base.trim_start_matches("http://").to_owned();
+    let mut slow = tokio::net::TcpStream::connect(&host).await.unwrap();
+    // Headers promise 200 bytes; the body comes one byte at a time and never completes.
+    let head = format!(
+        "POST /v1/approvals HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{{",
+        app.token
+    );
+    slow.write_all(head.as_bytes()).await.unwrap();
+    let dribble = tokio::spawn(async move {
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            // A byte, then wait for an answer for a while before the next one.
+            let _ = slow.write_all(b" ").await;
+            match tokio::time::timeout(std::time::Duration::from_millis(200), slow.read(&mut buf))
+                .await
+            {
+                Ok(Ok(0)) | Ok(Err(_)) => return answer,
+                Ok(Ok(n)) => answer.extend_from_slice(&buf[..n]),
+                Err(_) if !answer.is_empty() => return answer,
+                Err(_) => {}
+            }
+        }
+    });
+    // Another client is served while the slow one dribbles.
+    let health = app.get("/healthz").await;
+    assert_eq!(health.status, 200);
+    let created = app
+        .create(
+            "payments.transfer",
+            countersign_testkit::payment_fields("B"),
+        )
+        .await;
+    assert_eq!(created.status, 200, "{:?}", created.body);
+    let answer = String::from_utf8_lossy(&dribble.await.unwrap()).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"code\":\"body_timeout\""), "{answer}");
+}
+
+#[tokio::test]
+async fn a_body_sent_in_time_is_served_and_a_zero_body_timeout_is_refused() {
+    let mut cfg = crate::support::config();
+    cfg.timeouts.body_read_seconds = 1;
+    let app = TestApp::start(cfg, &[&Approver::alice()]).await;
+    let created = app
+        .create(
+            "payments.transfer",
+            countersign_testkit::payment_fields("C"),
+        )
+        .await;
+    assert_eq!(created.status, 200, "{:?}", created.body);
+    let zero = countersign_server::Config::from_toml(&format!(
+        "rp_id = \"{}\"\norigins = [\"{}\"]\n[timeouts]\nbody_read_seconds = 0\n",
+        countersign_testkit::RP_ID,
+        countersign_testkit::ORIGIN
+    ));
+    assert!(zero.is_err(), "a zero body timeout is refused");
+}
