@@ -206,6 +206,12 @@ async fn every_operation_that_reads_the_store_documents_503() {
             let Some(responses) = op.get("responses") else {
                 continue;
             };
+            if op.get("requestBody").is_some() {
+                assert_eq!(
+                    responses["408"]["$ref"], "#/components/responses/BodyTimeout",
+                    "{method} {path} reads a body and must list 408"
+                );
+            }
             let answer = &responses["503"];
             if STORELESS.contains(&(path.as_str(), method.as_str())) {
                 assert_ne!(
