@@ -109,6 +109,10 @@ fn default_header_read() -> u64 {
     10
 }
 
+fn default_body_read() -> u64 {
+    30
+}
+
 fn default_long_poll_waiters() -> usize {
     1024
 }
@@ -138,6 +142,11 @@ pub struct Timeouts {
     /// it. `countersign serve` only.
     #[serde(default = "default_header_read")]
     pub header_read_seconds: u64,
+    /// How long a request's body may take to arrive once its headers have: a client that
+    /// dribbles its body is answered 408 `body_timeout` instead of holding a worker until the
+    /// body size limit.
+    #[serde(default = "default_body_read")]
+    pub body_read_seconds: u64,
 }
 
 impl Default for Timeouts {
@@ -149,6 +158,7 @@ impl Default for Timeouts {
             session_seconds: default_session_ttl(),
             assertion_max_age_seconds: default_max_age(),
             header_read_seconds: default_header_read(),
+            body_read_seconds: default_body_read(),
         }
     }
 }
@@ -366,6 +376,7 @@ impl Config {
             ("session_seconds", t.session_seconds),
             ("assertion_max_age_seconds", t.assertion_max_age_seconds),
             ("header_read_seconds", t.header_read_seconds),
+            ("body_read_seconds", t.body_read_seconds),
         ] {
             if value == 0 {
                 return Err(ConfigError::ZeroTimeout(name));

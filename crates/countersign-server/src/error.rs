@@ -106,6 +106,9 @@ error_codes! {
     // 410
     /// The enrollment invite is unknown, used or expired (one answer for all three).
     InviteUnusable => "invite_unusable",
+    // 408
+    /// The request's body did not arrive within `timeouts.body_read_seconds`.
+    BodyTimeout => "body_timeout",
     // 415
     /// The body is not `application/json`.
     UnsupportedMediaType => "unsupported_media_type",

@@ -7,10 +7,11 @@
 //! in a log of `n` lines with `O(log n)` hashes (inclusion), and lets anyone check that a log of
 //! `m` lines is a prefix of a log of `n` lines (consistency), which is what a witness needs.
 //!
-//! [`MerkleTree`] keeps every complete, aligned subtree's hash (about two hashes per line), so a
-//! root or a proof for any size up to the tree's costs `O(log² n)` hashes, not `O(n)`. The
-//! verifiers ([`verify_inclusion`], [`verify_consistency`]) are the RFC's algorithms and need no
-//! tree.
+//! A tree is the hashes of its complete, aligned subtrees (about two per line); a root or a proof
+//! for any size up to the tree's is computed from `O(log n)` of them, whether they are held in
+//! memory ([`MerkleTree`]) or read from the stored-hash file ([`super::hashfile::StoredTree`],
+//! what the service uses, with only the [`Frontier`] in memory). The verifiers
+//! ([`verify_inclusion`], [`verify_consistency`]) are the RFC's algorithms and need no tree.
 
 use sha2::{Digest as _, Sha256};
 
@@ -56,6 +57,9 @@ pub enum ProofError {
     /// The proof's hashes do not lead to the expected root(s).
     #[error("the proof does not lead to the expected root: {0}")]
     Mismatch(&'static str),
+    /// A stored subtree hash could not be read (the hash file failed or is short).
+    #[error("stored hash unreadable: {0}")]
+    Storage(String),
 }
 
 /// The largest power of two strictly below `n` (`n >= 2`).
@@ -63,11 +67,249 @@ fn split(n: u64) -> u64 {
     1u64 << (63 - (n - 1).leading_zeros())
 }
 
-/// The Merkle tree of a log's first lines, grown one line at a time.
+/// Where a tree's complete, aligned subtree hashes come from: memory ([`MerkleTree`]) or the
+/// stored-hash file ([`super::hashfile::StoredTree`]). Roots and proofs are computed from these
+/// alone, by the same code for both.
+pub(crate) trait Subtrees {
+    /// The number of leaves.
+    fn leaves(&self) -> u64;
+    /// The hash of leaves `index·2^level .. (index+1)·2^level`, all of them in the tree.
+    fn complete(&self, level: u32, index: u64) -> Result<Hash, ProofError>;
+}
+
+/// The hash of leaves `lo..hi` as RFC 9162 defines a subtree (`lo < hi <= size`, `lo` a
+/// multiple of the power of two at or above `hi - lo`, as every subtree in MTH, PATH and PROOF
+/// is): the complete blocks of `hi - lo`'s binary decomposition, largest first, folded from the
+/// right. At most 64 hashes are read.
+fn subtree<S: Subtrees + ?Sized>(tree: &S, lo: u64, hi: u64) -> Result<Hash, ProofError> {
+    let n = hi.saturating_sub(lo);
+    let mut blocks = Vec::with_capacity(n.count_ones() as usize);
+    let mut start = lo;
+    for level in (0..64u32).rev() {
+        if (n >> level) & 1 == 1 {
+            blocks.push(tree.complete(level, start >> level)?);
+            start += 1u64 << level;
+        }
+    }
+    let mut from_right = blocks.into_iter().rev();
+    let Some(mut hash) = from_right.next() else {
+        // Unreachable for valid arguments (a subtree has at least one leaf).
+        return Ok(empty_root());
+    };
+    for left in from_right {
+        hash = node_hash(&left, &hash);
+    }
+    Ok(hash)
+}
+
+/// MTH of the first `size` leaves.
+pub(crate) fn root_of<S: Subtrees + ?Sized>(tree: &S, size: u64) -> Result<Hash, ProofError> {
+    if size > tree.leaves() {
+        return Err(ProofError::OutOfRange(format!(
+            "size {size} is beyond the tree's {} leaves",
+            tree.leaves()
+        )));
+    }
+    if size == 0 {
+        return Ok(empty_root());
+    }
+    subtree(tree, 0, size)
+}
+
+/// PATH(index, D[size]), leaf-side first.
+pub(crate) fn inclusion_of<S: Subtrees + ?Sized>(
+    tree: &S,
+    index: u64,
+    size: u64,
+) -> Result<Vec<Hash>, ProofError> {
+    if index >= size || size > tree.leaves() {
+        return Err(ProofError::OutOfRange(format!(
+            "leaf {index} of a tree of {size} (the log has {} lines)",
+            tree.leaves()
+        )));
+    }
+    let mut proof = Vec::new();
+    path(tree, index, 0, size, &mut proof)?;
+    proof.reverse();
+    Ok(proof)
+}
+
+/// Pushes PATH(m, D[lo:hi]) root-side first (reversed by the caller).
+fn path<S: Subtrees + ?Sized>(
+    tree: &S,
+    m: u64,
+    lo: u64,
+    hi: u64,
+    out: &mut Vec<Hash>,
+) -> Result<(), ProofError> {
+    let n = hi - lo;
+    if n <= 1 {
+        return Ok(());
+    }
+    let k = split(n);
+    if m < k {
+        out.push(subtree(tree, lo + k, hi)?);
+        path(tree, m, lo, lo + k, out)
+    } else {
+        out.push(subtree(tree, lo, lo + k)?);
+        path(tree, m - k, lo + k, hi, out)
+    }
+}
+
+/// PROOF(from, D[to]), empty when `from` is 0 or equals `to`.
+pub(crate) fn consistency_of<S: Subtrees + ?Sized>(
+    tree: &S,
+    from: u64,
+    to: u64,
+) -> Result<Vec<Hash>, ProofError> {
+    if from > to || to > tree.leaves() {
+        return Err(ProofError::OutOfRange(format!(
+            "from {from} to {to} (the log has {} lines)",
+            tree.leaves()
+        )));
+    }
+    let mut proof = Vec::new();
+    if from > 0 && from < to {
+        subproof(tree, from, 0, to, true, &mut proof)?;
+    }
+    proof.reverse();
+    Ok(proof)
+}
+
+/// Pushes SUBPROOF(m, D[lo:hi], whole) root-side first.
+fn subproof<S: Subtrees + ?Sized>(
+    tree: &S,
+    m: u64,
+    lo: u64,
+    hi: u64,
+    whole: bool,
+    out: &mut Vec<Hash>,
+) -> Result<(), ProofError> {
+    let n = hi - lo;
+    if m == n {
+        if !whole {
+            out.push(subtree(tree, lo, hi)?);
+        }
+        return Ok(());
+    }
+    if n <= 1 {
+        return Ok(());
+    }
+    let k = split(n);
+    if m <= k {
+        out.push(subtree(tree, lo + k, hi)?);
+        subproof(tree, m, lo, lo + k, whole, out)
+    } else {
+        out.push(subtree(tree, lo, lo + k)?);
+        subproof(tree, m - k, lo + k, hi, false, out)
+    }
+}
+
+/// Position of a complete subtree's hash in the stored-hash sequence (the layout of Go's
+/// `golang.org/x/mod/sumdb/tlog`, `StoredHashIndex`): leaf `n`'s hash is followed by the hashes
+/// of the subtrees it completes, lowest first, so every hash is stored once, as soon as it is
+/// known, and never moves.
+pub fn stored_hash_index(level: u32, index: u64) -> u64 {
+    // Level L's n-th hash follows level L-1's (2n+1)-th: walk down to level 0's ordering.
+    let mut n = index;
+    for _ in 0..level {
+        n = n.saturating_mul(2).saturating_add(1);
+    }
+    // Level 0's n-th hash is at n + n/2 + n/4 + ...
+    let mut at = 0u64;
+    while n > 0 {
+        at = at.saturating_add(n);
+        n >>= 1;
+    }
+    at.saturating_add(u64::from(level))
+}
+
+/// How many hashes a tree of `leaves` leaves stores: `2·leaves − popcount(leaves)`.
+pub fn stored_hash_count(leaves: u64) -> u64 {
+    leaves
+        .saturating_mul(2)
+        .saturating_sub(u64::from(leaves.count_ones()))
+}
+
+/// The right edge of a tree: the hashes of the complete subtrees its size decomposes into
+/// (one per set bit of the size, at most 64), which is all that appending a leaf or computing
+/// the current root needs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Frontier {
+    size: u64,
+    /// Largest subtree first.
+    hashes: Vec<Hash>,
+}
+
+impl Frontier {
+    /// The empty tree's edge.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The number of leaves.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Append a leaf by its hash.
+    pub fn push(&mut self, leaf: Hash) {
+        self.push_with(leaf, |_| {});
+    }
+
+    /// Append a leaf, handing `stored` the hashes this leaf adds to the stored-hash sequence,
+    /// in order: the leaf, then each subtree it completes.
+    pub fn push_with(&mut self, leaf: Hash, mut stored: impl FnMut(Hash)) {
+        stored(leaf);
+        let mut hash = leaf;
+        let mut size = self.size;
+        while size & 1 == 1 {
+            let Some(left) = self.hashes.pop() else {
+                break;
+            };
+            hash = node_hash(&left, &hash);
+            stored(hash);
+            size >>= 1;
+        }
+        self.hashes.push(hash);
+        self.size += 1;
+    }
+
+    /// MTH of all leaves.
+    pub fn root(&self) -> Hash {
+        let mut from_right = self.hashes.iter().rev();
+        let Some(mut hash) = from_right.next().copied() else {
+            return empty_root();
+        };
+        for left in from_right {
+            hash = node_hash(left, &hash);
+        }
+        hash
+    }
+}
+
+/// The Merkle tree of a log's first lines, grown one line at a time, whole in memory (about
+/// 64 bytes a leaf). The service keeps its tree in a file instead
+/// ([`super::hashfile::StoredTree`]); this one serves tools and tests, and is the reference the
+/// file-backed tree is tested against.
 #[derive(Debug, Clone, Default)]
 pub struct MerkleTree {
     /// `levels[k][j]`: the hash of leaves `j·2^k .. (j+1)·2^k`, for every such complete block.
     levels: Vec<Vec<Hash>>,
+}
+
+impl Subtrees for MerkleTree {
+    fn leaves(&self) -> u64 {
+        self.size()
+    }
+
+    fn complete(&self, level: u32, index: u64) -> Result<Hash, ProofError> {
+        self.levels
+            .get(level as usize)
+            .and_then(|row| row.get(usize::try_from(index).ok()?))
+            .copied()
+            .ok_or_else(|| ProofError::Storage(format!("no subtree {index} at level {level}")))
+    }
 }
 
 impl MerkleTree {
@@ -114,112 +356,21 @@ impl MerkleTree {
         }
     }
 
-    /// The hash of leaves `lo..hi` as RFC 9162 defines a subtree (`lo < hi <= size`, `lo` a
-    /// multiple of the power of two at or above `hi - lo`, as every subtree in MTH, PATH and
-    /// PROOF is).
-    fn subtree(&self, lo: u64, hi: u64) -> Hash {
-        let n = hi - lo;
-        if n.is_power_of_two() {
-            let k = n.trailing_zeros() as usize;
-            if let Some(h) = self
-                .levels
-                .get(k)
-                .and_then(|row| row.get(usize::try_from(lo >> k).ok()?))
-            {
-                return *h;
-            }
-        }
-        if n <= 1 {
-            // Unreachable for valid arguments (a leaf is always in level 0).
-            return empty_root();
-        }
-        let k = split(n);
-        node_hash(&self.subtree(lo, lo + k), &self.subtree(lo + k, hi))
-    }
-
     /// MTH of the first `size` leaves.
     pub fn root(&self, size: u64) -> Result<Hash, ProofError> {
-        if size > self.size() {
-            return Err(ProofError::OutOfRange(format!(
-                "size {size} is beyond the tree's {} leaves",
-                self.size()
-            )));
-        }
-        Ok(if size == 0 {
-            empty_root()
-        } else {
-            self.subtree(0, size)
-        })
+        root_of(self, size)
     }
 
     /// PATH(index, D[size]): the audit path of leaf `index` in the tree of the first `size`
     /// leaves, leaf-side first.
     pub fn inclusion_proof(&self, index: u64, size: u64) -> Result<Vec<Hash>, ProofError> {
-        if index >= size || size > self.size() {
-            return Err(ProofError::OutOfRange(format!(
-                "leaf {index} of a tree of {size} (the log has {} lines)",
-                self.size()
-            )));
-        }
-        let mut proof = Vec::new();
-        self.path(index, 0, size, &mut proof);
-        proof.reverse();
-        Ok(proof)
-    }
-
-    /// Pushes PATH(m, D[lo:hi]) root-side first (reversed by the caller).
-    fn path(&self, m: u64, lo: u64, hi: u64, out: &mut Vec<Hash>) {
-        let n = hi - lo;
-        if n <= 1 {
-            return;
-        }
-        let k = split(n);
-        if m < k {
-            out.push(self.subtree(lo + k, hi));
-            self.path(m, lo, lo + k, out);
-        } else {
-            out.push(self.subtree(lo, lo + k));
-            self.path(m - k, lo + k, hi, out);
-        }
+        inclusion_of(self, index, size)
     }
 
     /// PROOF(from, D[to]): the consistency proof between the trees of the first `from` and the
     /// first `to` leaves (empty when `from` is 0 or equals `to`).
     pub fn consistency_proof(&self, from: u64, to: u64) -> Result<Vec<Hash>, ProofError> {
-        if from > to || to > self.size() {
-            return Err(ProofError::OutOfRange(format!(
-                "from {from} to {to} (the log has {} lines)",
-                self.size()
-            )));
-        }
-        let mut proof = Vec::new();
-        if from > 0 && from < to {
-            self.subproof(from, 0, to, true, &mut proof);
-        }
-        proof.reverse();
-        Ok(proof)
-    }
-
-    /// Pushes SUBPROOF(m, D[lo:hi], whole) root-side first.
-    fn subproof(&self, m: u64, lo: u64, hi: u64, whole: bool, out: &mut Vec<Hash>) {
-        let n = hi - lo;
-        if m == n {
-            if !whole {
-                out.push(self.subtree(lo, hi));
-            }
-            return;
-        }
-        if n <= 1 {
-            return;
-        }
-        let k = split(n);
-        if m <= k {
-            out.push(self.subtree(lo + k, hi));
-            self.subproof(m, lo, lo + k, whole, out);
-        } else {
-            out.push(self.subtree(lo, lo + k));
-            self.subproof(m - k, lo + k, hi, false, out);
-        }
+        consistency_of(self, from, to)
     }
 }
 
@@ -527,11 +678,19 @@ mod tests {
             prop_assert!(verify_consistency(m, n, &old, &new, &proof).is_err());
         }
 
-        /// The cached tree agrees with the definition for every size.
+        /// The cached tree and the right edge alone agree with the definition for every size.
         #[test]
         fn roots_match_the_definition(n in 0usize..200) {
             let d = leaves(n);
             prop_assert_eq!(tree(&d).root(n as u64), Ok(mth(&d)));
+            let mut edge = Frontier::new();
+            for line in &d {
+                edge.push(leaf_hash(line));
+            }
+            prop_assert_eq!(edge.size(), n as u64);
+            prop_assert_eq!(edge.root(), mth(&d));
+            // At most one hash per set bit of the size is held.
+            prop_assert_eq!(edge.hashes.len(), n.count_ones() as usize);
         }
     }
 }

@@ -94,4 +94,10 @@ impl AuditMirror {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Where the service keeps the log's Merkle hashes: beside the log, `.merkle` for its
+    /// extension (`audit.merkle`; see [`super::hashfile`]).
+    pub fn hash_file_path(&self) -> PathBuf {
+        self.path.with_extension("merkle")
+    }
 }

@@ -11,6 +11,7 @@
 mod checkpoint;
 mod crosscheck;
 pub(crate) mod events;
+pub mod hashfile;
 pub mod merkle;
 mod mirror;
 pub mod note;

@@ -3,6 +3,7 @@
 
 mod approvals;
 mod approver;
+mod body_deadline;
 mod display;
 mod enroll;
 mod meta;
@@ -31,6 +32,10 @@ pub fn build_router(state: AppState) -> Router {
         .merge(web::router())
         // A route layer: it runs after routing, so the span knows the matched route and its id.
         .route_layer(axum::middleware::from_fn(trace::request_span))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            body_deadline::read_body_in_time,
+        ))
         .fallback(|| async { ApiError::not_found("route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

@@ -72,9 +72,9 @@ struct Inner {
     profiles: ProfileRegistry,
     /// Live gateway credentials: token hash to gateway name (see `gateway_auth`).
     gateways: RwLock<Arc<gateway_auth::Gateways>>,
-    /// The Merkle tree over the audit lines, recomputed from the store's lines and grown as the
+    /// The Merkle tree over the audit lines, checked against the store's lines and grown as the
     /// log grows (see `proofs`).
-    tree: Arc<Mutex<crate::audit::merkle::MerkleTree>>,
+    tree: Arc<Mutex<proofs::TreeSlot>>,
     /// The latest checkpoint with the witnesses' cosignatures, if witnesses are configured.
     witnessed: Mutex<Option<String>>,
 }
@@ -209,6 +209,9 @@ impl AppState {
                 registry_version: std::sync::atomic::AtomicU64::new(version),
                 service_key: parts.sealer.public_key_b64(),
                 sealer: parts.sealer,
+                tree: Arc::new(Mutex::new(proofs::TreeSlot::new(
+                    parts.mirror.as_ref().map(AuditMirror::hash_file_path),
+                ))),
                 mirror: parts.mirror.map(Mutex::new),
                 notifier,
                 enroller,
@@ -217,7 +220,6 @@ impl AppState {
                 policies: RwLock::new(Arc::new(policies)),
                 profiles: ProfileRegistry::builtin(),
                 gateways: RwLock::new(Arc::new(gateways)),
-                tree: Arc::new(Mutex::new(crate::audit::merkle::MerkleTree::new())),
                 witnessed: Mutex::new(None),
             }),
         })

@@ -1,22 +1,27 @@
 //! Merkle proofs over the audit log, and the witnessing of its checkpoints.
 //!
-//! The tree is recomputed from the stored lines rather than persisted beside them: the lines are
-//! already in the store (SQLite or PostgreSQL), a leaf hash is one SHA-256 of bytes the store
-//! returns, and so the tree needs no schema change, no migration and no second thing to keep
-//! consistent inside each audit transaction. Each process grows its tree lazily, on the first
-//! proof or checkpoint that needs more lines, by reading the lines after the last one it hashed
-//! (every replica sees the same lines, so every replica computes the same roots). The cost is a
-//! read of the whole log after a restart (about a second per few hundred thousand lines) and
-//! about 64 bytes of memory per line.
+//! The tree is recomputed from the stored lines, never taken on trust: the lines are in the
+//! store (SQLite or PostgreSQL), a leaf hash is one SHA-256 of bytes the store returns, and so
+//! the tree needs no schema change, no migration and no second thing to keep consistent inside
+//! each audit transaction. Each process grows its tree lazily, on the first proof or checkpoint
+//! that needs more lines, by reading the lines after the last one it hashed (every replica sees
+//! the same lines, so every replica computes the same roots). Its subtree hashes go to the hash
+//! file beside the process's audit file (`audit.merkle`, or an unnamed temporary file without
+//! one), so memory stays flat: only the right edge is held. After a restart the first growth
+//! replays the whole log (about a second per few hundred thousand lines) and checks the file's
+//! hashes against it, rewriting any that differ. Every proof is verified before it is served,
+//! which catches a file edited while the process runs; the tree is then rebuilt.
 
 use super::AppState;
-use crate::audit::merkle::{Hash, MerkleTree, leaf_hash};
+use crate::audit::hashfile::StoredTree;
+use crate::audit::merkle::{Hash, leaf_hash, verify_consistency, verify_inclusion};
 use crate::audit::note::NoteVerifier;
 use crate::error::{ApiError, ErrorCode};
 use crate::store::StoreError;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::Serialize;
+use std::path::PathBuf;
 
 /// Lines read from the store per batch while the tree grows.
 const GROW_BATCH: usize = 4096;
@@ -58,36 +63,74 @@ fn b64(h: &Hash) -> String {
     STANDARD.encode(h)
 }
 
+/// The process's Merkle tree, opened on first use.
+#[derive(Debug)]
+pub(crate) struct TreeSlot {
+    /// The hash file; `None`: an unnamed temporary file.
+    path: Option<PathBuf>,
+    tree: Option<StoredTree>,
+}
+
+impl TreeSlot {
+    pub(crate) fn new(path: Option<PathBuf>) -> Self {
+        Self { path, tree: None }
+    }
+
+    /// The tree, opening its file if this is the first use (or the last one was distrusted).
+    fn open(&mut self) -> Result<&mut StoredTree, StoreError> {
+        let tree = match self.tree.take() {
+            Some(tree) => tree,
+            None => match &self.path {
+                Some(path) => StoredTree::open(path),
+                None => StoredTree::temporary(),
+            }
+            .map_err(|e| StoreError::Unavailable(format!("opening the Merkle hash file: {e}")))?,
+        };
+        Ok(self.tree.insert(tree))
+    }
+}
+
 impl AppState {
     /// Run `f` on the tree grown to at least the log's first `size` lines; a `size` beyond the
     /// log is refused (400 `beyond_log`).
     async fn with_tree<T: Send + 'static>(
         &self,
         size: u64,
-        f: impl FnOnce(&MerkleTree) -> T + Send + 'static,
+        f: impl FnOnce(&StoredTree) -> T + Send + 'static,
     ) -> Result<T, ApiError> {
-        let tree = self.inner.tree.clone();
+        let slot = self.inner.tree.clone();
         let grown = self
             .blocking(move |store| {
-                let mut tree = tree
+                let mut slot = slot
                     .lock()
                     .map_err(|_| StoreError::Corrupt("the Merkle tree lock is poisoned".into()))?;
+                let tree = slot.open()?;
                 while tree.size() < size {
                     let lines = store.audit_lines_after(tree.size(), GROW_BATCH)?;
                     if lines.is_empty() {
                         return Ok(None);
                     }
-                    for (seq, line) in lines {
-                        if seq != tree.size() + 1 {
+                    let mut leaves = Vec::with_capacity(lines.len());
+                    for (seq, line) in &lines {
+                        let expected = tree.size() + leaves.len() as u64 + 1;
+                        if *seq != expected {
                             return Err(StoreError::Corrupt(format!(
-                                "audit seq {seq} follows {}",
-                                tree.size()
+                                "audit seq {seq} where {expected} was expected"
                             )));
                         }
-                        tree.push(leaf_hash(line.as_bytes()));
+                        leaves.push(leaf_hash(line.as_bytes()));
+                    }
+                    let done = tree.extend(&leaves).map_err(|e| {
+                        StoreError::Unavailable(format!("writing the Merkle hash file: {e}"))
+                    })?;
+                    if let Some(at) = done.rewritten_from {
+                        tracing::warn!(
+                            stored_hash = at,
+                            "the Merkle hash file disagreed with the audit log; rewritten from there"
+                        );
                     }
                 }
-                Ok(Some(f(&tree)))
+                Ok(Some(f(tree)))
             })
             .await?;
         grown.ok_or_else(|| {
@@ -96,6 +139,21 @@ impl AppState {
                 format!("the audit log has fewer than {size} lines"),
             )
         })
+    }
+
+    /// A proof that does not verify came from a hash file that changed under the process: drop
+    /// the tree, so the next use replays the log and rewrites what differs.
+    fn distrust_tree(&self, what: &str) -> ApiError {
+        tracing::error!(
+            proof = what,
+            "a Merkle proof from the hash file does not verify"
+        );
+        if let Ok(mut slot) = self.inner.tree.lock() {
+            slot.tree = None;
+        }
+        ApiError::internal(format!(
+            "the {what} proof failed its check; the Merkle hash file is being rebuilt"
+        ))
     }
 
     /// The Merkle root of the log's first `size` lines.
@@ -130,6 +188,9 @@ impl AppState {
             .filter(|(n, _)| *n == seq)
             .map(|(_, line)| line)
             .ok_or_else(|| ApiError::internal(format!("audit line {seq} unreadable")))?;
+        if verify_inclusion(seq - 1, size, &leaf_hash(line.as_bytes()), &proof, &root).is_err() {
+            return Err(self.distrust_tree("inclusion"));
+        }
         Ok(InclusionProof {
             seq,
             size,
@@ -161,6 +222,9 @@ impl AppState {
             })
             .await?
             .map_err(ApiError::internal)?;
+        if verify_consistency(from, to, &from_root, &to_root, &proof).is_err() {
+            return Err(self.distrust_tree("consistency"));
+        }
         Ok(ConsistencyProof {
             from,
             to,

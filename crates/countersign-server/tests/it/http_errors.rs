@@ -180,3 +180,116 @@ async fn metadata_endpoints_answer() {
     assert_eq!(key.body["public_key"], app.sealer.public_key_b64().as_str());
     assert_eq!(app.get("/healthz").await.body["status"], "ok");
 }
+
+/// The operations that never touch the store, so never answer 503 `store_unavailable`
+/// (`/readyz` answers 503 with its own `not_ready` body).
+const STORELESS: [(&str, &str); 5] = [
+    ("/healthz", "get"),
+    ("/readyz", "get"),
+    ("/openapi.json", "get"),
+    ("/v1/service-key", "get"),
+    ("/v1/audit/checkpoint/witnessed", "get"),
+];
+
+#[tokio::test]
+async fn every_operation_that_reads_the_store_documents_503() {
+    let app = TestApp::default_with(&[]).await;
+    let openapi = app.get("/openapi.json").await.body;
+    let unavailable = &openapi["components"]["responses"]["Unavailable"];
+    assert_eq!(
+        unavailable["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/Error"
+    );
+    let mut checked = 0;
+    for (path, ops) in openapi["paths"].as_object().unwrap() {
+        for (method, op) in ops.as_object().unwrap() {
+            let Some(responses) = op.get("responses") else {
+                continue;
+            };
+            if op.get("requestBody").is_some() {
+                assert_eq!(
+                    responses["408"]["$ref"], "#/components/responses/BodyTimeout",
+                    "{method} {path} reads a body and must list 408"
+                );
+            }
+            let answer = &responses["503"];
+            if STORELESS.contains(&(path.as_str(), method.as_str())) {
+                assert_ne!(
+                    answer["$ref"], "#/components/responses/Unavailable",
+                    "{method} {path}"
+                );
+            } else {
+                assert_eq!(
+                    answer["$ref"], "#/components/responses/Unavailable",
+                    "{method} {path} can meet an unavailable store and must list 503"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 25, "{checked}");
+    // The exempt list names real operations (a renamed one cannot hide behind it).
+    for (path, method) in STORELESS {
+        assert!(
+            openapi["paths"][path][method].is_object(),
+            "{method} {path}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_dribbled_body_is_answered_408_while_other_clients_are_served() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut cfg = crate::support::config();
+    cfg.timeouts.body_read_seconds = 1;
+    let app = TestApp::start(cfg, &[&Approver::alice()]).await;
+    let host = app.base.trim_start_matches("http://").to_owned();
+    let mut slow = tokio::net::TcpStream::connect(&host).await.unwrap();
+    // Headers promise 200 bytes; the body comes one byte at a time and never completes.
+    let head = format!(
+        "POST /v1/approvals HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{{",
+        app.token
+    );
+    slow.write_all(head.as_bytes()).await.unwrap();
+    let dribble = tokio::spawn(async move {
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            // A byte, then wait for an answer for a while before the next one.
+            let _ = slow.write_all(b" ").await;
+            match tokio::time::timeout(std::time::Duration::from_millis(200), slow.read(&mut buf))
+                .await
+            {
+                Ok(Ok(0)) | Ok(Err(_)) => return answer,
+                Ok(Ok(n)) => answer.extend_from_slice(&buf[..n]),
+                Err(_) if !answer.is_empty() => return answer,
+                Err(_) => {}
+            }
+        }
+    });
+    // Another client is served while the slow one dribbles.
+    let health = app.get("/healthz").await;
+    assert_eq!(health.status, 200);
+    let created = app
+        .create(
+            "payments.transfer",
+            countersign_testkit::payment_fields("B"),
+        )
+        .await;
+    assert_eq!(created.status, 200, "{:?}", created.body);
+    let answer = String::from_utf8_lossy(&dribble.await.unwrap()).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"code\":\"body_timeout\""), "{answer}");
+}
+
+#[test]
+fn the_body_timeout_defaults_to_30_seconds_and_zero_is_refused() {
+    assert_eq!(crate::support::config().timeouts.body_read_seconds, 30);
+    let zero = countersign_server::Config::from_toml(&format!(
+        "rp_id = \"{}\"\norigins = [\"{}\"]\n[timeouts]\nbody_read_seconds = 0\n",
+        countersign_testkit::RP_ID,
+        countersign_testkit::ORIGIN
+    ));
+    assert!(zero.is_err(), "a zero body timeout is refused");
+}

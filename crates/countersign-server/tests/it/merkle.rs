@@ -155,3 +155,96 @@ async fn the_service_has_its_checkpoints_cosigned_by_its_witnesses() {
     server.abort();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every line of the log's first `size` is provably in the checkpoint, and the tree of `from`
+/// lines is a prefix of it, by the proofs `state` serves.
+async fn assert_proofs_check(state: &countersign_server::AppState, from: u64, cp: &Checkpoint) {
+    for seq in 1..=cp.size {
+        let p = state.inclusion_proof(seq, cp.size).await.unwrap();
+        let proof: Vec<[u8; 32]> = p
+            .proof
+            .iter()
+            .map(|h| STANDARD.decode(h).unwrap().try_into().unwrap())
+            .collect();
+        let leaf = leaf_hash(p.line.as_bytes());
+        assert_eq!(
+            verify_inclusion(seq - 1, cp.size, &leaf, &proof, &cp.hash),
+            Ok(()),
+            "{seq}/{}",
+            cp.size
+        );
+    }
+    let p = state.consistency_proof(from, cp.size).await.unwrap();
+    let old = STANDARD.decode(&p.from_root).unwrap().try_into().unwrap();
+    let proof: Vec<[u8; 32]> = p
+        .proof
+        .iter()
+        .map(|h| STANDARD.decode(h).unwrap().try_into().unwrap())
+        .collect();
+    assert_eq!(
+        verify_consistency(from, cp.size, &old, &cp.hash, &proof),
+        Ok(())
+    );
+}
+
+#[tokio::test]
+async fn the_hash_file_beside_the_audit_log_is_checked_against_the_log() {
+    let dir = std::env::temp_dir().join(format!("countersign-it-hashfile-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let open =
+        || countersign_server::open_state(&dir, config(), "http://127.0.0.1:1".to_owned()).unwrap();
+    let hash_file = dir.join("audit.merkle");
+    let state = open();
+    // One audit line per enrolled credential.
+    for i in 0..23u8 {
+        let key = countersign_softkey::SoftKey::from_seed(countersign_softkey::Alg::Es256, [i; 32])
+            .unwrap();
+        let approver = Approver::with_key(&format!("approver-{i}"), key);
+        state.enroll(vec![approver.record()]).await.unwrap();
+    }
+    let note = state.checkpoint().await.unwrap();
+    let cp = Checkpoint::verify(&note, &state_key(&dir), None).unwrap();
+    assert!(cp.size > 20);
+    assert_proofs_check(&state, 5, &cp).await;
+    // 2n - popcount(n) hashes after the 32-byte header.
+    let stored = 2 * cp.size - u64::from(cp.size.count_ones());
+    let written = std::fs::read(&hash_file).unwrap();
+    assert_eq!(written.len() as u64, 32 * (1 + stored));
+
+    // Edited while the service runs (leaf 1's hash, on leaf 0's path): the proof that reads it
+    // fails its check and is not served; the tree is rebuilt from the log for the next call.
+    let mut edited = written.clone();
+    edited[32 + 32] ^= 1;
+    std::fs::write(&hash_file, &edited).unwrap();
+    assert!(state.inclusion_proof(1, cp.size).await.is_err());
+    assert_proofs_check(&state, 5, &cp).await;
+    assert_eq!(std::fs::read(&hash_file).unwrap(), written);
+    drop(state);
+
+    // Edited, then cut mid-hash, while the service is down: found and repaired at the restart.
+    for damaged in [edited.clone(), written[..written.len() - 40].to_vec()] {
+        std::fs::write(&hash_file, &damaged).unwrap();
+        let state = open();
+        assert_eq!(
+            Checkpoint::verify(&state.checkpoint().await.unwrap(), &state_key(&dir), None)
+                .unwrap()
+                .hash,
+            cp.hash
+        );
+        assert_proofs_check(&state, 5, &cp).await;
+        assert_eq!(std::fs::read(&hash_file).unwrap(), written);
+    }
+    // Gone: written again from the log.
+    std::fs::remove_file(&hash_file).unwrap();
+    let state = open();
+    assert_proofs_check(&state, 1, &cp).await;
+    assert_eq!(std::fs::read(&hash_file).unwrap(), written);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The data directory's audit key.
+fn state_key(dir: &std::path::Path) -> ed25519_dalek::VerifyingKey {
+    let text = std::fs::read_to_string(dir.join("service-key.pub")).unwrap();
+    let bytes = countersign::b64::decode(text.trim()).unwrap();
+    ed25519_dalek::VerifyingKey::from_bytes(&bytes.try_into().unwrap()).unwrap()
+}
