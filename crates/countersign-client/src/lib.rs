@@ -304,6 +304,17 @@ fn short(e: &reqwest::Error) -> String {
     text
 }
 
+/// The HTTP client towards the service. The service closes a keep-alive connection that stays
+/// idle for `timeouts.header_read_seconds` (10 s by default); a pooled connection kept longer
+/// than that can be closed by the service just as a request is written on it, and a POST is not
+/// retried, so the pool lets connections go well before.
+fn service_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_idle_timeout(std::time::Duration::from_secs(5))
+        .build()
+        .unwrap_or_else(|_| reqwest::Client::new())
+}
+
 impl Gateway {
     /// A gateway trusting `registry` and enforcing `policy`, keeping its replay state in
     /// `replay` (normally [`ReplayStore::sqlite`]; [`ReplayStore::memory`] forgets on restart).
@@ -315,7 +326,7 @@ impl Gateway {
     ) -> Self {
         Self {
             config,
-            http: reqwest::Client::new(),
+            http: service_client(),
             trust: RwLock::new(Trust { policy, registry }),
             replay: Mutex::new(replay),
             clock: std::sync::Arc::new(OffsetDateTime::now_utc),

@@ -407,6 +407,36 @@ impl Interposer {
         }
     }
 
+    /// A `tools/call` sent as a notification (no `id`). MCP defines `tools/call` as a request
+    /// only, and a notification cannot be answered, so it could neither be held nor refused to
+    /// the client: relaying it would let a server that runs such calls execute a held tool with
+    /// no approval. It is never forwarded; the log says it was refused, whatever the policy.
+    fn drop_call_without_id(&self, frame: &Value) {
+        let tool = frame
+            .pointer("/params/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let call_id = self.next_call_id();
+        tracing::warn!(tool, "tools/call without an id refused: not relayed");
+        self.audit.call(
+            &call_id,
+            &self.settings.agent_id,
+            &self.settings.server_id,
+            tool,
+            "",
+            Rule::Deny.as_str(),
+        );
+        self.record(
+            &call_id,
+            &Outcome {
+                outcome: "denied",
+                op_hash: "",
+                reason_code: Some("tools_call_without_id"),
+                ..Outcome::default()
+            },
+        );
+    }
+
     /// The rule for a call of `tool` under the policy in force and the last `tools/list`.
     fn rule_now(&self, tool: &str) -> Rule {
         let listed = self
@@ -554,6 +584,7 @@ impl Interposer {
                     }
                 }
             }
+            (Some("tools/call"), None) => self.drop_call_without_id(&frame),
             _ => {
                 let _ = to_upstream.send(line);
             }

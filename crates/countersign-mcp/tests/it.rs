@@ -458,6 +458,33 @@ async fn every_spelling_of_a_held_call_is_held_and_allowed_ones_pass() {
     assert!(outcomes.contains(&("allowed", Some("ok"))), "{outcomes:?}");
 }
 
+/// `tools/call` is a request in MCP; sent as a notification (no `id`) it could be neither held
+/// nor refused to the client, so the interposer never relays it, held tool or allowed one, and
+/// logs it as refused.
+#[tokio::test]
+async fn a_tools_call_without_an_id_never_reaches_the_upstream() {
+    let mut rig = rig("noid", plain_client()).await;
+    for line in [
+        r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"write_file","arguments":{"p":"/x"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"read_file","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","method":"tools/call","method":"tools/call","params":{"name":"write_file","arguments":{}}}"#,
+    ] {
+        rig.client.send_line(line).await;
+    }
+    // A request after them is answered, so the three were read before it.
+    let r = rig.client.call_raw("read_file", "{}").await;
+    assert_eq!(r["result"]["content"][0]["text"], "ran \"read_file\"");
+    assert!(rig.upstream.calls_of("write_file").is_empty());
+    assert_eq!(rig.upstream.calls_of("read_file").len(), 1, "only the request ran");
+    let (lines, _) = close(rig).await;
+    let refused: Vec<_> = lines
+        .iter()
+        .filter(|l| l["kind"] == "mcp_outcome" && l["reason_code"] == "tools_call_without_id")
+        .collect();
+    assert_eq!(refused.len(), 3, "{lines:?}");
+    assert!(refused.iter().all(|l| l["outcome"] == "denied"));
+}
+
 #[tokio::test]
 async fn a_held_call_runs_once_after_approval_and_a_third_is_held_again() {
     let mut rig = rig("once", plain_client()).await;

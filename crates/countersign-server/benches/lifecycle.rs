@@ -231,8 +231,11 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
         reqwest::header::AUTHORIZATION,
         format!("Bearer {gateway}").parse().unwrap(),
     );
+    // The service closes a connection idle for `timeouts.header_read_seconds` (10 s by
+    // default); a pooled connection kept longer can be closed just as a request is sent on it.
     let http = reqwest::Client::builder()
         .default_headers(headers)
+        .pool_idle_timeout(Duration::from_secs(5))
         .build()
         .unwrap();
 
