@@ -475,7 +475,11 @@ async fn a_tools_call_without_an_id_never_reaches_the_upstream() {
     let r = rig.client.call_raw("read_file", "{}").await;
     assert_eq!(r["result"]["content"][0]["text"], "ran \"read_file\"");
     assert!(rig.upstream.calls_of("write_file").is_empty());
-    assert_eq!(rig.upstream.calls_of("read_file").len(), 1, "only the request ran");
+    assert_eq!(
+        rig.upstream.calls_of("read_file").len(),
+        1,
+        "only the request ran"
+    );
     let (lines, _) = close(rig).await;
     let refused: Vec<_> = lines
         .iter()
