@@ -755,8 +755,7 @@ impl SseSplitter {
         self.buf.extend_from_slice(chunk);
         let mut events = Vec::new();
         let mut i = self.scanned;
-        while i < self.buf.len() {
-            let b = self.buf[i];
+        while let Some(&b) = self.buf.get(i) {
             if b != b'\n' && b != b'\r' {
                 i += 1;
                 continue;

@@ -61,10 +61,11 @@ pub(crate) fn without(text: &str, key: &str) -> Option<String> {
         let Some(i) = all.iter().position(|(k, _)| k == key) else {
             return Some(text);
         };
-        let value = all[i].1.clone();
-        let range = if i > 0 {
+        let value = all.get(i)?.1.clone();
+        let previous = i.checked_sub(1).and_then(|p| all.get(p));
+        let range = if let Some((_, previous)) = previous {
             // From the end of the previous value: `, "key": value`.
-            all[i - 1].1.end..value.end
+            previous.end..value.end
         } else {
             // The first member: from after `{` up to and including the comma after it, if any.
             let open = text.find('{')? + 1;
