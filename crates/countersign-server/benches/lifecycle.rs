@@ -176,7 +176,8 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
     };
     let mut bases = Vec::new();
     let mut states = Vec::new();
-    for _ in 0..replicas {
+    let mut pg_stores = Vec::new();
+    for replica in 0..replicas {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let state = match &schema {
@@ -189,17 +190,28 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
                 );
                 open_state(&dir, config.clone(), base.clone()).unwrap()
             }
-            Some(schema) => AppState::new(StateParts {
-                config: config.clone(),
-                public_url: base.clone(),
-                store: Arc::new(
+            // As `serve --database postgres://…` runs each replica: its pool, its sealer, and
+            // its own audit file kept in step with the shared chain.
+            Some(schema) => {
+                let store = Arc::new(
                     PostgresStore::connect(&schema.url(), sealer.clone(), POSTGRES_POOL).unwrap(),
-                ),
-                clock: Arc::new(SystemClock),
-                sealer: sealer.clone(),
-                mirror: None,
-            })
-            .unwrap(),
+                );
+                pg_stores.push(Arc::clone(&store));
+                let mirror = countersign_server::audit::AuditMirror::open(
+                    &dir.join(format!("audit-replica-{replica}.jsonl")),
+                    store.as_ref(),
+                )
+                .unwrap();
+                AppState::new(StateParts {
+                    config: config.clone(),
+                    public_url: base.clone(),
+                    store,
+                    clock: Arc::new(SystemClock),
+                    sealer: sealer.clone(),
+                    mirror: Some(mirror),
+                })
+                .unwrap()
+            }
         };
         let alice = approver_key();
         state
@@ -372,6 +384,29 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
             pct(v, 0.99)
         );
     }
+    // PostgreSQL: the only cluster-wide lock is the sealer's (store/postgres.rs); what it cost.
+    let sealed = pg_stores
+        .iter()
+        .filter_map(|s| s.seal_stats())
+        .fold((0u64, 0u64, 0u64), |(r, l, n), st| {
+            (r + st.rounds, l + st.lines, n + st.busy_nanos)
+        });
+    if sealed.1 > 0 {
+        let (rounds, lines, nanos) = sealed;
+        let per_lifecycle_us = nanos as f64 / 1000.0 / lifecycles as f64;
+        println!(
+            "| audit lines sealed / sealing transactions | {lines} / {rounds} ({:.1} lines each) |",
+            lines as f64 / rounds as f64
+        );
+        println!(
+            "| chain lock held, per line / per lifecycle (µs) | {:.1} / {per_lifecycle_us:.1} |",
+            nanos as f64 / 1000.0 / lines as f64
+        );
+        println!(
+            "| lifecycles/s the chain lock alone allows | {:.0} |",
+            1e6 / per_lifecycle_us
+        );
+    }
 
     if pending > 0 {
         let before = rss_kib();
@@ -425,6 +460,7 @@ async fn run(lifecycles: usize, concurrency: usize, pending: usize) {
     }
     drop(states);
     drop(state);
+    drop(pg_stores);
     drop(schema);
     // `COUNTERSIGN_BENCH_KEEP=1` keeps the data directory (its audit.jsonl and service key) for
     // `countersign audit verify` measurements.

@@ -150,6 +150,9 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
                 Ok(false) => {}
                 Err(e) => tracing::error!(error = %e.message, "registry refresh failed"),
             }
+            // Lines sealed since the last commit here (PostgreSQL seals just after commits,
+            // and other replicas' lines arrive without one of ours).
+            sweeper.catch_up_audit_file().await;
         }
     });
     // Witnesses cosign a new checkpoint whenever the log has grown since the last one sent.
@@ -176,6 +179,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         })
     });
     let header_read = Duration::from_secs(state.config().timeouts.header_read_seconds);
+    let state_for_exit = state.clone();
     serve_http(
         listener,
         crate::build_router(state),
@@ -187,6 +191,11 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     if let Some(w) = witness {
         w.abort();
     }
+    // Everything committed is chained and in the file before the process ends.
+    if let Err(e) = state_for_exit.blocking(|s| s.seal_audit()).await {
+        tracing::error!(error = %e.message, "sealing the audit log at exit failed");
+    }
+    state_for_exit.catch_up_audit_file().await;
     say!("countersign: stopped");
     Ok(())
 }

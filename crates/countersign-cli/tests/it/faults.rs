@@ -370,6 +370,7 @@ async fn a_full_disk_answers_503_and_the_service_recovers_when_space_returns() {
         countersign_server::config::Durability::Normal,
     )
     .unwrap();
+    store.seal_audit().unwrap();
     let chain: Vec<String> = store
         .audit_lines_after(0, 1_000_000)
         .unwrap()
@@ -477,6 +478,7 @@ impl OwnDatabase {
     fn chain(&self, data: &Path) -> Vec<String> {
         let sealer = AuditSealer::load_or_create(&data.join("service-key")).unwrap();
         let store = PostgresStore::connect(&self.url(), sealer, 1).unwrap();
+        store.seal_audit().unwrap();
         store
             .audit_lines_after(0, 1_000_000)
             .unwrap()
@@ -1120,6 +1122,7 @@ async fn clock_jumps(store: Arc<dyn countersign_server::store::Store>, label: &s
         r.body["collected_at"].as_str().unwrap().to_owned(),
     );
 
+    store.seal_audit().unwrap();
     let chain: Vec<String> = store
         .audit_lines_after(0, 1_000_000)
         .unwrap()

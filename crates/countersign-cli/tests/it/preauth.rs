@@ -51,6 +51,7 @@ fn data_dir(dir: &Path, config: &str) -> std::path::PathBuf {
         ))
         .unwrap();
     assert_eq!(r.status, countersign::ApprovalStatus::Approved);
+    state.store().seal_audit().unwrap();
     let lines = state.store().audit_lines_after(0, 1000).unwrap();
     let text: String = lines.into_iter().map(|(_, l)| l + "\n").collect();
     std::fs::write(dir.join("audit.log"), text).unwrap();

@@ -82,6 +82,7 @@ impl Cluster {
     fn dump_chain(&self) -> (PathBuf, Vec<String>) {
         let sealer = AuditSealer::load_or_create(&self.dir.join("service-key")).unwrap();
         let store = PostgresStore::connect(&self.url, sealer, 1).unwrap();
+        store.seal_audit().unwrap();
         let lines: Vec<String> = store
             .audit_lines_after(0, 1_000_000)
             .unwrap()

@@ -1,8 +1,8 @@
 //! The audit log file: a mirror of the database's audit table, appended after each commit.
 //!
-//! The database is the source of truth: a line is sealed and stored in the same transaction as
-//! the state change it records, so a crash can never leave a verdict without its line or a line
-//! without its verdict. The file is the artifact an auditor takes away; on startup it is repaired
+//! The database is the source of truth: an event is stored in the same transaction as the state
+//! change it records (sealed there on SQLite, sealed just after on PostgreSQL), so a crash can
+//! never leave a verdict without its line or a line without its verdict. The file is the artifact an auditor takes away; on startup it is repaired
 //! from the database (a torn last line is cut, missing lines are appended), so after a SIGKILL it
 //! is complete again before the service answers its first request.
 

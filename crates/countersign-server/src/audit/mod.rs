@@ -30,6 +30,7 @@ pub use verify::{AuditIssue, AuditReport, EvidenceCheck, IssueClass, verify_log,
 
 use countersign::b64;
 use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
+use hmac::{Hmac, Mac};
 use sha2::{Digest as _, Sha256};
 use std::path::Path;
 
@@ -48,10 +49,16 @@ pub struct SealedLine {
     pub hash: [u8; 32],
 }
 
+/// Domain separation for the key that authenticates events waiting to be sealed (PostgreSQL):
+/// derived from the service key, so every replica holds it and nothing else does.
+const UNSEALED_KEY_DOMAIN: &[u8] = b"countersign.audit-unsealed/1\n";
+
 /// The service's audit signing key.
 #[derive(Clone)]
 pub struct AuditSealer {
     key: SigningKey,
+    /// HMAC-SHA-256 key for events committed but not yet sealed (see [`Self::tag_unsealed`]).
+    unsealed_key: [u8; 32],
 }
 
 impl std::fmt::Debug for AuditSealer {
@@ -63,8 +70,12 @@ impl std::fmt::Debug for AuditSealer {
 impl AuditSealer {
     /// A sealer from a 32-byte Ed25519 seed.
     pub fn from_seed(seed: [u8; 32]) -> Self {
+        let mut derive = Sha256::new();
+        derive.update(UNSEALED_KEY_DOMAIN);
+        derive.update(seed);
         Self {
             key: SigningKey::from_bytes(&seed),
+            unsealed_key: derive.finalize().into(),
         }
     }
 
@@ -99,6 +110,27 @@ impl AuditSealer {
     /// Sign a checkpoint of the log as a signed note (see [`Checkpoint`]).
     pub fn sign_checkpoint(&self, checkpoint: &Checkpoint) -> Result<String, CheckpointError> {
         checkpoint.sign(&self.key)
+    }
+
+    /// The tag an event's JSON text carries while it waits, committed, to be sealed into the
+    /// chain (PostgreSQL: `audit_unsealed`). Sealing signs with the service key whatever the
+    /// table holds, so without this tag anyone able to write to the database could have the
+    /// service sign a line it never wrote; with it, only a holder of the service key can.
+    pub fn tag_unsealed(&self, event_json: &str) -> [u8; 32] {
+        self.unsealed_mac(event_json).finalize().into_bytes().into()
+    }
+
+    /// Whether `tag` is [`Self::tag_unsealed`] of `event_json` (compared in constant time).
+    pub fn check_unsealed(&self, event_json: &str, tag: &[u8]) -> bool {
+        self.unsealed_mac(event_json).verify_slice(tag).is_ok()
+    }
+
+    fn unsealed_mac(&self, event_json: &str) -> Hmac<Sha256> {
+        // A 32-byte key is always a valid HMAC key; the fallback keeps the function total.
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.unsealed_key)
+            .unwrap_or_else(|_| <Hmac<Sha256> as Mac>::new(&Default::default()));
+        mac.update(event_json.as_bytes());
+        mac
     }
 
     /// Seal `event` as line `seq` after a line whose hash is `prev_hash`.
@@ -164,5 +196,19 @@ mod tests {
         let log = format!("{}\n{}\n", a.line, b.line);
         let report = verify_log(log.as_bytes(), &sealer.public_key());
         assert!(report.is_valid(), "{report:?}");
+    }
+
+    #[test]
+    fn an_unsealed_event_tag_binds_the_text_and_the_service_key() {
+        let sealer = AuditSealer::from_seed([7; 32]);
+        let text = r#"{"kind":"request","approval_id":"a1"}"#;
+        let tag = sealer.tag_unsealed(text);
+        assert!(sealer.check_unsealed(text, &tag));
+        // Another text, a cut tag, another service key: all refused.
+        assert!(!sealer.check_unsealed(r#"{"kind":"request","approval_id":"a2"}"#, &tag));
+        assert!(!sealer.check_unsealed(text, &tag[..31]));
+        assert!(!AuditSealer::from_seed([8; 32]).check_unsealed(text, &tag));
+        // The tag key is not the signing seed itself.
+        assert_ne!(sealer.unsealed_key, [7; 32]);
     }
 }

@@ -376,9 +376,11 @@ impl AppState {
         Ok(tokio::task::spawn_blocking(move || f(store.as_ref())).await??)
     }
 
-    /// Run a store call that may append audit lines, then copy the new lines to the audit file,
-    /// both on the blocking pool: the file is up to date before the answer leaves, and neither
-    /// the database nor the file is ever touched from an async worker thread.
+    /// Run a store call that may append audit lines, then copy the new sealed lines to the audit
+    /// file, both on the blocking pool, so neither the database nor the file is ever touched from
+    /// an async worker thread. With SQLite (which seals in the writing transaction) the file is
+    /// up to date before the answer leaves; with PostgreSQL it holds what is sealed so far, and
+    /// the sweep catches it up (docs/spec/service.md §7.1).
     pub(crate) async fn committing<T: Send + 'static>(
         &self,
         f: impl FnOnce(&dyn Store) -> Result<T, StoreError> + Send + 'static,
@@ -396,6 +398,14 @@ impl AppState {
             Ok::<_, StoreError>(out)
         })
         .await??)
+    }
+
+    /// Bring the audit file up to the database's sealed lines (on the blocking pool).
+    pub async fn catch_up_audit_file(&self) {
+        if self.inner.mirror.is_some() {
+            let state = self.clone();
+            let _ = tokio::task::spawn_blocking(move || state.sync_audit_file()).await;
+        }
     }
 
     /// Append the database's new audit lines to the file (blocking).

@@ -23,6 +23,7 @@ mod testing;
 #[cfg(test)]
 mod tests;
 
+pub use postgres::SealStats;
 pub use preauth::{
     DisableOutcome, PreauthChange, PreauthDefinition, PreauthUse, StoredPreauth, plan_reconcile,
 };
@@ -485,9 +486,15 @@ pub trait Store: standing::StandingStore + Send + Sync + std::fmt::Debug + 'stat
     /// Group memberships granted by redeemed invites: `(principal, group)`.
     fn memberships(&self) -> Result<Vec<(String, String)>, StoreError>;
 
-    /// `(seq, hash)` of the last audit line (`(0, GENESIS)` when empty).
+    /// `(seq, hash)` of the last audit line (`(0, GENESIS)` when empty), after
+    /// [`Store::seal_audit`]: the head covers every event committed before the call.
     fn audit_head(&self) -> Result<(u64, [u8; 32]), StoreError>;
-    /// Up to `limit` audit lines after `seq`, in order.
+    /// Chain every audit event committed before this call. SQLite seals events in the
+    /// transaction that writes them, so there is nothing to do; PostgreSQL seals them just after
+    /// their commit (store/postgres.rs), and this waits for a sealing round.
+    fn seal_audit(&self) -> Result<(), StoreError>;
+    /// Up to `limit` sealed audit lines after `seq`, in order (events committed but not yet
+    /// sealed are not lines yet: [`Store::seal_audit`] first to have them all).
     fn audit_lines_after(&self, seq: u64, limit: usize) -> Result<Vec<(u64, String)>, StoreError>;
     /// Number of PENDING approvals.
     fn pending_count(&self) -> Result<u64, StoreError>;

@@ -6,11 +6,17 @@
 //! unique insert (`ON CONFLICT DO NOTHING`: a concurrent spender waits for the first one's commit
 //! and then inserts nothing); the counter is compared under its row lock.
 //!
-//! The audit chain stays unforked because the chain head is one row (`audit_head`) that every
-//! appending transaction locks with `SELECT ... FOR UPDATE` after its state change and updates
-//! before it commits: appends from all replicas are serialized in commit order, and a line's
-//! `prev_hash` is always the line committed just before it. `audit.seq` being the primary key is
-//! the second fence: a fork would need two rows with one seq.
+//! The audit chain: a transaction that changes state writes its events, tagged with a key only
+//! the service key's holders have, to `audit_unsealed` in the same commit; it takes no lock
+//! that other replicas' commits wait for. Each replica runs a sealer thread ([`Sealer`]) that
+//! moves committed events into the chain: under a cluster-wide advisory lock it takes the
+//! waiting rows, checks their tags, seals them after the head row (`audit_head`) and updates the
+//! head, in one transaction, so one flush covers many events. The chain stays unforked because
+//! only the lock holder extends it, and `audit.seq` being the primary key is the second fence.
+//! A caller that must see its events in the chain before it answers (a grant receipt's signed
+//! checkpoint, `audit_head`) asks for a round and waits for it: concurrent callers share
+//! rounds. Rows left by a replica that died are sealed by any other replica's next round, or
+//! by its own on restart.
 //!
 //! The `postgres` crate is synchronous but runs a private tokio runtime per connection, which must
 //! not be started on a thread that is already inside a runtime (the service calls the store from
@@ -27,8 +33,9 @@ use ::postgres::error::SqlState;
 use ::postgres::types::{ToSql, Type};
 use ::postgres::{Client, NoTls, Statement, Transaction};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 /// Schema migrations, applied in order on start; a version is applied once, under an advisory
 /// lock so replicas starting together do not race. Never edit a published entry: append one.
@@ -145,7 +152,25 @@ CREATE TABLE preauthorizations (
     disabled_at BIGINT
 );
 ",
+    // Events committed with their state change and not yet sealed into the chain (the sealer
+    // takes them in `id` order); `tag` is HMAC-SHA-256 of `event` under a key derived from the
+    // service key (AuditSealer::tag_unsealed).
+    "
+CREATE TABLE audit_unsealed (
+    id BIGSERIAL PRIMARY KEY,
+    event TEXT NOT NULL,
+    tag BYTEA NOT NULL
+);
+",
 ];
+
+/// Most events one sealing transaction chains.
+const SEAL_BATCH: i64 = 1024;
+
+/// How often a replica's sealer looks for events nobody asked it to seal (a dead replica's, or
+/// its own when no caller waits): the longest an event stays out of the chain while replicas
+/// run.
+const SEAL_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Advisory lock key serializing migrations across replicas ("cntrsign").
 const MIGRATION_LOCK: i64 = 0x636e_7472_7369_676e;
@@ -170,6 +195,7 @@ pub(super) fn db(e: ::postgres::Error) -> StoreError {
 fn clone_error(e: &StoreError) -> StoreError {
     match e {
         StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
+        StoreError::Corrupt(m) => StoreError::Corrupt(m.clone()),
         other => StoreError::Database(other.to_string()),
     }
 }
@@ -199,10 +225,138 @@ fn unavailable(code: &SqlState) -> bool {
 /// A job for a connection's worker thread.
 type Job = Box<dyn FnOnce(&mut Worker) + Send>;
 
-/// The connection pool behind a [`SqlStore`] on PostgreSQL.
+/// The connection pool behind a [`SqlStore`] on PostgreSQL, and this replica's sealer.
 #[derive(Debug)]
 pub(super) struct PostgresDb {
     jobs: Mutex<mpsc::Sender<Job>>,
+    sealer: Arc<Sealer>,
+}
+
+impl Drop for PostgresDb {
+    fn drop(&mut self) {
+        self.sealer.stop();
+    }
+}
+
+/// Sealing rounds: asked for by callers that need their events in the chain, run by one thread
+/// per replica on a connection of its own. A round started after a caller's request covers
+/// every event committed before the request, so callers waiting together share one round (and
+/// one flush): group commit for the chain, outside the request transactions.
+#[derive(Debug, Default)]
+struct Sealer {
+    rounds: Mutex<Rounds>,
+    changed: Condvar,
+    stats: SealCounters,
+}
+
+#[derive(Debug, Default)]
+struct Rounds {
+    /// Rounds asked for so far (a request's number is the count after it).
+    requested: u64,
+    /// Every request up to this number has had a round start after it.
+    completed: u64,
+    /// The last round's error, with the request number it answered.
+    failed: Option<(u64, StoreError)>,
+    stop: bool,
+}
+
+/// What the sealer has done: the figures of docs/PERFORMANCE.md (time the chain lock was held
+/// per sealed line).
+#[derive(Debug, Default)]
+struct SealCounters {
+    rounds: AtomicU64,
+    lines: AtomicU64,
+    /// Wall time of the transactions that sealed at least one line (they hold the lock from
+    /// its acquisition to their commit: this is a slight overestimate of the lock time).
+    busy_nanos: AtomicU64,
+}
+
+/// A snapshot of a replica sealer's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SealStats {
+    /// Sealing transactions that chained at least one event.
+    pub rounds: u64,
+    /// Events chained.
+    pub lines: u64,
+    /// Their total duration, in nanoseconds (an upper bound on the time the cluster-wide chain
+    /// lock was held by this replica).
+    pub busy_nanos: u64,
+}
+
+impl Sealer {
+    /// Ask for a round and wait until one has run after the request.
+    fn seal_now(&self) -> Result<(), StoreError> {
+        let mut rounds = self.rounds.lock().unwrap_or_else(|p| p.into_inner());
+        rounds.requested += 1;
+        let mine = rounds.requested;
+        self.changed.notify_all();
+        while rounds.completed < mine {
+            if rounds.stop {
+                return Err(StoreError::Unavailable("the store is closing".into()));
+            }
+            rounds = self.changed.wait(rounds).unwrap_or_else(|p| p.into_inner());
+        }
+        match &rounds.failed {
+            Some((round, e)) if *round >= mine => Err(clone_error(e)),
+            _ => Ok(()),
+        }
+    }
+
+    fn stop(&self) {
+        self.rounds.lock().unwrap_or_else(|p| p.into_inner()).stop = true;
+        self.changed.notify_all();
+    }
+
+    /// The sealer thread: a round whenever one is asked for, and every [`SEAL_POLL`] anyway.
+    fn run(&self, mut worker: Worker, key: &AuditSealer) {
+        loop {
+            let (target, stop) = {
+                let mut rounds = self.rounds.lock().unwrap_or_else(|p| p.into_inner());
+                if rounds.requested == rounds.completed && !rounds.stop {
+                    rounds = self
+                        .changed
+                        .wait_timeout(rounds, SEAL_POLL)
+                        .map_or_else(|p| p.into_inner().0, |(r, _)| r);
+                }
+                (rounds.requested, rounds.stop)
+            };
+            let outcome = self.seal_all(&mut worker, key);
+            {
+                let mut rounds = self.rounds.lock().unwrap_or_else(|p| p.into_inner());
+                rounds.completed = rounds.completed.max(target);
+                rounds.failed = outcome.err().map(|e| (target, e));
+            }
+            self.changed.notify_all();
+            if stop {
+                return;
+            }
+        }
+    }
+
+    /// Seal batches until one comes back short (everything committed before it is chained).
+    fn seal_all(&self, worker: &mut Worker, key: &AuditSealer) -> Result<(), StoreError> {
+        loop {
+            let started = std::time::Instant::now();
+            let n = worker.transaction(false, &|tx| rules::seal_unsealed(tx, key, SEAL_BATCH))?;
+            if n > 0 {
+                let busy = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                self.stats.rounds.fetch_add(1, Ordering::Relaxed);
+                self.stats.lines.fetch_add(n as u64, Ordering::Relaxed);
+                self.stats.busy_nanos.fetch_add(busy, Ordering::Relaxed);
+            }
+            if i64::try_from(n).unwrap_or(i64::MAX) < SEAL_BATCH {
+                return Ok(());
+            }
+        }
+    }
+
+    fn stats(&self) -> SealStats {
+        SealStats {
+            rounds: self.stats.rounds.load(Ordering::Relaxed),
+            lines: self.stats.lines.load(Ordering::Relaxed),
+            busy_nanos: self.stats.busy_nanos.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// One connection with its prepared statements.
@@ -213,6 +367,14 @@ struct Worker {
 }
 
 impl Worker {
+    fn new(url: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            client: None,
+            statements: HashMap::new(),
+        }
+    }
+
     /// The live connection, reconnecting after a broken one.
     fn client(&mut self) -> Result<&mut Client, StoreError> {
         if self.client.as_ref().is_none_or(Client::is_closed) {
@@ -476,9 +638,14 @@ impl PostgresStore {
     /// Connect `pool` connections to `url` (`postgres://user@host:port/db?options=...`), apply
     /// the migrations, and check that the audit chain in the database is sealed with `sealer`'s
     /// key (replicas must share the service key: one chain, one signer).
+    ///
+    /// Events a replica committed but did not seal before it stopped are sealed before this
+    /// returns, and from then on by this replica's sealer thread.
     pub fn connect(url: &str, sealer: AuditSealer, pool: usize) -> Result<Self, StoreError> {
         let db = PostgresDb::connect(url, pool)?;
         db.migrate(sealer.public_key_b64())?;
+        db.start_sealer(url, sealer.clone())?;
+        db.seal_now()?;
         Ok(SqlStore::new(Db::Postgres(db), sealer))
     }
 }
@@ -491,11 +658,7 @@ impl PostgresDb {
         let rx = Arc::new(Mutex::new(rx));
         for n in 0..pool.max(1) {
             let rx = Arc::clone(&rx);
-            let mut worker = Worker {
-                url: url.to_owned(),
-                client: None,
-                statements: HashMap::new(),
-            };
+            let mut worker = Worker::new(url);
             std::thread::Builder::new()
                 .name(format!("countersign-pg-{n}"))
                 .spawn(move || {
@@ -513,7 +676,29 @@ impl PostgresDb {
         }
         Ok(Self {
             jobs: Mutex::new(tx),
+            sealer: Arc::default(),
         })
+    }
+
+    /// Start this replica's sealer thread, on a connection of its own.
+    fn start_sealer(&self, url: &str, key: AuditSealer) -> Result<(), StoreError> {
+        let sealer = Arc::clone(&self.sealer);
+        let worker = Worker::new(url);
+        std::thread::Builder::new()
+            .name("countersign-pg-sealer".into())
+            .spawn(move || sealer.run(worker, &key))
+            .map_err(|e| StoreError::Database(format!("starting the sealer: {e}")))?;
+        Ok(())
+    }
+
+    /// Chain every event committed before this call (see [`Sealer`]).
+    pub(super) fn seal_now(&self) -> Result<(), StoreError> {
+        self.sealer.seal_now()
+    }
+
+    /// What this replica's sealer has done so far.
+    pub(super) fn seal_stats(&self) -> SealStats {
+        self.sealer.stats()
     }
 
     /// Run `f` on a worker thread and wait for its answer.

@@ -3,15 +3,17 @@
 //! Every [`Store`] method is one function here over a [`Tx`]: first verdict wins, expiry at
 //! commit, nonce spend, the signature-counter rule, single-use grant collection, invites,
 //! credential import and revocation, preauthorization and standing-grant use, and the audit
-//! append sealed against the chain head read in the same transaction. A backend
-//! (`sqlite.rs`, `postgres.rs`) supplies only connections, transactions and the SQL text where
-//! the dialects differ.
+//! events each writes (sealed into the chain in the same transaction on SQLite, by
+//! [`seal_unsealed`] just after the commit on PostgreSQL). A backend (`sqlite.rs`,
+//! `postgres.rs`) supplies only connections, transactions and the SQL text where the dialects
+//! differ.
 //!
 //! Lock order on PostgreSQL (every write takes its locks in it, so replicas can wait on each
 //! other but never deadlock): the approval row (or grant, preauthorization, credential, gateway
-//! row), then the credential's counter row, then the credentials version, then the audit chain
-//! head. On SQLite the `IMMEDIATE` transaction holds the one write lock, and the same
-//! statements run without `FOR UPDATE`.
+//! row), then the credential's counter row, then the credentials version. The audit chain head
+//! is taken only by the sealer, in a transaction of its own that takes no other lock. On SQLite
+//! the `IMMEDIATE` transaction holds the one write lock, and the same statements run without
+//! `FOR UPDATE`.
 
 use super::preauth::stamp_use;
 use super::seam::{Dialect, Row, Tx, params};
@@ -51,6 +53,15 @@ impl SqlStore {
         Self {
             db,
             sealer: Arc::new(sealer),
+        }
+    }
+
+    /// What this replica's audit sealer has done (PostgreSQL; `None` on SQLite, which seals in
+    /// the writing transaction).
+    pub fn seal_stats(&self) -> Option<super::SealStats> {
+        match &self.db {
+            Db::Sqlite(_) => None,
+            Db::Postgres(db) => Some(db.seal_stats()),
         }
     }
 
@@ -215,12 +226,40 @@ fn head(tx: &mut dyn Tx, for_append: bool) -> Result<(u64, [u8; 32]), StoreError
     }
 }
 
-/// Seal and insert `events` after the chain head read in this same transaction.
+/// Record `events` in this transaction, with the state change they describe.
+///
+/// SQLite (one writer) seals them into the chain at once, after the head read in this same
+/// transaction. PostgreSQL stores each one tagged (see [`AuditSealer::tag_unsealed`]) in
+/// `audit_unsealed`, and [`seal_unsealed`] chains them shortly after: a commit then holds no
+/// lock that every replica's commits queue behind; only the sealer takes the chain head, once
+/// for many events. Committed is durable either way: an event waiting to be sealed is in the
+/// same table space, written by the same commit as its verdict.
 fn append(tx: &mut dyn Tx, sealer: &AuditSealer, events: &[AuditEvent]) -> Result<(), StoreError> {
     if events.is_empty() {
         return Ok(());
     }
-    let (mut seq, mut prev) = head(tx, true)?;
+    if tx.dialect() == Dialect::Postgres {
+        for event in events {
+            let text = serde_json::to_string(event.body())
+                .map_err(|e| StoreError::Database(format!("serializing an audit event: {e}")))?;
+            let tag = sealer.tag_unsealed(&text);
+            tx.execute(&INSERT_UNSEALED, params![text.as_str(), &tag])?;
+        }
+        return Ok(());
+    }
+    let (seq, prev) = head(tx, true)?;
+    chain(tx, sealer, seq, prev, events.iter())?;
+    Ok(())
+}
+
+/// Seal `events` in order after line `seq` (hash `prev`) and insert them; returns the new head.
+fn chain<'e>(
+    tx: &mut dyn Tx,
+    sealer: &AuditSealer,
+    mut seq: u64,
+    mut prev: [u8; 32],
+    events: impl Iterator<Item = &'e AuditEvent>,
+) -> Result<(u64, [u8; 32]), StoreError> {
     for event in events {
         seq += 1;
         let sealed = sealer.seal(seq, &prev, event);
@@ -230,10 +269,58 @@ fn append(tx: &mut dyn Tx, sealer: &AuditSealer, events: &[AuditEvent]) -> Resul
         )?;
         prev = sealed.hash;
     }
-    if tx.dialect() == Dialect::Postgres {
-        tx.execute(&UPDATE_HEAD, params![to_i64(seq), &prev])?;
+    Ok((seq, prev))
+}
+
+/// Advisory lock key of the PostgreSQL sealer ("cs-seal!").
+const SEALER_LOCK_KEY: i64 = 0x6373_2d73_6561_6c21;
+
+/// PostgreSQL: chain up to `max` committed events from `audit_unsealed`, oldest first, in one
+/// transaction under the sealer lock; returns how many were sealed (0 leaves the database
+/// untouched). An event whose tag does not verify was not written by a holder of the service
+/// key: nothing of the batch is sealed (the transaction rolls back, the rows stay for an
+/// operator to inspect) and the error names the row.
+pub(super) fn seal_unsealed(
+    tx: &mut dyn Tx,
+    sealer: &AuditSealer,
+    max: i64,
+) -> Result<usize, StoreError> {
+    let any = tx
+        .query_opt(&ANY_UNSEALED, params![])?
+        .map(|mut r| r.bool(0))
+        .transpose()?
+        .unwrap_or(false);
+    if !any {
+        return Ok(0);
     }
-    Ok(())
+    tx.execute(&SEALER_LOCK, params![SEALER_LOCK_KEY])?;
+    let mut taken = tx
+        .query(&TAKE_UNSEALED, params![max])?
+        .into_iter()
+        .map(|mut r| Ok((r.int(0)?, r.text(1)?, r.blob(2)?)))
+        .collect::<Result<Vec<(i64, String, Vec<u8>)>, StoreError>>()?;
+    if taken.is_empty() {
+        return Ok(0);
+    }
+    // `RETURNING` has no order: the ids are the order the events were written in.
+    taken.sort_unstable_by_key(|(id, ..)| *id);
+    let mut events = Vec::with_capacity(taken.len());
+    for (id, text, tag) in &taken {
+        if !sealer.check_unsealed(text, tag) {
+            return Err(StoreError::Corrupt(format!(
+                "audit_unsealed row {id} does not carry this service key's tag: it was not \
+                 written by a replica; nothing sealed"
+            )));
+        }
+        let body = serde_json::from_str(text).map_err(|e| {
+            StoreError::Corrupt(format!("audit_unsealed row {id} is not a JSON object: {e}"))
+        })?;
+        events.push(AuditEvent::from_body(body));
+    }
+    let (seq, prev) = head(tx, false)?;
+    let (seq, prev) = chain(tx, sealer, seq, prev, events.iter())?;
+    tx.execute(&UPDATE_HEAD, params![to_i64(seq), &prev])?;
+    Ok(events.len())
 }
 
 // ---- approvals -----------------------------------------------------------------------------
@@ -263,9 +350,18 @@ fn regressed(stored: Option<u32>, got: u32) -> Option<u32> {
 /// (`ON CONFLICT DO NOTHING`) makes a concurrent first use wait for this commit. The counter
 /// rule treats 0 exactly as "no counter", so a refusal that commits the placeholder changes
 /// nothing observable.
-fn stored_counter(tx: &mut dyn Tx, credential_id: &[u8]) -> Result<Option<u32>, StoreError> {
+fn stored_counter(
+    tx: &mut dyn Tx,
+    credential_id: &[u8],
+    got: u32,
+) -> Result<Option<u32>, StoreError> {
     tx.execute(&COUNTER_PLACEHOLDER, params![credential_id])?;
-    tx.query_opt(&COUNTER_FOR_UPDATE, params![credential_id])?
+    let lock = if got == 0 {
+        &COUNTER_FOR_SHARE
+    } else {
+        &COUNTER_FOR_UPDATE
+    };
+    tx.query_opt(lock, params![credential_id])?
         .map(|mut r| r.u32(0, "sign_count"))
         .transpose()
 }
@@ -277,10 +373,11 @@ fn counter_refuses(
     credential_id: &[u8],
     got: u32,
 ) -> Result<Option<u32>, StoreError> {
-    Ok(regressed(stored_counter(tx, credential_id)?, got))
+    Ok(regressed(stored_counter(tx, credential_id, got)?, got))
 }
 
-/// Raise the counter (its row exists: [`stored_counter`] ran first) to `got`; never lowers it.
+/// Raise the counter (its row exists: [`stored_counter`] ran first) to `got`; never lowers it,
+/// and leaves the row untouched (unlocked) when `got` does not exceed it.
 fn raise_counter(tx: &mut dyn Tx, credential_id: &[u8], got: u32) -> Result<(), StoreError> {
     tx.execute(&RAISE_COUNTER, params![credential_id, got])?;
     Ok(())

@@ -64,9 +64,16 @@ fn verdict(id: &str, now: i64, status: ApprovalStatus, nonce: u8, count: u32) ->
     }
 }
 
+/// `s`, with every event committed so far sealed into its chain (PostgreSQL seals after the
+/// commit; a test reading lines wants them all).
+fn sealed(s: &dyn Store) -> &dyn Store {
+    s.seal_audit().unwrap();
+    s
+}
+
 /// Every line's `prev_hash` is the hash of the line before it (one chain, no fork, no gap).
 fn assert_one_chain(s: &dyn Store) {
-    let lines = s.audit_lines_after(0, 100_000).unwrap();
+    let lines = sealed(s).audit_lines_after(0, 100_000).unwrap();
     let mut prev = GENESIS_HASH;
     for (i, (seq, line)) in lines.iter().enumerate() {
         assert_eq!(*seq, i as u64 + 1, "seq gap");
@@ -207,7 +214,7 @@ fn sweeper_expires_only_overdue_pending_and_audits_it() {
         assert_eq!(s.expire_overdue(150, 10).unwrap(), vec!["a".to_owned()]);
         assert!(s.expire_overdue(150, 10).unwrap().is_empty());
         assert_eq!(s.pending_count().unwrap(), 1);
-        let lines = s.audit_lines_after(0, 10).unwrap();
+        let lines = sealed(s.as_ref()).audit_lines_after(0, 10).unwrap();
         assert_eq!(lines.len(), 1);
         assert!(lines[0].1.contains("expired_unanswered"));
         assert!(s.take_login_challenge(b"n", 0).is_ok_and(|ok| !ok));
@@ -371,7 +378,8 @@ fn enrollment(record: &CredentialRecord, group: Option<&str>) -> AuditEvent {
 
 /// The `kind` of every audit line, in order.
 fn kinds(s: &dyn Store) -> Vec<String> {
-    s.audit_lines_after(0, 10_000)
+    sealed(s)
+        .audit_lines_after(0, 10_000)
         .unwrap()
         .iter()
         .map(|(_, line)| {
@@ -383,7 +391,8 @@ fn kinds(s: &dyn Store) -> Vec<String> {
 
 /// Every audit line parsed.
 fn lines(s: &dyn Store) -> Vec<serde_json::Value> {
-    s.audit_lines_after(0, 10_000)
+    sealed(s)
+        .audit_lines_after(0, 10_000)
         .unwrap()
         .iter()
         .map(|(_, line)| serde_json::from_str(line).unwrap())
@@ -520,7 +529,7 @@ fn revoking_marks_the_record_appends_one_line_and_refuses_twice() {
 
         // The whole log verifies, credential lines included.
         let mut text = String::new();
-        for (_, line) in s.audit_lines_after(0, 100).unwrap() {
+        for (_, line) in sealed(s.as_ref()).audit_lines_after(0, 100).unwrap() {
             text.push_str(&line);
             text.push('\n');
         }
@@ -747,7 +756,7 @@ fn sqlite_upgrades_a_database_from_before_numbered_migrations_in_place() {
             assert_eq!(s.audit_head().unwrap(), (1, [1; 32]));
             s.create(&new("new", 100), &[AuditEvent::test("new")])
                 .unwrap();
-            let line = &s.audit_lines_after(1, 10).unwrap()[0].1;
+            let line = &sealed(&s).audit_lines_after(1, 10).unwrap()[0].1;
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
             assert_eq!(v["prev_hash"], countersign::b64::encode(&[1; 32]));
         }
@@ -946,7 +955,9 @@ fn postgres_replicas_race_without_double_outcomes_or_forks() {
     for r in &replicas {
         assert_one_chain(r.as_ref());
     }
-    let lines = replicas[0].audit_lines_after(0, 100_000).unwrap();
+    let lines = sealed(replicas[0].as_ref())
+        .audit_lines_after(0, 100_000)
+        .unwrap();
     // 1 verdict + 1 nonce winner + 24 counters (every count is distinct, but order decides
     // how many regress) + maybe a grant + 40 expiries.
     assert!(lines.len() >= 1 + 1 + 1 + 40, "{}", lines.len());
@@ -969,9 +980,10 @@ fn the_postgres_probe_finds_closed_ports_and_bad_urls() {
 
 /// Two first uses of one credential's counter, on two replicas at once: only one passes.
 ///
-/// Made deterministic with an outside transaction that holds the audit head: each settlement
-/// then stops at its append, after its counter check, so neither commits before the other has
-/// checked. Without serialization of the first use, both read "no counter" and both settle.
+/// Made deterministic with an outside transaction that holds `audit_unsealed` locked against
+/// inserts: each settlement then stops at its audit event, after its counter check, so neither
+/// commits before the other has checked. Without serialization of the first use, both read "no
+/// counter" and both settle.
 #[test]
 fn postgres_first_use_of_a_counter_is_serialized() {
     let Some(schema) = postgres("postgres_first_counter_use") else {
@@ -984,21 +996,9 @@ fn postgres_first_use_of_a_counter_is_serialized() {
     a.create(&new("first-a", 1_000), &[]).unwrap();
     a.create(&new("first-b", 1_000), &[]).unwrap();
 
-    // The blocker and the observer run on a thread of their own: the synchronous client must
-    // not share a thread with the stores' workers.
-    let (hold_tx, hold_rx) = std::sync::mpsc::channel::<()>();
-    let (held_tx, held_rx) = std::sync::mpsc::channel::<()>();
-    let blocker_url = schema.url();
-    let blocker = std::thread::spawn(move || {
-        let mut client = ::postgres::Client::connect(&blocker_url, ::postgres::NoTls).unwrap();
-        let mut tx = client.transaction().unwrap();
-        tx.query("SELECT seq FROM audit_head FOR UPDATE", &[])
-            .unwrap();
-        held_tx.send(()).unwrap();
-        hold_rx.recv().unwrap();
-        tx.rollback().unwrap();
-    });
-    held_rx.recv().unwrap();
+    // The blocker runs on a thread of its own: the synchronous client must not share a
+    // thread with the stores' workers.
+    let (hold_tx, blocker) = hold_audit_inserts(&schema.url());
 
     let settle = |store: Arc<dyn Store>, id: &'static str, nonce: u8| {
         std::thread::spawn(move || {
@@ -1011,30 +1011,9 @@ fn postgres_first_use_of_a_counter_is_serialized() {
     let first = settle(Arc::clone(&a), "first-a", 201);
     let second = settle(Arc::clone(&b), "first-b", 202);
 
-    // Wait until both settlements are blocked on a lock (one on the audit head, the other on the
-    // audit head or on the first's counter row), observed in pg_stat_activity, not by timing.
-    let observer_url = schema.url();
-    let app_name = app.clone();
-    std::thread::spawn(move || {
-        let mut client = ::postgres::Client::connect(&observer_url, ::postgres::NoTls).unwrap();
-        for _ in 0..60_000 {
-            let waiting: i64 = client
-                .query_one(
-                    "SELECT count(*) FROM pg_stat_activity \
-                     WHERE application_name = $1 AND wait_event_type = 'Lock'",
-                    &[&app_name],
-                )
-                .unwrap()
-                .get(0);
-            if waiting >= 2 {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        panic!("the two settlements never both waited on a lock");
-    })
-    .join()
-    .unwrap();
+    // Wait until both settlements are blocked on a lock (one on the audit table, the other on the
+    // audit table or on the first's counter row), observed in pg_stat_activity, not by timing.
+    wait_for_lock_waiters(&schema.url(), &app, 2, None);
     hold_tx.send(()).unwrap();
     blocker.join().unwrap();
 
@@ -1050,6 +1029,253 @@ fn postgres_first_use_of_a_counter_is_serialized() {
     assert_eq!((settled, regressed), (1, 1), "{outcomes:?}");
     assert_eq!(a.replay_snapshot(&[0; 32], b"cred").unwrap().1, Some(5));
     assert_one_chain(a.as_ref());
+}
+
+/// What a session waits for, to count in [`wait_for_lock_waiters`]: the pg_stat_activity
+/// `wait_event` ('relation' for a table lock, 'transactionid' for another transaction's row)
+/// and how the statement waiting begins.
+type Waiting = Option<(&'static str, &'static str)>;
+
+/// Block (in the calling thread) until `n` sessions named `app` wait on a lock (the one
+/// `waiting` names, if any): observed, not timed.
+fn wait_for_lock_waiters(url: &str, app: &str, n: i64, waiting: Waiting) {
+    let (url, app) = (url.to_owned(), app.to_owned());
+    let (event, statement) = waiting.unzip();
+    std::thread::spawn(move || {
+        let mut client = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+        for _ in 0..60_000 {
+            let waiting: i64 = client
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 \
+                     AND wait_event_type = 'Lock' AND ($2::text IS NULL OR wait_event = $2) \
+                     AND ($3::text IS NULL OR starts_with(query, $3))",
+                    &[&app, &event, &statement],
+                )
+                .unwrap()
+                .get(0);
+            if waiting >= n {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        panic!("never {n} sessions of {app} waiting on a lock ({event:?}, {statement:?})");
+    })
+    .join()
+    .unwrap();
+}
+
+/// A request transaction stopped at its audit event by [`hold_audit_inserts`].
+const AT_AUDIT_INSERT: Waiting = Some(("relation", "INSERT INTO audit_unsealed"));
+
+/// Hold `LOCK TABLE audit_unsealed IN EXCLUSIVE MODE` (inserts wait, reads pass) on a thread of
+/// its own until the returned sender is used; returns once the lock is held.
+fn hold_audit_inserts(url: &str) -> (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>) {
+    let (hold_tx, hold_rx) = std::sync::mpsc::channel::<()>();
+    let (held_tx, held_rx) = std::sync::mpsc::channel::<()>();
+    let url = url.to_owned();
+    let blocker = std::thread::spawn(move || {
+        let mut client = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+        let mut tx = client.transaction().unwrap();
+        tx.batch_execute("LOCK TABLE audit_unsealed IN EXCLUSIVE MODE")
+            .unwrap();
+        held_tx.send(()).unwrap();
+        hold_rx.recv().unwrap();
+        tx.rollback().unwrap();
+    });
+    held_rx.recv().unwrap();
+    (hold_tx, blocker)
+}
+
+/// Verdicts without a counter (0) from one credential, on two replicas at once, do not queue
+/// behind each other's commits on the counter row: both reach their audit insert together
+/// (both wait on the table lock, neither on the other's row). Then both settle.
+#[test]
+fn postgres_zero_counter_verdicts_of_one_credential_do_not_queue() {
+    let Some(schema) = postgres("postgres_zero_counter") else {
+        return;
+    };
+    let app = format!("cs_{}", schema.name());
+    let url = format!("{}&application_name={app}", schema.url());
+    let a: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url, sealer(), 1).unwrap());
+    let b: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url, sealer(), 1).unwrap());
+    a.create(&new("zero-a", 1_000), &[]).unwrap();
+    a.create(&new("zero-b", 1_000), &[]).unwrap();
+    // The credential's counter row exists (a first use created it): the case of every later
+    // verdict.
+    a.create(&new("zero-0", 1_000), &[]).unwrap();
+    assert!(matches!(
+        a.settle(&verdict("zero-0", 10, ApprovalStatus::Approved, 200, 0))
+            .unwrap(),
+        SettleOutcome::Settled(_)
+    ));
+
+    a.seal_audit().unwrap();
+    let (hold, blocker) = hold_audit_inserts(&schema.url());
+    let settle = |store: Arc<dyn Store>, id: &'static str, nonce: u8| {
+        std::thread::spawn(move || {
+            store
+                .settle(&verdict(id, 10, ApprovalStatus::Approved, nonce, 0))
+                .unwrap()
+        })
+    };
+    let first = settle(Arc::clone(&a), "zero-a", 201);
+    let second = settle(Arc::clone(&b), "zero-b", 202);
+    // Both at their audit insert, waiting on the table lock; a wait on the other's counter row
+    // would be on its transaction id, in the counter's SELECT.
+    wait_for_lock_waiters(&schema.url(), &app, 2, AT_AUDIT_INSERT);
+    hold.send(()).unwrap();
+    blocker.join().unwrap();
+    for outcome in [first.join().unwrap(), second.join().unwrap()] {
+        assert!(matches!(outcome, SettleOutcome::Settled(_)), "{outcome:?}");
+    }
+    assert_one_chain(a.as_ref());
+    assert_eq!(kinds(a.as_ref()).len(), 3);
+}
+
+/// A verdict with a counter raises it under the row's exclusive lock; a zero-counter verdict
+/// racing it waits for that commit and then sees the raised count: refused, as it would be
+/// one after the other.
+#[test]
+fn postgres_a_zero_counter_verdict_sees_a_concurrent_raise() {
+    let Some(schema) = postgres("postgres_zero_after_raise") else {
+        return;
+    };
+    let app = format!("cs_{}", schema.name());
+    let url = format!("{}&application_name={app}", schema.url());
+    let a: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url, sealer(), 1).unwrap());
+    let b: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url, sealer(), 1).unwrap());
+    for id in ["raise-0", "raise-a", "raise-b"] {
+        a.create(&new(id, 1_000), &[]).unwrap();
+    }
+    assert!(matches!(
+        a.settle(&verdict("raise-0", 10, ApprovalStatus::Approved, 200, 0))
+            .unwrap(),
+        SettleOutcome::Settled(_)
+    ));
+    a.seal_audit().unwrap();
+    let (hold, blocker) = hold_audit_inserts(&schema.url());
+    let raiser = {
+        let a = Arc::clone(&a);
+        std::thread::spawn(move || {
+            a.settle(&verdict("raise-a", 10, ApprovalStatus::Approved, 201, 7))
+                .unwrap()
+        })
+    };
+    // The raise holds the counter row and waits at its audit insert.
+    wait_for_lock_waiters(&schema.url(), &app, 1, AT_AUDIT_INSERT);
+    let zero = {
+        let b = Arc::clone(&b);
+        std::thread::spawn(move || {
+            b.settle(&verdict("raise-b", 10, ApprovalStatus::Approved, 202, 0))
+                .unwrap()
+        })
+    };
+    // The zero-counter verdict waits for the raiser's transaction, which holds the counter row
+    // (at the placeholder insert, which must learn whether the updated row stays, or at the
+    // shared lock).
+    wait_for_lock_waiters(&schema.url(), &app, 1, Some(("transactionid", "")));
+    hold.send(()).unwrap();
+    blocker.join().unwrap();
+    assert!(matches!(raiser.join().unwrap(), SettleOutcome::Settled(_)));
+    let zero = zero.join().unwrap();
+    assert!(
+        matches!(zero, SettleOutcome::CounterRegression { stored: 7, got: 0 }),
+        "{zero:?}"
+    );
+}
+
+/// An event in `audit_unsealed` that does not carry the service key's tag (written by someone
+/// with database access, not by a replica) is never signed into the chain: the round fails,
+/// naming the row, and seals nothing; once the row is gone, sealing resumes.
+#[test]
+fn postgres_an_untagged_unsealed_event_is_never_sealed() {
+    let Some(schema) = postgres("postgres_untagged_unsealed") else {
+        return;
+    };
+    let s = PostgresStore::connect(&schema.url(), sealer(), 1).unwrap();
+    s.create(&new("honest", 1_000), &[AuditEvent::test("honest")])
+        .unwrap();
+    assert_eq!(s.audit_head().unwrap().0, 1);
+    let mut client = ::postgres::Client::connect(&schema.url(), ::postgres::NoTls).unwrap();
+    let forged = r#"{"kind":"decision","approval_id":"honest","status":"APPROVED"}"#;
+    // A tag under another service key, and a row with no valid tag at all.
+    let other = AuditSealer::from_seed([6; 32])
+        .tag_unsealed(forged)
+        .to_vec();
+    client
+        .execute(
+            "INSERT INTO audit_unsealed (event, tag) VALUES ($1, $2)",
+            &[&forged, &other],
+        )
+        .unwrap();
+    s.create(&new("after", 1_000), &[AuditEvent::test("after")])
+        .unwrap();
+    let err = s.seal_audit().unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Corrupt(m) if m.contains("audit_unsealed row")),
+        "{err:?}"
+    );
+    // Nothing of the batch was sealed: neither the forged row nor the honest one after it.
+    assert_eq!(s.audit_lines_after(0, 10).unwrap().len(), 1);
+    client
+        .execute("DELETE FROM audit_unsealed WHERE event = $1", &[&forged])
+        .unwrap();
+    let lines = sealed(&s).audit_lines_after(0, 10).unwrap();
+    assert_eq!(lines.len(), 2);
+    assert!(lines[1].1.contains("\"after\""));
+    assert_one_chain(&s);
+}
+
+/// Events a replica committed and never sealed (it died between the two) are chained by
+/// another replica's sealer on its own (its poll), and by a replica that starts, before it
+/// serves.
+#[test]
+fn postgres_a_dead_replicas_committed_events_are_sealed_by_the_others() {
+    let Some(schema) = postgres("postgres_orphan_events") else {
+        return;
+    };
+    let alive = PostgresStore::connect(&schema.url(), sealer(), 1).unwrap();
+    // What a replica killed after its commit leaves: tagged rows, no sealer to chain them.
+    let mut client = ::postgres::Client::connect(&schema.url(), ::postgres::NoTls).unwrap();
+    let orphan = |id: &str| {
+        let text = serde_json::to_string(AuditEvent::test(id).body()).unwrap();
+        let tag = sealer().tag_unsealed(&text).to_vec();
+        (text, tag)
+    };
+    let (text, tag) = orphan("orphan-1");
+    client
+        .execute(
+            "INSERT INTO audit_unsealed (event, tag) VALUES ($1, $2)",
+            &[&text, &tag],
+        )
+        .unwrap();
+    // Nobody asks: the live replica's poll seals it (waited for, bounded, not timed).
+    let mut polled = false;
+    for _ in 0..600 {
+        if alive.audit_lines_after(0, 10).unwrap().len() == 1 {
+            polled = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        polled,
+        "the live replica's sealer never chained the orphaned event"
+    );
+    drop(alive);
+    let (text, tag) = orphan("orphan-2");
+    client
+        .execute(
+            "INSERT INTO audit_unsealed (event, tag) VALUES ($1, $2)",
+            &[&text, &tag],
+        )
+        .unwrap();
+    // A replica starting chains what waits before `connect` returns.
+    let starting = PostgresStore::connect(&schema.url(), sealer(), 1).unwrap();
+    let lines = starting.audit_lines_after(0, 10).unwrap();
+    assert_eq!(lines.len(), 2);
+    assert!(lines[1].1.contains("orphan-2"));
+    assert_one_chain(&starting);
 }
 
 #[test]

@@ -198,6 +198,7 @@ impl TestApp {
     }
 
     pub fn audit_text(&self) -> String {
+        self.state.store().seal_audit().unwrap();
         let lines = self.state.store().audit_lines_after(0, 1_000_000).unwrap();
         lines.into_iter().map(|(_, l)| l + "\n").collect()
     }

@@ -284,7 +284,15 @@ impl Store for SqlStore {
     }
 
     fn audit_head(&self) -> Result<(u64, [u8; 32]), StoreError> {
+        self.seal_audit()?;
         self.one(|tx| head(tx, false))
+    }
+
+    fn seal_audit(&self) -> Result<(), StoreError> {
+        match &self.db {
+            Db::Sqlite(_) => Ok(()),
+            Db::Postgres(db) => db.seal_now(),
+        }
     }
 
     fn audit_lines_after(&self, seq: u64, max: usize) -> Result<Vec<(u64, String)>, StoreError> {

@@ -117,6 +117,21 @@ pub(super) const INSERT_AUDIT: Sql =
     Sql::same("INSERT INTO audit (seq, hash, line) VALUES (?1, ?2, ?3)");
 /// PostgreSQL only (SQLite's head is the last line).
 pub(super) const UPDATE_HEAD: Sql = Sql::same("UPDATE audit_head SET seq = ?1, hash = ?2");
+/// PostgreSQL only: an event committed with its state change, waiting to be sealed.
+pub(super) const INSERT_UNSEALED: Sql =
+    Sql::same("INSERT INTO audit_unsealed (event, tag) VALUES (?1, ?2)");
+/// PostgreSQL only: one sealer at a time, cluster-wide, until its transaction ends. An advisory
+/// lock rather than `FOR UPDATE` on the head row: a round that finds nothing to seal then
+/// writes nothing and its commit waits for no flush.
+pub(super) const SEALER_LOCK: Sql = Sql::same("SELECT pg_advisory_xact_lock(?1)");
+/// PostgreSQL only: take (delete and return) up to `?1` waiting events, oldest first. Exactly the
+/// returned rows are deleted, so an event that commits while this runs waits for the next round.
+pub(super) const TAKE_UNSEALED: Sql = Sql::same(
+    "DELETE FROM audit_unsealed WHERE id IN \
+     (SELECT id FROM audit_unsealed ORDER BY id LIMIT ?1) RETURNING id, event, tag",
+);
+/// PostgreSQL only: whether any event waits (read without a lock, to skip empty rounds).
+pub(super) const ANY_UNSEALED: Sql = Sql::same("SELECT EXISTS (SELECT 1 FROM audit_unsealed)");
 pub(super) const AUDIT_AFTER: Sql =
     Sql::same("SELECT seq, line FROM audit WHERE seq > ?1 ORDER BY seq LIMIT ?2");
 
@@ -132,6 +147,14 @@ pub(super) const COUNTER_PLACEHOLDER: Sql = Sql::same(
 pub(super) const COUNTER_FOR_UPDATE: Sql = Sql::each(
     "SELECT sign_count FROM counters WHERE credential_id = ?1",
     "SELECT sign_count FROM counters WHERE credential_id = ?1 FOR UPDATE",
+);
+/// A verdict without a counter (0) raises nothing, so it only needs the count not to move
+/// while it commits: a shared lock, which does not queue the verdicts of one credential
+/// behind each other's commits as `FOR UPDATE` does, yet waits for (and then sees) a
+/// concurrent raise.
+pub(super) const COUNTER_FOR_SHARE: Sql = Sql::each(
+    "SELECT sign_count FROM counters WHERE credential_id = ?1",
+    "SELECT sign_count FROM counters WHERE credential_id = ?1 FOR SHARE",
 );
 pub(super) const RAISE_COUNTER: Sql =
     Sql::same("UPDATE counters SET sign_count = ?2 WHERE credential_id = ?1 AND sign_count < ?2");
