@@ -309,6 +309,8 @@ impl Sealer {
 
     /// The sealer thread: a round whenever one is asked for, and every [`SEAL_POLL`] anyway.
     fn run(&self, mut worker: Worker, key: &AuditSealer) {
+        // Logged when it starts failing, changes reason, or recovers: not every poll.
+        let mut failing: Option<String> = None;
         loop {
             let (target, stop) = {
                 let mut rounds = self.rounds.lock().unwrap_or_else(|p| p.into_inner());
@@ -321,6 +323,17 @@ impl Sealer {
                 (rounds.requested, rounds.stop)
             };
             let outcome = self.seal_all(&mut worker, key);
+            match (&outcome, &failing) {
+                (Err(e), last) if last.as_deref() != Some(e.to_string().as_str()) => {
+                    tracing::error!(error = %e, "sealing audit events failed; they stay committed and waiting");
+                    failing = Some(e.to_string());
+                }
+                (Ok(()), Some(_)) => {
+                    tracing::info!("sealing audit events works again");
+                    failing = None;
+                }
+                _ => {}
+            }
             {
                 let mut rounds = self.rounds.lock().unwrap_or_else(|p| p.into_inner());
                 rounds.completed = rounds.completed.max(target);
