@@ -493,6 +493,9 @@ pub trait Store: standing::StandingStore + Send + Sync + std::fmt::Debug + 'stat
     /// transaction that writes them, so there is nothing to do; PostgreSQL seals them just after
     /// their commit (store/postgres.rs), and this waits for a sealing round.
     fn seal_audit(&self) -> Result<(), StoreError>;
+    /// Whether a committed event is a sealed line as soon as its transaction commits (SQLite),
+    /// rather than a round later (PostgreSQL).
+    fn seals_on_commit(&self) -> bool;
     /// Up to `limit` sealed audit lines after `seq`, in order (events committed but not yet
     /// sealed are not lines yet: [`Store::seal_audit`] first to have them all).
     fn audit_lines_after(&self, seq: u64, limit: usize) -> Result<Vec<(u64, String)>, StoreError>;

@@ -266,8 +266,8 @@ struct Rounds {
 struct SealCounters {
     rounds: AtomicU64,
     lines: AtomicU64,
-    /// Wall time of the transactions that sealed at least one line (they hold the lock from
-    /// its acquisition to their commit: this is a slight overestimate of the lock time).
+    /// Time the lock was held by the transactions that sealed at least one line: from its
+    /// grant to the commit's return (the lock is released at commit).
     busy_nanos: AtomicU64,
 }
 
@@ -278,8 +278,8 @@ pub struct SealStats {
     pub rounds: u64,
     /// Events chained.
     pub lines: u64,
-    /// Their total duration, in nanoseconds (an upper bound on the time the cluster-wide chain
-    /// lock was held by this replica).
+    /// The time they held the cluster-wide chain lock, in nanoseconds (from its grant to the
+    /// commit's return, so waiting for another replica's round is not counted).
     pub busy_nanos: u64,
 }
 
@@ -349,10 +349,11 @@ impl Sealer {
     /// Seal batches until one comes back short (everything committed before it is chained).
     fn seal_all(&self, worker: &mut Worker, key: &AuditSealer) -> Result<(), StoreError> {
         loop {
-            let started = std::time::Instant::now();
-            let n = worker.transaction(false, &|tx| rules::seal_unsealed(tx, key, SEAL_BATCH))?;
-            if n > 0 {
-                let busy = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let (n, locked) =
+                worker.transaction(false, &|tx| rules::seal_unsealed(tx, key, SEAL_BATCH))?;
+            if let (true, Some(locked)) = (n > 0, locked) {
+                // From the lock's grant to the commit's return: the lock is released at commit.
+                let busy = u64::try_from(locked.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 self.stats.rounds.fetch_add(1, Ordering::Relaxed);
                 self.stats.lines.fetch_add(n as u64, Ordering::Relaxed);
                 self.stats.busy_nanos.fetch_add(busy, Ordering::Relaxed);
@@ -564,6 +565,9 @@ fn bind<'a>(
                     (Param::Int(v), _) => Box::new(v),
                     (Param::Text(v), _) => Box::new(v),
                     (Param::Blob(v), _) => Box::new(v),
+                    (Param::Ints(v), _) => Box::new(v),
+                    (Param::Texts(v), _) => Box::new(v),
+                    (Param::Blobs(v), _) => Box::new(v),
                 })
             },
         )

@@ -16,7 +16,7 @@
 //! `FOR UPDATE`.
 
 use super::preauth::stamp_use;
-use super::seam::{Dialect, Row, Tx, params};
+use super::seam::{Dialect, Param, Row, Tx, params};
 use super::standing::{NewStandingGrant, StandingGrantRecord, StandingStore, UseRecords};
 use super::{
     ApprovalRecord, DisableOutcome, GatewayRecord, GrantOutcome, Import, IssuedChallenge,
@@ -277,30 +277,31 @@ const SEALER_LOCK_KEY: i64 = 0x6373_2d73_6561_6c21;
 
 /// PostgreSQL: chain up to `max` committed events from `audit_unsealed`, oldest first, in one
 /// transaction under the sealer lock; returns how many were sealed (0 leaves the database
-/// untouched). An event whose tag does not verify was not written by a holder of the service
+/// untouched) and when the lock was granted (for the lock-time figures). An event whose tag does not verify was not written by a holder of the service
 /// key: nothing of the batch is sealed (the transaction rolls back, the rows stay for an
 /// operator to inspect) and the error names the row.
 pub(super) fn seal_unsealed(
     tx: &mut dyn Tx,
     sealer: &AuditSealer,
     max: i64,
-) -> Result<usize, StoreError> {
+) -> Result<(usize, Option<std::time::Instant>), StoreError> {
     let any = tx
         .query_opt(&ANY_UNSEALED, params![])?
         .map(|mut r| r.bool(0))
         .transpose()?
         .unwrap_or(false);
     if !any {
-        return Ok(0);
+        return Ok((0, None));
     }
     tx.execute(&SEALER_LOCK, params![SEALER_LOCK_KEY])?;
+    let locked = std::time::Instant::now();
     let mut taken = tx
         .query(&TAKE_UNSEALED, params![max])?
         .into_iter()
         .map(|mut r| Ok((r.int(0)?, r.text(1)?, r.blob(2)?)))
         .collect::<Result<Vec<(i64, String, Vec<u8>)>, StoreError>>()?;
     if taken.is_empty() {
-        return Ok(0);
+        return Ok((0, Some(locked)));
     }
     // `RETURNING` has no order: the ids are the order the events were written in.
     taken.sort_unstable_by_key(|(id, ..)| *id);
@@ -317,10 +318,27 @@ pub(super) fn seal_unsealed(
         })?;
         events.push(AuditEvent::from_body(body));
     }
-    let (seq, prev) = head(tx, false)?;
-    let (seq, prev) = chain(tx, sealer, seq, prev, events.iter())?;
+    // One statement for the batch: the lock is held for a few round trips, not one per line.
+    let (mut seq, mut prev) = head(tx, false)?;
+    let (mut seqs, mut hashes, mut lines) = (Vec::new(), Vec::new(), Vec::new());
+    for event in &events {
+        seq += 1;
+        let sealed = sealer.seal(seq, &prev, event);
+        prev = sealed.hash;
+        seqs.push(to_i64(seq));
+        hashes.push(sealed.hash.to_vec());
+        lines.push(sealed.line);
+    }
+    tx.execute(
+        &INSERT_AUDIT_BATCH,
+        &[
+            Param::Ints(&seqs),
+            Param::Blobs(&hashes),
+            Param::Texts(&lines),
+        ],
+    )?;
     tx.execute(&UPDATE_HEAD, params![to_i64(seq), &prev])?;
-    Ok(events.len())
+    Ok((events.len(), Some(locked)))
 }
 
 // ---- approvals -----------------------------------------------------------------------------

@@ -70,6 +70,10 @@ pub(crate) enum Param<'a> {
     Int(i64),
     Text(&'a str),
     Blob(&'a [u8]),
+    /// Arrays, for PostgreSQL's `unnest` (many rows in one statement); SQLite refuses them.
+    Ints(&'a [i64]),
+    Texts(&'a [String]),
+    Blobs(&'a [Vec<u8>]),
 }
 
 impl From<i64> for Param<'_> {

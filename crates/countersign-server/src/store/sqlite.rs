@@ -451,6 +451,11 @@ impl rusqlite::ToSql for Param<'_> {
             Param::Int(v) => ToSqlOutput::Borrowed(ValueRef::Integer(v)),
             Param::Text(v) => ToSqlOutput::Borrowed(ValueRef::Text(v.as_bytes())),
             Param::Blob(v) => ToSqlOutput::Borrowed(ValueRef::Blob(v)),
+            Param::Ints(_) | Param::Texts(_) | Param::Blobs(_) => {
+                return Err(rusqlite::Error::ToSqlConversionFailure(
+                    "array parameters are for PostgreSQL statements only".into(),
+                ));
+            }
         })
     }
 }

@@ -288,6 +288,10 @@ impl Store for SqlStore {
         self.one(|tx| head(tx, false))
     }
 
+    fn seals_on_commit(&self) -> bool {
+        matches!(self.db, Db::Sqlite(_))
+    }
+
     fn seal_audit(&self) -> Result<(), StoreError> {
         match &self.db {
             Db::Sqlite(_) => Ok(()),

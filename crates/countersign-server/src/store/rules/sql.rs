@@ -130,6 +130,11 @@ pub(super) const TAKE_UNSEALED: Sql = Sql::same(
     "DELETE FROM audit_unsealed WHERE id IN \
      (SELECT id FROM audit_unsealed ORDER BY id LIMIT ?1) RETURNING id, event, tag",
 );
+/// PostgreSQL only: a sealed batch, one statement (arrays of seq, hash, line).
+pub(super) const INSERT_AUDIT_BATCH: Sql = Sql::same(
+    "INSERT INTO audit (seq, hash, line) \
+     SELECT * FROM unnest(?1::bigint[], ?2::bytea[], ?3::text[])",
+);
 /// PostgreSQL only: whether any event waits (read without a lock, to skip empty rounds).
 pub(super) const ANY_UNSEALED: Sql = Sql::same("SELECT EXISTS (SELECT 1 FROM audit_unsealed)");
 pub(super) const AUDIT_AFTER: Sql =
