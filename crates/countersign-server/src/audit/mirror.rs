@@ -1,4 +1,5 @@
-//! The audit log file: a mirror of the database's audit table, appended after each commit.
+//! The audit log file: a mirror of the database's audit table, appended after each commit
+//! (SQLite) or each sweep (PostgreSQL, whose lines are sealed just after the commit).
 //!
 //! The database is the source of truth: an event is stored in the same transaction as the state
 //! change it records (sealed there on SQLite, sealed just after on PostgreSQL), so a crash can
