@@ -1000,16 +1000,9 @@ fn postgres_first_use_of_a_counter_is_serialized() {
     // thread with the stores' workers.
     let (hold_tx, blocker) = hold_audit_inserts(&schema.url());
 
-    let settle = |store: Arc<dyn Store>, id: &'static str, nonce: u8| {
-        std::thread::spawn(move || {
-            // Both the first use of b"cred", with the same count.
-            store
-                .settle(&verdict(id, 10, ApprovalStatus::Approved, nonce, 5))
-                .unwrap()
-        })
-    };
-    let first = settle(Arc::clone(&a), "first-a", 201);
-    let second = settle(Arc::clone(&b), "first-b", 202);
+    // Both the first use of b"cred", with the same count.
+    let first = settle_on_thread(&a, "first-a", 201, 5);
+    let second = settle_on_thread(&b, "first-b", 202, 5);
 
     // Wait until both settlements are blocked on a lock (one on the audit table, the other on the
     // audit table or on the first's counter row), observed in pg_stat_activity, not by timing.
@@ -1064,6 +1057,22 @@ fn wait_for_lock_waiters(url: &str, app: &str, n: i64, waiting: Waiting) {
     .unwrap();
 }
 
+/// Approve `id` on `store` (at time 10, spending `nonce`, with signature count `count`) on a
+/// thread of its own, so that the test can watch it wait on a lock.
+fn settle_on_thread(
+    store: &Arc<dyn Store>,
+    id: &'static str,
+    nonce: u8,
+    count: u32,
+) -> std::thread::JoinHandle<SettleOutcome> {
+    let store = Arc::clone(store);
+    std::thread::spawn(move || {
+        store
+            .settle(&verdict(id, 10, ApprovalStatus::Approved, nonce, count))
+            .unwrap()
+    })
+}
+
 /// A request transaction stopped at its audit event by [`hold_audit_inserts`].
 const AT_AUDIT_INSERT: Waiting = Some(("relation", "INSERT INTO audit_unsealed"));
 
@@ -1111,17 +1120,10 @@ fn postgres_zero_counter_verdicts_of_one_credential_do_not_queue() {
 
     a.seal_audit().unwrap();
     let (hold, blocker) = hold_audit_inserts(&schema.url());
-    let settle = |store: Arc<dyn Store>, id: &'static str, nonce: u8| {
-        std::thread::spawn(move || {
-            store
-                .settle(&verdict(id, 10, ApprovalStatus::Approved, nonce, 0))
-                .unwrap()
-        })
-    };
-    let first = settle(Arc::clone(&a), "zero-a", 201);
-    let second = settle(Arc::clone(&b), "zero-b", 202);
+    let first = settle_on_thread(&a, "zero-a", 201, 0);
+    let second = settle_on_thread(&b, "zero-b", 202, 0);
     // Both at their audit insert, waiting on the table lock; a wait on the other's counter row
-    // would be on its transaction id, in the counter's SELECT.
+    // would be on its transaction id instead.
     wait_for_lock_waiters(&schema.url(), &app, 2, AT_AUDIT_INSERT);
     hold.send(()).unwrap();
     blocker.join().unwrap();
@@ -1154,22 +1156,10 @@ fn postgres_a_zero_counter_verdict_sees_a_concurrent_raise() {
     ));
     a.seal_audit().unwrap();
     let (hold, blocker) = hold_audit_inserts(&schema.url());
-    let raiser = {
-        let a = Arc::clone(&a);
-        std::thread::spawn(move || {
-            a.settle(&verdict("raise-a", 10, ApprovalStatus::Approved, 201, 7))
-                .unwrap()
-        })
-    };
+    let raiser = settle_on_thread(&a, "raise-a", 201, 7);
     // The raise holds the counter row and waits at its audit insert.
     wait_for_lock_waiters(&schema.url(), &app, 1, AT_AUDIT_INSERT);
-    let zero = {
-        let b = Arc::clone(&b);
-        std::thread::spawn(move || {
-            b.settle(&verdict("raise-b", 10, ApprovalStatus::Approved, 202, 0))
-                .unwrap()
-        })
-    };
+    let zero = settle_on_thread(&b, "raise-b", 202, 0);
     // The zero-counter verdict waits for the raiser's transaction, which holds the counter row
     // (at the placeholder insert, which must learn whether the updated row stays, or at the
     // shared lock).
