@@ -50,12 +50,17 @@ impl AppState {
     /// Reload the gateways from the store.
     pub(crate) async fn reload_gateways(&self) -> Result<(), ApiError> {
         let records = self.blocking(|s| s.gateways()).await?;
+        self.set_gateways(records);
+        Ok(())
+    }
+
+    /// Replace the live gateways with the unrevoked ones of `records`.
+    pub(crate) fn set_gateways(&self, records: Vec<GatewayRecord>) {
         *self
             .inner
             .gateways
             .write()
             .unwrap_or_else(|p| p.into_inner()) = Arc::new(Gateways::from_records(records));
-        Ok(())
     }
 
     /// Add a gateway from inside the process (what `countersign gateway add` does from another

@@ -4,7 +4,12 @@
 
 use crate::support::{Approver, GATEWAY, TestApp, config};
 use countersign::Decision;
+use countersign_server::audit::AuditSealer;
+use countersign_server::config::Durability;
+use countersign_server::store::SqliteStore;
+use countersign_server::{AppState, StateParts, SystemClock};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// A raw answer: status, `WWW-Authenticate`, body bytes.
 struct Raw {
@@ -363,4 +368,46 @@ async fn a_gateway_added_or_revoked_in_the_store_is_seen_without_a_restart() {
     assert_eq!(probe(&client).await.status, 401, "revoked");
     // The test gateway was never affected.
     assert_eq!(probe(&app.http).await.status, 404);
+}
+
+#[tokio::test]
+async fn a_refresh_that_fails_part_way_is_redone_on_the_next_one() {
+    // A file database, so that another connection can take the gateways table away for a
+    // moment (as a restarting database fails one read of several).
+    let dir = std::env::temp_dir().join(format!("countersign-gw-refresh-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("db.sqlite");
+    let _ = std::fs::remove_file(&path);
+    let sealer = AuditSealer::from_seed([42; 32]);
+    let store = SqliteStore::open(&path, sealer.clone(), Durability::Normal).unwrap();
+    let state = AppState::new(StateParts {
+        config: config(),
+        public_url: "http://127.0.0.1:1".into(),
+        store: Arc::new(store),
+        clock: Arc::new(SystemClock),
+        sealer,
+        mirror: None,
+    })
+    .unwrap();
+    // Another process adds a gateway (the credentials version moves) …
+    let token =
+        countersign_server::gateways::add(state.store().as_ref(), "late", 1_800_000_000_000)
+            .unwrap();
+    // … and the refresh that sees the new version reads the credentials but not the gateways.
+    let other = rusqlite::Connection::open(&path).unwrap();
+    other
+        .execute_batch("ALTER TABLE gateways RENAME TO gateways_away")
+        .unwrap();
+    let failed = state.refresh_registry().await;
+    assert!(failed.is_err(), "the gateways read failed: {failed:?}");
+    assert!(state.gateway_of_token(&token).is_none());
+    other
+        .execute_batch("ALTER TABLE gateways_away RENAME TO gateways")
+        .unwrap();
+    // The failed refresh did not record the version as loaded: the next one loads it all.
+    assert!(state.refresh_registry().await.unwrap(), "reloaded");
+    assert_eq!(state.gateway_of_token(&token).as_deref(), Some("late"));
+    assert!(!state.refresh_registry().await.unwrap(), "now up to date");
+    drop(other);
+    let _ = std::fs::remove_dir_all(&dir);
 }
