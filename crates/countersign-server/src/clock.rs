@@ -64,6 +64,81 @@ impl<C: Clock> Clock for SteadyClock<C> {
     }
 }
 
+/// The database server's clock, as this process last read it, run forward on the monotonic
+/// clock between readings.
+///
+/// Replicas of one PostgreSQL database each have a wall clock of their own; if each decided
+/// expiry by its own, a replica whose clock is behind would accept a verdict the others already
+/// consider late, and one that is ahead would create approvals that live longer than configured.
+/// Reading the one clock they share, the database's, gives every replica the same time, within
+/// half a round trip and the monotonic clock's drift since the last reading (`serve` reads it
+/// at start and every 500 ms). The host's wall clock plays no part. `countersign serve` runs
+/// PostgreSQL replicas on [`SteadyClock`] over this, so that a reading that moves back (the
+/// database server's clock stepped back, or a reading's error) never moves the service back.
+#[derive(Debug)]
+pub struct DatabaseTime {
+    /// The database's time at the last reading and the monotonic instant it is taken to
+    /// correspond to.
+    anchor: Mutex<(OffsetDateTime, std::time::Instant)>,
+}
+
+impl DatabaseTime {
+    /// Anchored at one reading: the database answered `db_now` to a query sent at `sent` and
+    /// answered at `received`.
+    pub fn new(
+        db_now: OffsetDateTime,
+        sent: std::time::Instant,
+        received: std::time::Instant,
+    ) -> Self {
+        Self {
+            anchor: Mutex::new((db_now, midpoint(sent, received))),
+        }
+    }
+
+    /// Read the database's clock through `store` (one round trip, blocking).
+    pub fn read(store: &dyn crate::store::Store) -> Result<Self, crate::store::StoreError> {
+        let sent = std::time::Instant::now();
+        let db_now = store.database_now_ms()?;
+        Ok(Self::new(from_ms(db_now), sent, std::time::Instant::now()))
+    }
+
+    /// Re-anchor at a new reading.
+    pub fn update(
+        &self,
+        db_now: OffsetDateTime,
+        sent: std::time::Instant,
+        received: std::time::Instant,
+    ) {
+        *self.anchor.lock().unwrap_or_else(|p| p.into_inner()) = (db_now, midpoint(sent, received));
+    }
+
+    /// Read the database's clock again through `store` and re-anchor (blocking); on an error
+    /// the clock keeps running from its last reading.
+    pub fn refresh(&self, store: &dyn crate::store::Store) -> Result<(), crate::store::StoreError> {
+        let sent = std::time::Instant::now();
+        let db_now = store.database_now_ms()?;
+        self.update(from_ms(db_now), sent, std::time::Instant::now());
+        Ok(())
+    }
+}
+
+/// The instant halfway through a round trip: where an answer's reading is assumed to be taken,
+/// wrong by at most half the round trip.
+fn midpoint(sent: std::time::Instant, received: std::time::Instant) -> std::time::Instant {
+    sent + received.saturating_duration_since(sent) / 2
+}
+
+impl Clock for DatabaseTime {
+    fn now(&self) -> OffsetDateTime {
+        let (db_now, at) = *self.anchor.lock().unwrap_or_else(|p| p.into_inner());
+        let elapsed = std::time::Instant::now().saturating_duration_since(at);
+        time::Duration::try_from(elapsed)
+            .ok()
+            .and_then(|d| db_now.checked_add(d))
+            .unwrap_or(db_now)
+    }
+}
+
 impl<C: Clock> Clock for std::sync::Arc<C> {
     fn now(&self) -> OffsetDateTime {
         C::now(self)
@@ -159,6 +234,54 @@ mod tests {
         // Back again: the forward step is kept.
         wall.advance(time::Duration::hours(-2));
         assert!(steady.now() >= t2);
+    }
+
+    #[test]
+    fn database_time_runs_from_its_last_reading_and_ignores_the_wall_clock() {
+        use std::time::{Duration, Instant};
+        // A reading an hour away from this host's wall clock, answered in a 10 ms round trip.
+        let db = OffsetDateTime::now_utc() - time::Duration::hours(1);
+        let sent = Instant::now();
+        let clock = DatabaseTime::new(db, sent, sent + Duration::from_millis(10));
+        // Read at the round trip's midpoint, and the monotonic time since then added.
+        let now = clock.now();
+        assert!(now >= db - time::Duration::milliseconds(5), "{now} vs {db}");
+        assert!(
+            now < db + time::Duration::minutes(10),
+            "the wall clock leaked in: {now}"
+        );
+        // A later reading replaces the anchor, in either direction.
+        let later = db + time::Duration::hours(3);
+        let at = Instant::now();
+        clock.update(later, at, at);
+        assert!(clock.now() >= later);
+        let earlier = db - time::Duration::hours(3);
+        clock.update(earlier, at, at);
+        assert!(clock.now() < db);
+        // Under SteadyClock (as `serve` runs it) a reading that moves back is not followed.
+        let steady = SteadyClock::new(std::sync::Arc::new(clock));
+        let t0 = steady.now();
+        steady.wall.update(later, Instant::now(), Instant::now());
+        let t1 = steady.now();
+        assert!(t1 >= later, "a forward reading is followed: {t1}");
+        steady.wall.update(earlier, Instant::now(), Instant::now());
+        let t2 = steady.now();
+        assert!(t2 >= t1 && t1 >= t0, "{t0} {t1} {t2}");
+    }
+
+    #[test]
+    fn a_round_trips_midpoint_is_halfway() {
+        use std::time::{Duration, Instant};
+        let sent = Instant::now();
+        assert_eq!(
+            midpoint(sent, sent + Duration::from_millis(10)),
+            sent + Duration::from_millis(5)
+        );
+        // A clock read "before" it was sent (it cannot be) counts as a zero round trip.
+        assert_eq!(
+            midpoint(sent + Duration::from_millis(10), sent),
+            sent + Duration::from_millis(10)
+        );
     }
 
     #[test]

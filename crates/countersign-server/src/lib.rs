@@ -22,7 +22,7 @@ mod service;
 pub mod store;
 pub mod witness;
 
-pub use clock::{Clock, ManualClock, SteadyClock, SystemClock};
+pub use clock::{Clock, DatabaseTime, ManualClock, SteadyClock, SystemClock};
 pub use config::{Config, ConfigError};
 pub use error::{ApiError, ErrorCode};
 pub use http::{Display, Mark, Row, Segment, build_router};

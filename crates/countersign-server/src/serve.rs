@@ -1,7 +1,7 @@
 //! `countersign serve`: boot the service from a data directory and an optional config file.
 
 use crate::audit::{AuditMirror, AuditSealer};
-use crate::clock::{SteadyClock, SystemClock};
+use crate::clock::{Clock, DatabaseTime, SteadyClock, SystemClock};
 use crate::config::Config;
 use crate::service::{AppState, StateParts};
 use crate::store::DatabaseUrl;
@@ -40,6 +40,16 @@ pub mod files {
 
 /// Open the state of a data directory: key, database, audit file, registry import.
 pub fn open_state(data_dir: &Path, config: Config, public_url: String) -> anyhow::Result<AppState> {
+    Ok(open(data_dir, config, public_url)?.0)
+}
+
+/// [`open_state`], and the database's clock when the service runs on it (PostgreSQL), for
+/// `serve` to read again every sweep.
+fn open(
+    data_dir: &Path,
+    config: Config,
+    public_url: String,
+) -> anyhow::Result<(AppState, Option<Arc<DatabaseTime>>)> {
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("creating {}", data_dir.display()))?;
     let sealer = AuditSealer::load_or_create(&data_dir.join(files::SERVICE_KEY))?;
@@ -65,15 +75,27 @@ pub fn open_state(data_dir: &Path, config: Config, public_url: String) -> anyhow
         store.put_credentials(&doc.credentials, now)?;
     }
     let mirror = AuditMirror::open(&data_dir.join(files::AUDIT_LOG), store.as_ref())?;
-    AppState::new(StateParts {
+    // Time never runs backward (SteadyClock). Replicas of one PostgreSQL database all follow its
+    // clock, so that none decides expiry by a wall clock of its own; one SQLite process has only
+    // its host's clock, which is also its database's.
+    let (clock, database_time): (Arc<dyn Clock>, _) = match database {
+        DatabaseUrl::Postgres(_) => {
+            let time = Arc::new(
+                DatabaseTime::read(store.as_ref()).context("reading the database's clock")?,
+            );
+            (Arc::new(SteadyClock::new(time.clone())), Some(time))
+        }
+        DatabaseUrl::Sqlite(_) => (Arc::new(SteadyClock::new(SystemClock)), None),
+    };
+    let state = AppState::new(StateParts {
         config,
         public_url,
         store,
-        // Expiry never runs backward with the wall clock (see SteadyClock).
-        clock: Arc::new(SteadyClock::new(SystemClock)),
+        clock,
         sealer,
         mirror: Some(mirror),
-    })
+    })?;
+    Ok((state, database_time))
 }
 
 /// Print a status line; a closed stdout is not a reason to stop serving.
@@ -101,7 +123,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         .public_url
         .clone()
         .unwrap_or_else(|| format!("http://{local}"));
-    let state = open_state(&opts.data_dir, config, public_url.clone())?;
+    let (state, database_time) = open(&opts.data_dir, config, public_url.clone())?;
     // Whatever expired while the process was down is settled before the first request.
     let expired = state
         .expire_overdue()
@@ -139,6 +161,15 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         let mut tick = tokio::time::interval(SWEEP_INTERVAL);
         loop {
             tick.tick().await;
+            if let Some(time) = &database_time {
+                let (time, store) = (time.clone(), sweeper.store().clone());
+                match tokio::task::spawn_blocking(move || time.refresh(store.as_ref())).await {
+                    Ok(Ok(())) => {}
+                    // Until a reading succeeds the clock runs on from the last one.
+                    Ok(Err(e)) => tracing::warn!(error = %e, "reading the database's clock failed"),
+                    Err(e) => tracing::warn!(error = %e, "reading the database's clock failed"),
+                }
+            }
             if let Err(e) = sweeper.expire_overdue().await {
                 tracing::error!(error = %e.message, "expiry sweep failed");
             }

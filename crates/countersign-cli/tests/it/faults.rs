@@ -11,8 +11,8 @@
 //! database-wide options and terminate that database's connections without touching anyone
 //! else's. They skip (and say so) without a reachable PostgreSQL unless
 //! `COUNTERSIGN_TEST_POSTGRES` is set. The full PostgreSQL restart runs only with
-//! `COUNTERSIGN_FAULT_PG_RESTART=1` (`.ci/steps/postgres.sh`): it disturbs every other user of
-//! the server. The disk-full test mounts a small tmpfs, which needs root (CAP_SYS_ADMIN); without
+//! `COUNTERSIGN_FAULT_PG_RESTART=1`, and alone (`.ci/steps/postgres.sh` runs it after the
+//! others, by itself): it cuts every session on the server, the other tests' included. The disk-full test mounts a small tmpfs, which needs root (CAP_SYS_ADMIN); without
 //! it the test skips and says so, unless `COUNTERSIGN_FAULT_MOUNT=required`.
 
 use crate::support::{self, Approver, Http, Server};
@@ -978,8 +978,11 @@ async fn a_receiver_that_never_answers_slows_no_lifecycle_and_gets_five_attempts
 // ---------------------------------------------------------------------------------------------
 // 4. The wall clock jumps.
 
-/// The service as `serve` runs it (router, accept loop, the steady clock over a wall clock),
-/// except that the wall clock is one the test can step, over `store`.
+/// The service as `serve` runs it on SQLite (router, accept loop, the steady clock over a wall
+/// clock), except that the wall clock is one the test can step, over `store`. (On PostgreSQL
+/// `serve` runs on the database's clock instead, and the host's wall clock plays no part: see
+/// `replicas::a_replica_whose_wall_clock_is_an_hour_slow_keeps_the_databases_time`. The
+/// PostgreSQL run here checks the store's expiry rules under the same steps.)
 async fn service_on_a_steppable_wall(
     store: Arc<dyn countersign_server::store::Store>,
     dir: &Path,

@@ -652,3 +652,98 @@ fn enroll_invite_writes_the_invite_to_postgres() {
     drop(store);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Debian's `libfaketime` (package `libfaketime`): preloaded, it shifts a process's wall clock.
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// The `Date` header of `base`'s answer: that process's wall clock, to the second.
+async fn wall_clock_of(base: &str) -> time::OffsetDateTime {
+    let r = reqwest::get(format!("{base}/healthz")).await.unwrap();
+    let date = r.headers()["date"].to_str().unwrap().to_owned();
+    time::OffsetDateTime::parse(&date, &time::format_description::well_known::Rfc2822)
+        .unwrap_or_else(|e| panic!("Date: {date}: {e}"))
+}
+
+fn rfc3339(v: &Value) -> time::OffsetDateTime {
+    let text = v.as_str().unwrap_or_else(|| panic!("not a timestamp: {v}"));
+    time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_whose_wall_clock_is_an_hour_slow_keeps_the_databases_time() {
+    if !Path::new(LIBFAKETIME).exists() {
+        // CI installs it (.ci/steps/postgres.sh) and says so; elsewhere the test says why not.
+        assert!(
+            std::env::var_os("COUNTERSIGN_TEST_FAKETIME").is_none(),
+            "COUNTERSIGN_TEST_FAKETIME is set but {LIBFAKETIME} is missing"
+        );
+        eprintln!("SKIPPED the clock-skew replica test: install Debian's libfaketime");
+        return;
+    }
+    let alice = Approver::new("alice", "alice-es256", false);
+    let Some(mut c) = Cluster::start("replicas-skew", &[&alice]) else {
+        return;
+    };
+    // Replica 2 comes back with its wall clock an hour behind (an unsynchronised host); its
+    // monotonic clock, which timers use, is left alone.
+    let data = c.replicas[2].data.clone();
+    c.replicas[2] = Server::spawn_with(
+        "127.0.0.1:0",
+        &data,
+        &c.dir.join("config.toml"),
+        Some(&c.url),
+        |command| {
+            command
+                .env("LD_PRELOAD", LIBFAKETIME)
+                .env("FAKETIME", "-1h")
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        },
+    );
+    let (right, slow) = (c.base(0), c.base(2));
+    let behind = wall_clock_of(&right).await - wall_clock_of(&slow).await;
+    assert!(
+        behind > time::Duration::minutes(59),
+        "the slow replica's wall clock is {behind} behind: libfaketime did not take"
+    );
+    let http = c.http.clone();
+
+    // What the slow replica stamps is the database's time (this host's here), not its own.
+    let created = http.request_approval(&slow, "quick", 1).await.unwrap();
+    let off = rfc3339(&created["expires_at"]) - time::OffsetDateTime::now_utc();
+    assert!(
+        off.abs() < time::Duration::minutes(5),
+        "expires_at is {off} from now: {created}"
+    );
+
+    // An approval with one second to live, created and challenged on a replica with the right
+    // time. The right replicas then pause (so no sweep of theirs settles it), and the verdict,
+    // signed in time, reaches the slow replica after the second: refused, expired, as the
+    // database's clock has it. By its own wall clock the slow replica would have an hour left.
+    let token = http.login(&right, &alice).await;
+    let id = http.create(&right, "quick", 2).await.unwrap();
+    let body = http
+        .prepare(&right, &alice, &token, &id, Decision::Approved)
+        .await
+        .unwrap();
+    c.replicas[0].pause(true);
+    c.replicas[1].pause(true);
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let (status, answer) = http.decide(&slow, &token, &id, &body).await.unwrap();
+    c.replicas[0].pause(false);
+    c.replicas[1].pause(false);
+    assert_eq!(status, 409, "{answer}");
+    let code = answer["error"]["code"].as_str().unwrap_or_default();
+    assert!(code == "expired" || code == "already_settled", "{answer}");
+    assert_eq!(answer["error"]["result"]["status"], "DENIED", "{answer}");
+    assert_eq!(
+        answer["error"]["result"]["reason_code"], "expired_unanswered",
+        "{answer}"
+    );
+
+    let chain = c.assert_one_verified_chain();
+    assert!(
+        lines_of(&chain, "decision", &id).is_empty(),
+        "a verdict after expiry"
+    );
+    assert_eq!(lines_of(&chain, "settlement", &id).len(), 1);
+}

@@ -274,6 +274,20 @@ impl Server {
         );
         assert!(self.process.0.wait().unwrap().success());
     }
+
+    /// Pause (SIGSTOP) or resume (SIGCONT) the process: a paused replica serves nothing and runs
+    /// no background work.
+    pub(crate) fn pause(&self, paused: bool) {
+        let signal = if paused { "-STOP" } else { "-CONT" };
+        let pid = self.process.0.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args([signal, &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
 }
 
 /// A software authenticator enrolled for `principal`, signing challenges into the JSON body the

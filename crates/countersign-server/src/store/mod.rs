@@ -450,6 +450,9 @@ pub trait Store: standing::StandingStore + Send + Sync + std::fmt::Debug + 'stat
         now: i64,
         event: &AuditEvent,
     ) -> Result<RevokeOutcome, StoreError>;
+    /// The database server's clock, in ms since the Unix epoch (`clock_timestamp()` on
+    /// PostgreSQL, `julianday('now')` on SQLite): what [`crate::clock::DatabaseTime`] follows.
+    fn database_now_ms(&self) -> Result<i64, StoreError>;
     /// A counter raised by every transaction that changes the credentials, memberships or
     /// gateways (redeemed invite, import, revocation, gateway added or revoked): a process compares it with the value it loaded
     /// its registry at to notice changes made by another process or replica.

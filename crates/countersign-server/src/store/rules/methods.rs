@@ -170,6 +170,14 @@ impl Store for SqlStore {
         self.write(move |tx, sealer| revoke_credential(tx, sealer, &credential_id, &event))
     }
 
+    fn database_now_ms(&self) -> Result<i64, StoreError> {
+        self.one(|tx| {
+            tx.query_opt(&DATABASE_NOW, params![])?
+                .ok_or_else(|| StoreError::Database("the clock query returned no row".into()))?
+                .int(0)
+        })
+    }
+
     fn credentials_version(&self) -> Result<u64, StoreError> {
         self.one(|tx| {
             tx.query_opt(&CREDENTIALS_VERSION, params![])?

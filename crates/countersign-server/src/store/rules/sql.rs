@@ -16,7 +16,7 @@ macro_rules! approval_columns {
 }
 
 /// The database's clock in milliseconds since the epoch: preauthorization expiry is judged by
-/// it, not by the service's clock.
+/// it, not by the service's clock (which on PostgreSQL follows it too: `clock::DatabaseTime`).
 macro_rules! sqlite_now_ms {
     () => {
         "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
@@ -263,6 +263,11 @@ pub(super) const PREAUTH_FOR_UPDATE: Sql = Sql::each(
 );
 pub(super) const DISABLE_PREAUTH: Sql =
     Sql::same("UPDATE preauthorizations SET disabled_at = ?2 WHERE slug = ?1");
+/// The database's clock now (`serve` on PostgreSQL runs the service's clock on it).
+pub(super) const DATABASE_NOW: Sql = Sql::each(
+    concat!("SELECT ", sqlite_now_ms!()),
+    concat!("SELECT ", postgres_now_ms!()),
+);
 pub(super) const CONSUME_PREAUTH: Sql = Sql::each(
     concat!(
         "UPDATE preauthorizations SET uses = uses + 1 WHERE slug = ?1 AND digest = ?2 \
