@@ -2,7 +2,7 @@
 //! checks it), with MCP kinds. Seed 000's rule: the record of a call closes at once (intent, then
 //! outcome); only a response may park.
 
-use countersign_server::audit::{AuditEvent, AuditSealer, GENESIS_HASH, line_hash};
+use countersign_server::audit::{AuditEvent, AuditSealer, GENESIS_HASH, line_hash, unsigned_line};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -20,9 +20,9 @@ pub struct OpenTicket {
 
 /// An append-only, sealed log (or nothing, when not configured).
 ///
-/// Lines are sealed and written by a thread of their own, in the order they were handed over, so
-/// the relay's thread neither signs nor waits for a `write` per line; the thread writes every line
-/// queued at once with a single `write`. What is queued but not yet written is lost if the
+/// Lines are chained and written by a thread of their own, in the order they were handed over,
+/// so the relay's thread neither signs nor waits for a `write` per line; the thread writes every
+/// line queued at once with a single `write`, and signs only the last line of each such batch. What is queued but not yet written is lost if the
 /// process dies, so a line the interposer must not lose (anything about a held call, the close
 /// line) is followed by [`AuditLog::flush`] before the client sees what it records.
 pub struct AuditLog {
@@ -80,27 +80,43 @@ struct Tail {
 const BATCH_BYTES: usize = 1 << 20;
 
 impl Tail {
-    /// Seal and write everything queued, one `write` per batch, until the log is dropped.
+    /// Chain and write everything queued, one `write` per batch, until the log is dropped. Only
+    /// the last line of a batch is signed: its signature covers the lines before it through
+    /// their `prev_hash` chain, so a batch costs one signature however many lines it holds (the
+    /// batch is whatever queued while the previous one was written: one line when calls are
+    /// few, many under load).
     fn run(mut self, jobs: mpsc::Receiver<Job>) {
         let mut buf = Vec::new();
         let mut acks = Vec::new();
         while let Ok(first) = jobs.recv() {
             let (mut seq, mut prev) = (self.seq, self.prev);
+            // Where the batch's last line starts in `buf`, and its unsigned text.
+            let mut last: Option<(usize, String)> = None;
             let mut next = Some(first);
             while let Some(job) = next.take() {
                 match job {
                     Job::Line(entry) => {
                         seq += 1;
-                        let sealed = self.sealer.seal(seq, &prev, &entry.event());
-                        buf.extend_from_slice(sealed.line.as_bytes());
+                        let text = unsigned_line(seq, &prev, &entry.event());
+                        prev = line_hash(&text);
+                        let start = buf.len();
+                        buf.extend_from_slice(text.as_bytes());
                         buf.push(b'\n');
-                        prev = sealed.hash;
+                        last = Some((start, text));
                     }
                     Job::Flush(ack) => acks.push(ack),
                 }
                 if buf.len() < BATCH_BYTES {
                     next = jobs.try_recv().ok();
                 }
+            }
+            if let Some((start, text)) = last {
+                // The batch ends signed: the one signature, over the last line.
+                buf.truncate(start);
+                let sealed = self.sealer.sign(seq, &text);
+                buf.extend_from_slice(sealed.line.as_bytes());
+                buf.push(b'\n');
+                prev = sealed.hash;
             }
             if !buf.is_empty() {
                 // One write per batch: a crash leaves at most a torn last line, which verify
@@ -404,6 +420,56 @@ mod tests {
         assert_eq!(written[1006]["seq"], 1007);
         let report = verify_log(&std::fs::read(&path).unwrap(), &sealer.public_key());
         assert!(report.is_valid(), "{report:?}");
+    }
+
+    #[test]
+    fn a_batch_is_signed_once_on_its_last_line_and_every_flush_ends_signed() {
+        let dir = temp("batch");
+        let path = dir.join("a.jsonl");
+        let sealer = AuditSealer::from_seed([5; 32]);
+        let file = std::fs::File::create(&path).unwrap();
+        let tail = Tail {
+            file,
+            sealer: sealer.clone(),
+            seq: 0,
+            prev: GENESIS_HASH,
+        };
+        // Ten lines and a flush queued before the writer looks: one batch. Then one line and a
+        // flush after it: a batch of its own.
+        let (queue, jobs) = mpsc::channel();
+        for i in 0..10 {
+            let (kind, extra) = if i % 2 == 0 {
+                ("mcp_call", ("rule", "allow"))
+            } else {
+                ("mcp_outcome", ("outcome", "allowed"))
+            };
+            queue
+                .send(Job::Line(Entry::new(vec![
+                    ("kind", kind.into()),
+                    ("call_id", format!("c{}", i / 2).into()),
+                    (extra.0, extra.1.into()),
+                ])))
+                .unwrap();
+        }
+        let (ack, _done) = mpsc::channel();
+        queue.send(Job::Flush(ack)).unwrap();
+        let writer = std::thread::spawn(move || tail.run(jobs));
+        // The first batch is written before the second line is sent.
+        while lines(&path).len() < 10 {
+            std::thread::yield_now();
+        }
+        queue
+            .send(Job::Line(Entry::new(vec![("kind", "mcp_close".into())])))
+            .unwrap();
+        drop(queue);
+        writer.join().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let signed: Vec<bool> = text.lines().map(|l| l.contains("\"sig\":")).collect();
+        let mut expected = vec![false; 9];
+        expected.extend([true, true]);
+        assert_eq!(signed, expected, "{text}");
+        let report = verify_log(text.as_bytes(), &sealer.public_key());
+        assert!(report.issues.is_empty(), "{report:?}");
     }
 
     #[test]

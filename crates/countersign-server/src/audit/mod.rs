@@ -135,17 +135,16 @@ impl AuditSealer {
 
     /// Seal `event` as line `seq` after a line whose hash is `prev_hash`.
     pub fn seal(&self, seq: u64, prev_hash: &[u8; 32], event: &AuditEvent) -> SealedLine {
-        let mut body = event.body().clone();
-        body.remove("sig");
-        body.insert("seq".into(), seq.into());
-        body.insert("prev_hash".into(), b64::encode(prev_hash).into());
-        // A map always serializes; the fallback keeps the function total.
-        let unsigned = serde_json::to_string(&body).unwrap_or_else(|_| "{}".to_owned());
+        self.sign(seq, &unsigned_line(seq, prev_hash, event))
+    }
+
+    /// Sign an [`unsigned_line`] made for `seq`: the sealed line.
+    pub fn sign(&self, seq: u64, unsigned: &str) -> SealedLine {
         let mut message = Vec::with_capacity(AUDIT_DOMAIN.len() + unsigned.len());
         message.extend_from_slice(AUDIT_DOMAIN);
         message.extend_from_slice(unsigned.as_bytes());
         let signature = self.key.sign(&message);
-        let open = unsigned.strip_suffix('}').unwrap_or(&unsigned);
+        let open = unsigned.strip_suffix('}').unwrap_or(unsigned);
         let line = format!(
             "{open},\"sig\":\"{}\"}}",
             b64::encode(&signature.to_bytes())
@@ -153,6 +152,18 @@ impl AuditSealer {
         let hash = Sha256::digest(line.as_bytes()).into();
         SealedLine { seq, line, hash }
     }
+}
+
+/// `event` as line `seq` after a line whose hash is `prev_hash`, without its signature: the text
+/// a seal signs. The interposer writes it as it is for every line of a write but the last, which
+/// it signs and which covers them through the chain (docs/spec/service.md, "Audit log").
+pub fn unsigned_line(seq: u64, prev_hash: &[u8; 32], event: &AuditEvent) -> String {
+    let mut body = event.body().clone();
+    body.remove("sig");
+    body.insert("seq".into(), seq.into());
+    body.insert("prev_hash".into(), b64::encode(prev_hash).into());
+    // A map always serializes; the fallback keeps the function total.
+    serde_json::to_string(&body).unwrap_or_else(|_| "{}".to_owned())
 }
 
 /// SHA-256 of a line's bytes.

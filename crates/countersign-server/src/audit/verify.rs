@@ -165,6 +165,9 @@ struct Checker<'a> {
     mcp_open: HashMap<String, usize>,
     /// Call ids whose outcome is written.
     mcp_done: std::collections::HashSet<String>,
+    /// Unsigned interposer lines since the last signed line: covered by the next signed line
+    /// through the chain, and a violation if none follows.
+    uncovered: Vec<usize>,
 }
 
 /// What re-verifying the Decisions' evidence needs besides the log.
@@ -238,6 +241,7 @@ pub fn verify_log_with(
         seals: Vec::new(),
         mcp_open: HashMap::new(),
         mcp_done: std::collections::HashSet::new(),
+        uncovered: Vec::new(),
     };
     let Ok(text) = std::str::from_utf8(bytes) else {
         c.violation(0, "not_utf8", "the log is not UTF-8 text".into());
@@ -269,6 +273,16 @@ pub fn verify_log_with(
         }
     }
     c.report.head = b64::encode(&prev_hash);
+    if let (Some(&first), Some(&last)) = (c.uncovered.first(), c.uncovered.last()) {
+        c.violation(
+            first,
+            "unsigned_tail",
+            format!(
+                "lines {first} to {last} carry no signature and no signed line follows them \
+                 (a write cut short, or lines added without the key)"
+            ),
+        );
+    }
     let threads = match evidence.map_or(1, |e| e.threads) {
         0 => std::thread::available_parallelism().map_or(1, usize::from),
         n => n,
@@ -324,13 +338,23 @@ fn check_integrity(
     expected_seq: u64,
 ) -> Option<Map<String, Value>> {
     let Some((unsigned, signature)) = split_signature(line) else {
-        c.violation(
-            n,
-            "no_signature",
-            "line does not end with a \"sig\" member".into(),
-        );
-        return None;
+        // An interposer signs only the last line of each write; the lines before it are
+        // authenticated by that signature through the chain (each `prev_hash` is the hash of
+        // the whole previous line). The service signs every line.
+        let object = unsigned_interposer_line(line);
+        if object.is_some() {
+            c.uncovered.push(n);
+        } else {
+            c.violation(
+                n,
+                "no_signature",
+                "line does not end with a \"sig\" member".into(),
+            );
+        }
+        return object.map(|o| check_chain(c, n, o, prev_hash, expected_seq));
     };
+    // This signature covers the unsigned lines before it (if it verifies: checked below).
+    c.uncovered.clear();
     let object = match serde_json::from_str::<Value>(&unsigned) {
         Ok(Value::Object(object)) if !object.contains_key("sig") => object,
         Ok(_) => {
@@ -351,6 +375,34 @@ fn check_integrity(
     message.extend_from_slice(unsigned.as_bytes());
     // Checked after the walk, in batches (see `check_seals`).
     c.seals.push((n, message, signature));
+    Some(check_chain(c, n, object, prev_hash, expected_seq))
+}
+
+/// An interposer line written without a signature: a JSON object of an `mcp_` kind with no
+/// `sig` member.
+fn unsigned_interposer_line(line: &str) -> Option<Map<String, Value>> {
+    match serde_json::from_str::<Value>(line) {
+        Ok(Value::Object(o))
+            if !o.contains_key("sig")
+                && matches!(
+                    o.get("kind").and_then(Value::as_str),
+                    Some("mcp_call" | "mcp_outcome" | "mcp_close")
+                ) =>
+        {
+            Some(o)
+        }
+        _ => None,
+    }
+}
+
+/// `seq` and `prev_hash` of line `n`: the chain.
+fn check_chain(
+    c: &mut Checker,
+    n: usize,
+    object: Map<String, Value>,
+    prev_hash: &[u8; 32],
+    expected_seq: u64,
+) -> Map<String, Value> {
     let seq = object.get("seq").and_then(Value::as_u64);
     if seq != Some(expected_seq) {
         c.violation(
@@ -370,7 +422,7 @@ fn check_integrity(
             format!("prev_hash is {got:?}, the previous line hashes to {expected}"),
         );
     }
-    Some(object)
+    object
 }
 
 /// Lines per batch verification: large enough to amortize, small enough that a failed batch
@@ -1177,6 +1229,90 @@ mod tests {
         ]);
         let r = verify(&sealer, &lines);
         assert_eq!(codes(&r, IssueClass::Violation), ["mcp_two_outcomes"]);
+    }
+
+    /// `events` chained, with a signature only on the lines whose 1-based number is in `signed`
+    /// (how the interposer writes: the last line of each write signed).
+    fn log_signed_at(events: &[AuditEvent], signed: &[usize]) -> (AuditSealer, Vec<String>) {
+        let sealer = AuditSealer::from_seed([9; 32]);
+        let mut prev = GENESIS_HASH;
+        let lines = events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let seq = i as u64 + 1;
+                let text = super::super::unsigned_line(seq, &prev, e);
+                let line = if signed.contains(&(i + 1)) {
+                    sealer.sign(seq, &text).line
+                } else {
+                    text
+                };
+                prev = line_hash(&line);
+                line
+            })
+            .collect();
+        (sealer, lines)
+    }
+
+    fn calls(n: usize) -> Vec<AuditEvent> {
+        (0..n)
+            .flat_map(|i| {
+                let id = format!("c{i}");
+                [
+                    mcp("mcp_call", &id, None),
+                    mcp("mcp_outcome", &id, Some("executed")),
+                ]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_signed_interposer_line_covers_the_unsigned_lines_before_it() {
+        // Two writes: lines 1-3 (3 signed), lines 4-6 (6 signed).
+        let (sealer, lines) = log_signed_at(&calls(3), &[3, 6]);
+        assert!(!lines[0].contains("\"sig\""));
+        let r = verify(&sealer, &lines);
+        assert!(r.is_valid(), "{r:?}");
+        assert!(r.issues.is_empty(), "{r:?}");
+        // Sealing every line is the same log to the verifier.
+        let (sealer, every) = log(&calls(3));
+        assert!(verify(&sealer, &every).issues.is_empty());
+    }
+
+    #[test]
+    fn unsigned_lines_that_no_signature_covers_are_violations() {
+        // The last write lost its signed line (or someone appended without the key).
+        let (sealer, lines) = log_signed_at(&calls(3), &[3]);
+        let r = verify(&sealer, &lines);
+        assert_eq!(codes(&r, IssueClass::Violation), ["unsigned_tail"], "{r:?}");
+        assert_eq!(r.issues[0].line, 4);
+        assert!(r.issues[0].detail.contains("lines 4 to 6"), "{r:?}");
+        // An unsigned line edited: the next line's prev_hash no longer matches, and it is the
+        // signed line's chain that says so.
+        let (sealer, mut lines) = log_signed_at(&calls(2), &[4]);
+        lines[1] = lines[1].replace("executed", "denied");
+        let r = verify(&sealer, &lines);
+        assert_eq!(codes(&r, IssueClass::Violation), ["chain_break"], "{r:?}");
+        assert_eq!(r.issues[0].line, 3);
+        // A signature stripped from a signed line changes that line's hash: the chain breaks.
+        let (sealer, mut lines) = log_signed_at(&calls(2), &[2, 4]);
+        let cut = lines[1].rfind(",\"sig\":").unwrap();
+        lines[1] = format!("{}}}", &lines[1][..cut]);
+        let r = verify(&sealer, &lines);
+        assert_eq!(codes(&r, IssueClass::Violation), ["chain_break"], "{r:?}");
+        // The service signs every line: an unsigned service line is a violation wherever it is.
+        let mut events = lifecycle("a");
+        events.extend(calls(1));
+        let last = events.len();
+        let (sealer, lines) = log_signed_at(&events, &[last]);
+        let r = verify(&sealer, &lines);
+        assert!(
+            codes(&r, IssueClass::Violation)
+                .iter()
+                .all(|c| *c == "no_signature"),
+            "{r:?}"
+        );
+        assert_eq!(codes(&r, IssueClass::Violation).len(), last - 2, "{r:?}");
     }
 
     #[test]
