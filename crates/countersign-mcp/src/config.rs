@@ -57,6 +57,11 @@ pub struct Config {
     /// How long a retry of a still-pending call waits for the verdict before answering.
     #[serde(default = "default_park")]
     pub park_seconds: u64,
+    /// stdio mode: when the client closes its side, withdraw at the service every approval
+    /// still pending for a call held in this session (they settle DENIED `cancelled`). Off by
+    /// default: a client that reconnects can then still retry the call and collect its approval.
+    #[serde(default)]
+    pub cancel_on_disconnect: bool,
     /// Appended to held tools' descriptions in `tools/list` results.
     #[serde(default)]
     pub hold_description_suffix: Option<String>,
@@ -96,6 +101,7 @@ impl Default for Config {
             trust_annotations: false,
             held_as: HeldAs::ToolError,
             park_seconds: DEFAULT_PARK_SECONDS,
+            cancel_on_disconnect: false,
             hold_description_suffix: None,
             audit_log: None,
             audit_key: None,

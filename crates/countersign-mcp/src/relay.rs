@@ -51,6 +51,9 @@ struct Session {
     forwarded: HashMap<String, Forwarded>,
     /// `tools/call`s neither answered nor forwarded yet, by request id.
     calls: HashMap<String, Pending>,
+    /// (op_hash, approval id) of every call this session left pending at the service: what
+    /// `cancel_on_disconnect` withdraws.
+    held: Vec<(String, String)>,
 }
 
 impl Session {
@@ -328,6 +331,7 @@ impl Interposer {
         // pending at the service), and no held call is collected for it any more; closing the
         // upstream's input asks it to exit.
         self.session().drop_pending_answers();
+        self.withdraw_on_disconnect().await;
         drop(to_upstream);
         let _ = upstream_writer.await;
         let _ = from_upstream.await;
@@ -348,6 +352,30 @@ impl Interposer {
         }
         self.audit.close();
         result
+    }
+
+    /// With `cancel_on_disconnect`, withdraw the approvals this session's client left pending
+    /// (those still open here: one decided or collected meanwhile is left alone). The service
+    /// settles each DENIED `cancelled` and logs it; the ticket is closed here, so a later
+    /// identical call opens a new approval. Best effort: an unreachable service leaves the
+    /// approval to expire.
+    async fn withdraw_on_disconnect(&self) {
+        if !self.config().cancel_on_disconnect {
+            return;
+        }
+        let held = std::mem::take(&mut self.session().held);
+        for (op_hash, approval_id) in held {
+            let open = self
+                .tickets()
+                .get(&op_hash)
+                .is_some_and(|t| t.approval_id == approval_id);
+            if !open {
+                continue;
+            }
+            self.gateway.withdraw(&approval_id).await;
+            self.tickets().remove(&op_hash);
+            tracing::info!(approval_id, "client disconnected: approval withdrawn");
+        }
     }
 
     async fn client_loop<R: AsyncBufRead + Unpin>(
@@ -950,6 +978,11 @@ impl Interposer {
         let Some(open) = open else {
             return self.first_arrival(h, to_client, to_upstream).await;
         };
+        // This session's client is waiting on it too (a ticket from an earlier session or
+        // process): `cancel_on_disconnect` covers it.
+        self.session()
+            .held
+            .push((h.op_hash.clone(), open.approval_id.clone()));
         // A retry: park only this response, for at most the budget. A cancel that came before
         // this point is already in `h.cancel` and ends the park at once.
         let deadline = tokio::time::Instant::now() + self.config().park();
@@ -1053,6 +1086,9 @@ impl Interposer {
                 expires_at: result.expires_at.clone(),
             },
         );
+        self.session()
+            .held
+            .push((h.op_hash.clone(), approval_id.clone()));
         self.record(
             &h.call_id,
             &Outcome {
@@ -1145,6 +1181,9 @@ impl Interposer {
                     expires_at: expires_at.clone(),
                 },
             );
+            self.session()
+                .held
+                .push((h.op_hash.clone(), approval_id.to_owned()));
             self.record(
                 &h.call_id,
                 &Outcome {

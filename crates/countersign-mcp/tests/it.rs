@@ -1016,3 +1016,35 @@ async fn a_cancel_that_overtakes_an_approved_retry_collects_nothing() {
 // `countersign mcp http`: the same life cycle over Streamable HTTP.
 #[path = "it/http.rs"]
 mod http;
+
+#[tokio::test]
+async fn cancel_on_disconnect_withdraws_what_the_client_left_pending_and_only_that() {
+    // Off (the default): the client goes away, the approval stays pending for its next retry.
+    let mut off = rig("disconnect-off", plain_client()).await;
+    let kept = approval_id(&off.client.call_raw("write_file", r#"{"path":"/k"}"#).await);
+    let svc = close_keeping_service(off).await;
+    assert_eq!(approval_status(&svc, &kept).await["status"], "PENDING");
+
+    // On: the approvals of calls held in this session and still pending are withdrawn; one
+    // already decided is left as it was.
+    let mut on = rig("disconnect-on", plain_client()).await;
+    let mut config = base_config(&temp("disconnect-on-cfg"), &[on.alice.record()]);
+    config.cancel_on_disconnect = true;
+    on.interposer.set_config(config);
+    let left = approval_id(&on.client.call_raw("write_file", r#"{"path":"/a"}"#).await);
+    let refused = approval_id(&on.client.call_raw("write_file", r#"{"path":"/b"}"#).await);
+    on.alice.decide(&on.svc, &refused, Decision::Denied).await;
+    let svc = close_keeping_service(on).await;
+    let status = approval_status(&svc, &left).await;
+    assert_eq!(status["status"], "DENIED", "{status}");
+    assert_eq!(status["reason_code"], "cancelled", "{status}");
+    let status = approval_status(&svc, &refused).await;
+    assert_eq!(status["reason_code"], "approver_refused", "{status}");
+}
+
+/// Close the client side, wait for the interposer to finish, and keep the service running.
+async fn close_keeping_service(rig: Rig) -> Service {
+    drop(rig.client);
+    rig.run.await.unwrap().unwrap();
+    rig.svc
+}
