@@ -57,9 +57,10 @@ pub struct Config {
     /// How long a retry of a still-pending call waits for the verdict before answering.
     #[serde(default = "default_park")]
     pub park_seconds: u64,
-    /// stdio mode: when the client closes its side, withdraw at the service every approval
-    /// still pending for a call held in this session (they settle DENIED `cancelled`). Off by
-    /// default: a client that reconnects can then still retry the call and collect its approval.
+    /// When the client leaves (stdio: closes its side; HTTP: `DELETE`s its session), withdraw at
+    /// the service every approval still pending for a call held in that session (they settle
+    /// DENIED `cancelled`). Off by default: a client that reconnects can then still retry the
+    /// call and collect its approval.
     #[serde(default)]
     pub cancel_on_disconnect: bool,
     /// Appended to held tools' descriptions in `tools/list` results.

@@ -481,10 +481,19 @@ impl HttpRelay {
         id
     }
 
-    fn close_session(&self, id: &str) {
-        let removed = self.lock_sessions().remove(id);
-        if let Some(s) = removed {
-            s.interposer.end_session();
+    /// End session `id`: its interposer, if it existed.
+    fn end_session(&self, id: &str) -> Option<Arc<Interposer>> {
+        let removed = self.lock_sessions().remove(id)?;
+        removed.interposer.end_session();
+        Some(removed.interposer.clone())
+    }
+
+    /// End session `id` because its client asked to (DELETE); with `cancel_on_disconnect`, its
+    /// pending approvals are withdrawn before this returns. (A session the upstream ended, or
+    /// one forgotten idle, keeps them: its client may still retry in a new session.)
+    async fn close_session(&self, id: &str) {
+        if let Some(interposer) = self.end_session(id) {
+            interposer.withdraw_on_disconnect().await;
         }
     }
 
@@ -585,7 +594,7 @@ impl HttpRelay {
             && let (Some(ours), Some(_)) = (&x.client_session, &x.upstream_session)
         {
             // The upstream ended its session: so does ours, and the client re-initializes.
-            self.close_session(ours);
+            self.end_session(ours);
         }
         relay_response(
             response,
@@ -942,7 +951,7 @@ async fn delete_mcp(State(relay): State<Arc<HttpRelay>>, headers: HeaderMap) -> 
     };
     let Some(upstream_id) = &session.upstream_id else {
         // The upstream keeps no session: ending ours is all there is.
-        relay.close_session(&id);
+        relay.close_session(&id).await;
         return status_only(StatusCode::OK);
     };
     let mut request = relay
@@ -957,7 +966,7 @@ async fn delete_mcp(State(relay): State<Arc<HttpRelay>>, headers: HeaderMap) -> 
             let status = r.status();
             // 405: the upstream does not let clients end sessions; both stay.
             if status.is_success() || status == StatusCode::NOT_FOUND {
-                relay.close_session(&id);
+                relay.close_session(&id).await;
             }
             let mut out = Response::new(Body::from(r.bytes().await.unwrap_or_default()));
             *out.status_mut() = status;

@@ -355,11 +355,12 @@ impl Interposer {
     }
 
     /// With `cancel_on_disconnect`, withdraw the approvals this session's client left pending
+    /// (stdio: it closed its side; HTTP: it ended its session with DELETE)
     /// (those still open here: one decided or collected meanwhile is left alone). The service
     /// settles each DENIED `cancelled` and logs it; the ticket is closed here, so a later
     /// identical call opens a new approval. Best effort: an unreachable service leaves the
     /// approval to expire.
-    async fn withdraw_on_disconnect(&self) {
+    pub(crate) async fn withdraw_on_disconnect(&self) {
         if !self.config().cancel_on_disconnect {
             return;
         }

@@ -2,12 +2,13 @@
 //! upstream (axum): bearer refusal, byte-exact pass-through (JSON and SSE), SSE events relayed as
 //! they arrive, session mapping, and a held call that runs once after a softkey approval.
 
-use super::{Approver, Service, base_config, service, temp};
+use super::{Approver, Service, approval_status, base_config, service, temp};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse as _, Response};
 use countersign::Decision;
+use countersign_mcp::Config;
 use countersign_mcp::answer::APPROVAL_KEY;
 use countersign_mcp::http::{AgentEntry, Agents, HttpRelay, UNAUTHORIZED_CODE};
 use countersign_server::audit::{AuditSealer, verify_log};
@@ -173,10 +174,16 @@ fn agent(id: &str, token: &str) -> AgentEntry {
 }
 
 async fn http_rig(name: &str) -> HttpRig {
+    http_rig_with(name, |_| {}).await
+}
+
+/// [`http_rig`] with `adjust` applied to the interposer's configuration.
+async fn http_rig_with(name: &str, adjust: impl FnOnce(&mut Config)) -> HttpRig {
     let alice = Approver::new("alice", "alice-es256");
     let svc = service(&[alice.record()]).await;
     let dir = temp(name);
-    let config = base_config(&dir, &[alice.record()]);
+    let mut config = base_config(&dir, &[alice.record()]);
+    adjust(&mut config);
     let audit = config.audit_log.clone().unwrap();
 
     let upstream = Arc::new(Upstream::default());
@@ -640,5 +647,36 @@ async fn http_cancel_of_a_parked_retry_drops_only_its_response() {
         .await
         .unwrap();
     assert_eq!(status["status"], "PENDING");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn http_cancel_on_disconnect_withdraws_when_the_client_deletes_its_session() {
+    let rig = http_rig_with("http-disconnect", |c| c.cancel_on_disconnect = true).await;
+    let args = r#"{"path":"/d"}"#;
+    let held = |r: &Value| {
+        r["result"]["_meta"][APPROVAL_KEY]["approval_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let leaving = rig.open(TOKEN_A).await;
+    let withdrawn = held(&rig.call(TOKEN_A, &leaving, 10, "write_file", args).await);
+    let staying = rig.open(TOKEN_B).await;
+    let kept = held(&rig.call(TOKEN_B, &staying, 10, "write_file", args).await);
+    let r = rig
+        .http
+        .delete(&rig.url)
+        .bearer_auth(TOKEN_A)
+        .header("mcp-session-id", &leaving)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    // Withdrawn before the DELETE was answered; the other agent's session is untouched.
+    let status = approval_status(&rig.svc, &withdrawn).await;
+    assert_eq!(status["status"], "DENIED", "{status}");
+    assert_eq!(status["reason_code"], "cancelled", "{status}");
+    assert_eq!(approval_status(&rig.svc, &kept).await["status"], "PENDING");
     rig.stop().await;
 }
