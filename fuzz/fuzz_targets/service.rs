@@ -3,6 +3,7 @@
 //! Build with `cargo afl build -p countersign-fuzz --features afl`; see docs/RELIABILITY.md.
 
 fn main() {
+    countersign_fuzz::targets::warm_up();
     afl::fuzz!(|data: &[u8]| {
         countersign_fuzz::targets::service(data);
     });

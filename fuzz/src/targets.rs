@@ -25,6 +25,17 @@ fn same<T: PartialEq + std::fmt::Debug>(f: impl Fn() -> T) {
     let _ = twice(f);
 }
 
+/// Build the shared fixtures (the profile registry, the known-good signed approvals, the
+/// backends) now. The targets call this before `afl::fuzz!` starts AFL++'s fork server, so every
+/// forked process inherits them built: lazily, the first execution of each process would run the
+/// fixtures' key parsing and signing too, and AFL++ would count those paths as the input's
+/// coverage varying between runs (low "stability").
+pub fn warm_up() {
+    let _ = profiles();
+    let _ = good_cases();
+    let _ = backends();
+}
+
 fn profiles() -> &'static ProfileRegistry {
     static REGISTRY: OnceLock<ProfileRegistry> = OnceLock::new();
     REGISTRY.get_or_init(ProfileRegistry::builtin)
