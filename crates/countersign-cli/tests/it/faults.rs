@@ -223,7 +223,10 @@ impl Client {
         assert_eq!(a.status, 200, "{}", a.body);
         let id = a.body["approval_id"].as_str().unwrap().to_owned();
         ledger.created.insert(id.clone());
-        let body = self.prepare(&id, Decision::Approved).await.ok().unwrap();
+        let body = self
+            .prepare(&id, Decision::Approved)
+            .await
+            .unwrap_or_else(|a| panic!("challenge: {} {}", a.status, a.body));
         let a = self.decide(&id, &body).await;
         assert_eq!(a.status, 200, "{}", a.body);
         ledger.verdicts.insert(id.clone(), "APPROVED".into());
@@ -736,6 +739,19 @@ async fn careful_lifecycle(c: Arc<Client>, n: u64) -> Seen {
     seen
 }
 
+/// After a fault: one lifecycle (approved, so `n` is not a multiple of 3), run as a careful
+/// gateway runs it, into `ledger`. The first use of a pooled connection the fault cut may still
+/// answer 503 once: a lone statement whose session ended has an unknown outcome, so the service
+/// answers 503 rather than run it again (docs/OPERATIONS.md). Anything else fails the test.
+async fn lifecycle_after_fault(c: &Arc<Client>, n: u64, ledger: &mut Ledger) {
+    assert!(!n.is_multiple_of(3), "an approved lifecycle");
+    let seen = careful_lifecycle(c.clone(), n).await;
+    assert_eq!(seen.ledger.verdicts.len(), 1, "the verdict was acknowledged");
+    ledger.created.extend(seen.ledger.created);
+    ledger.verdicts.extend(seen.ledger.verdicts);
+    ledger.grants.extend(seen.ledger.grants);
+}
+
 /// Run `streams` careful lifecycles while `fault` runs; merge what they saw.
 async fn under_fault(
     c: &Arc<Client>,
@@ -797,7 +813,7 @@ async fn killed_postgres_connections_mid_settlement_lose_and_double_nothing() {
             .created
             .insert(id.body["approval_id"].as_str().unwrap().to_owned());
     }
-    c.lifecycle(200, &mut ledger).await;
+    lifecycle_after_fault(&c, 200, &mut ledger).await;
     s.finish(&ledger);
 }
 
@@ -873,7 +889,7 @@ async fn a_postgres_restart_mid_settlement_loses_and_doubles_nothing() {
     ledger.created.extend(seen.ledger.created);
     ledger.verdicts.extend(seen.ledger.verdicts);
     ledger.grants.extend(seen.ledger.grants);
-    c.lifecycle(10_000, &mut ledger).await;
+    lifecycle_after_fault(&c, 10_001, &mut ledger).await;
     s.finish(&ledger);
 }
 
