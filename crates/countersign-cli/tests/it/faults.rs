@@ -746,7 +746,11 @@ async fn careful_lifecycle(c: Arc<Client>, n: u64) -> Seen {
 async fn lifecycle_after_fault(c: &Arc<Client>, n: u64, ledger: &mut Ledger) {
     assert!(!n.is_multiple_of(3), "an approved lifecycle");
     let seen = careful_lifecycle(c.clone(), n).await;
-    assert_eq!(seen.ledger.verdicts.len(), 1, "the verdict was acknowledged");
+    assert_eq!(
+        seen.ledger.verdicts.len(),
+        1,
+        "the verdict was acknowledged"
+    );
     ledger.created.extend(seen.ledger.created);
     ledger.verdicts.extend(seen.ledger.verdicts);
     ledger.grants.extend(seen.ledger.grants);
