@@ -512,8 +512,16 @@ mod tests {
         let (ack, _done) = mpsc::channel();
         queue.send(Job::Flush(ack)).unwrap();
         let writer = std::thread::spawn(move || tail.run(jobs));
-        // The first batch is written before the second line is sent.
-        while lines(&path).len() < 10 {
+        // The first batch is written before the second line is sent. (Counted by newlines, not
+        // parsed: a read may overlap the writer's `write`.)
+        let written = || {
+            std::fs::read(&path)
+                .unwrap_or_default()
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count()
+        };
+        while written() < 10 {
             std::thread::yield_now();
         }
         // An allowed call's two lines, no flush: written, the second signed, once they are due
@@ -531,7 +539,7 @@ mod tests {
                 .unwrap();
         }
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while lines(&path).len() < 12 {
+        while written() < 12 {
             assert!(std::time::Instant::now() < deadline, "never written");
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
