@@ -51,9 +51,9 @@ struct Session {
     forwarded: HashMap<String, Forwarded>,
     /// `tools/call`s neither answered nor forwarded yet, by request id.
     calls: HashMap<String, Pending>,
-    /// (op_hash, approval id) of every call this session left pending at the service: what
-    /// `cancel_on_disconnect` withdraws.
-    held: Vec<(String, String)>,
+    /// op_hash -> approval id of the calls this session left pending at the service (until
+    /// their ticket closes): what `cancel_on_disconnect` withdraws.
+    held: HashMap<String, String>,
 }
 
 impl Session {
@@ -354,12 +354,11 @@ impl Interposer {
         result
     }
 
-    /// With `cancel_on_disconnect`, withdraw the approvals this session's client left pending
-    /// (stdio: it closed its side; HTTP: it ended its session with DELETE)
-    /// (those still open here: one decided or collected meanwhile is left alone). The service
-    /// settles each DENIED `cancelled` and logs it; the ticket is closed here, so a later
-    /// identical call opens a new approval. Best effort: an unreachable service leaves the
-    /// approval to expire.
+    /// With `cancel_on_disconnect`, when the client has left (stdio: it closed its side; HTTP:
+    /// it ended its session with DELETE), withdraw the approvals it left pending whose ticket is
+    /// still open here (one decided or collected meanwhile is left alone). The service settles
+    /// each DENIED `cancelled` and logs it; the ticket is closed, so a later identical call opens
+    /// a new approval. Best effort: an unreachable service leaves the approval to expire.
     pub(crate) async fn withdraw_on_disconnect(&self) {
         if !self.config().cancel_on_disconnect {
             return;
@@ -374,9 +373,16 @@ impl Interposer {
                 continue;
             }
             self.gateway.withdraw(&approval_id).await;
-            self.tickets().remove(&op_hash);
+            self.drop_ticket(&op_hash);
             tracing::info!(approval_id, "client disconnected: approval withdrawn");
         }
+    }
+
+    /// This session's client waits on `approval_id` for the call `op_hash`.
+    fn held_here(&self, op_hash: &str, approval_id: &str) {
+        self.session()
+            .held
+            .insert(op_hash.to_owned(), approval_id.to_owned());
     }
 
     async fn client_loop<R: AsyncBufRead + Unpin>(
@@ -981,9 +987,7 @@ impl Interposer {
         };
         // This session's client is waiting on it too (a ticket from an earlier session or
         // process): `cancel_on_disconnect` covers it.
-        self.session()
-            .held
-            .push((h.op_hash.clone(), open.approval_id.clone()));
+        self.held_here(&h.op_hash, &open.approval_id);
         // A retry: park only this response, for at most the budget. A cancel that came before
         // this point is already in `h.cancel` and ends the park at once.
         let deadline = tokio::time::Instant::now() + self.config().park();
@@ -1087,9 +1091,7 @@ impl Interposer {
                 expires_at: result.expires_at.clone(),
             },
         );
-        self.session()
-            .held
-            .push((h.op_hash.clone(), approval_id.clone()));
+        self.held_here(&h.op_hash, &approval_id);
         self.record(
             &h.call_id,
             &Outcome {
@@ -1182,9 +1184,7 @@ impl Interposer {
                     expires_at: expires_at.clone(),
                 },
             );
-            self.session()
-                .held
-                .push((h.op_hash.clone(), approval_id.to_owned()));
+            self.held_here(&h.op_hash, approval_id);
             self.record(
                 &h.call_id,
                 &Outcome {
@@ -1231,8 +1231,10 @@ impl Interposer {
         }
     }
 
+    /// The ticket of `op_hash` is closed (executed, refused, withdrawn).
     fn drop_ticket(&self, op_hash: &str) {
         self.tickets().remove(op_hash);
+        self.session().held.remove(op_hash);
     }
 
     fn refuse_held(&self, h: &Held, approval_id: &str, refusal: &Refusal, to_client: &Lines) {

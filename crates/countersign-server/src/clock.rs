@@ -97,9 +97,10 @@ impl DatabaseTime {
 
     /// Read the database's clock through `store` (one round trip, blocking).
     pub fn read(store: &dyn crate::store::Store) -> Result<Self, crate::store::StoreError> {
-        let sent = std::time::Instant::now();
-        let db_now = store.database_now_ms()?;
-        Ok(Self::new(from_ms(db_now), sent, std::time::Instant::now()))
+        let (db_now, at) = reading(store)?;
+        Ok(Self {
+            anchor: Mutex::new((db_now, at)),
+        })
     }
 
     /// Re-anchor at a new reading.
@@ -115,11 +116,20 @@ impl DatabaseTime {
     /// Read the database's clock again through `store` and re-anchor (blocking); on an error
     /// the clock keeps running from its last reading.
     pub fn refresh(&self, store: &dyn crate::store::Store) -> Result<(), crate::store::StoreError> {
-        let sent = std::time::Instant::now();
-        let db_now = store.database_now_ms()?;
-        self.update(from_ms(db_now), sent, std::time::Instant::now());
+        let reading = reading(store)?;
+        *self.anchor.lock().unwrap_or_else(|p| p.into_inner()) = reading;
         Ok(())
     }
+}
+
+/// One reading of the database's clock through `store`, and the monotonic instant it is taken
+/// to correspond to.
+fn reading(
+    store: &dyn crate::store::Store,
+) -> Result<(OffsetDateTime, std::time::Instant), crate::store::StoreError> {
+    let sent = std::time::Instant::now();
+    let db_now = store.database_now_ms()?;
+    Ok((from_ms(db_now), midpoint(sent, std::time::Instant::now())))
 }
 
 /// The instant halfway through a round trip: where an answer's reading is assumed to be taken,

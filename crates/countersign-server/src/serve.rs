@@ -163,11 +163,13 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
             tick.tick().await;
             if let Some(time) = &database_time {
                 let (time, store) = (time.clone(), sweeper.store().clone());
-                match tokio::task::spawn_blocking(move || time.refresh(store.as_ref())).await {
-                    Ok(Ok(())) => {}
-                    // Until a reading succeeds the clock runs on from the last one.
-                    Ok(Err(e)) => tracing::warn!(error = %e, "reading the database's clock failed"),
-                    Err(e) => tracing::warn!(error = %e, "reading the database's clock failed"),
+                let read = tokio::task::spawn_blocking(move || time.refresh(store.as_ref()))
+                    .await
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| r.map_err(|e| e.to_string()));
+                // Until a reading succeeds the clock runs on from the last one.
+                if let Err(error) = read {
+                    tracing::warn!(error, "reading the database's clock failed");
                 }
             }
             if let Err(e) = sweeper.expire_overdue().await {

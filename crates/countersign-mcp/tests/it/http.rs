@@ -306,6 +306,17 @@ impl HttpRig {
             .expect("the answer in the stream")
     }
 
+    /// `DELETE` of `session` by agent `bearer` (the client ending its session).
+    async fn delete(&self, bearer: &str, session: &str) -> reqwest::Response {
+        self.http
+            .delete(&self.url)
+            .bearer_auth(bearer)
+            .header("mcp-session-id", session)
+            .send()
+            .await
+            .unwrap()
+    }
+
     async fn stop(mut self) -> Vec<u8> {
         let _ = self.stop.take().unwrap().send(());
         let _ = tokio::time::timeout(Duration::from_secs(15), self.served).await;
@@ -459,14 +470,7 @@ async fn http_passes_through_byte_exact_and_maps_sessions() {
     assert_eq!(rig.upstream.count(), before);
 
     // DELETE ends both sessions.
-    let r = rig
-        .http
-        .delete(&rig.url)
-        .bearer_auth(TOKEN_A)
-        .header("mcp-session-id", &session)
-        .send()
-        .await
-        .unwrap();
+    let r = rig.delete(TOKEN_A, &session).await;
     assert_eq!(r.status(), 200);
     assert_eq!(
         rig.upstream
@@ -664,14 +668,7 @@ async fn http_cancel_on_disconnect_withdraws_when_the_client_deletes_its_session
     let withdrawn = held(&rig.call(TOKEN_A, &leaving, 10, "write_file", args).await);
     let staying = rig.open(TOKEN_B).await;
     let kept = held(&rig.call(TOKEN_B, &staying, 10, "write_file", args).await);
-    let r = rig
-        .http
-        .delete(&rig.url)
-        .bearer_auth(TOKEN_A)
-        .header("mcp-session-id", &leaving)
-        .send()
-        .await
-        .unwrap();
+    let r = rig.delete(TOKEN_A, &leaving).await;
     assert!(r.status().is_success(), "{}", r.status());
     // Withdrawn before the DELETE was answered; the other agent's session is untouched.
     let status = approval_status(&rig.svc, &withdrawn).await;

@@ -165,9 +165,9 @@ struct Checker<'a> {
     mcp_open: HashMap<String, usize>,
     /// Call ids whose outcome is written.
     mcp_done: std::collections::HashSet<String>,
-    /// Unsigned interposer lines since the last signed line: covered by the next signed line
-    /// through the chain, and a violation if none follows.
-    uncovered: Vec<usize>,
+    /// The first and last unsigned interposer line since the last signed line: covered by the
+    /// next signed line through the chain, and a violation if none follows.
+    uncovered: Option<(usize, usize)>,
 }
 
 /// What re-verifying the Decisions' evidence needs besides the log.
@@ -241,7 +241,7 @@ pub fn verify_log_with(
         seals: Vec::new(),
         mcp_open: HashMap::new(),
         mcp_done: std::collections::HashSet::new(),
-        uncovered: Vec::new(),
+        uncovered: None,
     };
     let Ok(text) = std::str::from_utf8(bytes) else {
         c.violation(0, "not_utf8", "the log is not UTF-8 text".into());
@@ -273,7 +273,7 @@ pub fn verify_log_with(
         }
     }
     c.report.head = b64::encode(&prev_hash);
-    if let (Some(&first), Some(&last)) = (c.uncovered.first(), c.uncovered.last()) {
+    if let Some((first, last)) = c.uncovered {
         c.violation(
             first,
             "unsigned_tail",
@@ -343,7 +343,7 @@ fn check_integrity(
         // the whole previous line). The service signs every line.
         let object = unsigned_interposer_line(line);
         if object.is_some() {
-            c.uncovered.push(n);
+            c.uncovered = Some((c.uncovered.map_or(n, |(first, _)| first), n));
         } else {
             c.violation(
                 n,
@@ -354,7 +354,7 @@ fn check_integrity(
         return object.map(|o| check_chain(c, n, o, prev_hash, expected_seq));
     };
     // This signature covers the unsigned lines before it (if it verifies: checked below).
-    c.uncovered.clear();
+    c.uncovered = None;
     let object = match serde_json::from_str::<Value>(&unsigned) {
         Ok(Value::Object(object)) if !object.contains_key("sig") => object,
         Ok(_) => {
@@ -1100,18 +1100,7 @@ mod tests {
     use super::*;
 
     fn log(events: &[AuditEvent]) -> (AuditSealer, Vec<String>) {
-        let sealer = AuditSealer::from_seed([9; 32]);
-        let mut prev = GENESIS_HASH;
-        let lines = events
-            .iter()
-            .enumerate()
-            .map(|(i, e)| {
-                let s = sealer.seal(i as u64 + 1, &prev, e);
-                prev = s.hash;
-                s.line
-            })
-            .collect();
-        (sealer, lines)
+        log_signed_at(events, |_| true)
     }
 
     fn verify(sealer: &AuditSealer, lines: &[String]) -> AuditReport {
@@ -1231,9 +1220,12 @@ mod tests {
         assert_eq!(codes(&r, IssueClass::Violation), ["mcp_two_outcomes"]);
     }
 
-    /// `events` chained, with a signature only on the lines whose 1-based number is in `signed`
-    /// (how the interposer writes: the last line of each write signed).
-    fn log_signed_at(events: &[AuditEvent], signed: &[usize]) -> (AuditSealer, Vec<String>) {
+    /// `events` chained, with a signature only on the lines whose 1-based number `signed` accepts
+    /// (every line: as the service writes; the last of each write: as the interposer does).
+    fn log_signed_at(
+        events: &[AuditEvent],
+        signed: impl Fn(usize) -> bool,
+    ) -> (AuditSealer, Vec<String>) {
         let sealer = AuditSealer::from_seed([9; 32]);
         let mut prev = GENESIS_HASH;
         let lines = events
@@ -1242,7 +1234,7 @@ mod tests {
             .map(|(i, e)| {
                 let seq = i as u64 + 1;
                 let text = super::super::unsigned_line(seq, &prev, e);
-                let line = if signed.contains(&(i + 1)) {
+                let line = if signed(i + 1) {
                     sealer.sign(seq, &text).line
                 } else {
                     text
@@ -1269,7 +1261,7 @@ mod tests {
     #[test]
     fn a_signed_interposer_line_covers_the_unsigned_lines_before_it() {
         // Two writes: lines 1-3 (3 signed), lines 4-6 (6 signed).
-        let (sealer, lines) = log_signed_at(&calls(3), &[3, 6]);
+        let (sealer, lines) = log_signed_at(&calls(3), |n| [3, 6].contains(&n));
         assert!(!lines[0].contains("\"sig\""));
         let r = verify(&sealer, &lines);
         assert!(r.is_valid(), "{r:?}");
@@ -1282,20 +1274,20 @@ mod tests {
     #[test]
     fn unsigned_lines_that_no_signature_covers_are_violations() {
         // The last write lost its signed line (or someone appended without the key).
-        let (sealer, lines) = log_signed_at(&calls(3), &[3]);
+        let (sealer, lines) = log_signed_at(&calls(3), |n| n == 3);
         let r = verify(&sealer, &lines);
         assert_eq!(codes(&r, IssueClass::Violation), ["unsigned_tail"], "{r:?}");
         assert_eq!(r.issues[0].line, 4);
         assert!(r.issues[0].detail.contains("lines 4 to 6"), "{r:?}");
         // An unsigned line edited: the next line's prev_hash no longer matches, and it is the
         // signed line's chain that says so.
-        let (sealer, mut lines) = log_signed_at(&calls(2), &[4]);
+        let (sealer, mut lines) = log_signed_at(&calls(2), |n| n == 4);
         lines[1] = lines[1].replace("executed", "denied");
         let r = verify(&sealer, &lines);
         assert_eq!(codes(&r, IssueClass::Violation), ["chain_break"], "{r:?}");
         assert_eq!(r.issues[0].line, 3);
         // A signature stripped from a signed line changes that line's hash: the chain breaks.
-        let (sealer, mut lines) = log_signed_at(&calls(2), &[2, 4]);
+        let (sealer, mut lines) = log_signed_at(&calls(2), |n| [2, 4].contains(&n));
         let cut = lines[1].rfind(",\"sig\":").unwrap();
         lines[1] = format!("{}}}", &lines[1][..cut]);
         let r = verify(&sealer, &lines);
@@ -1304,7 +1296,7 @@ mod tests {
         let mut events = lifecycle("a");
         events.extend(calls(1));
         let last = events.len();
-        let (sealer, lines) = log_signed_at(&events, &[last]);
+        let (sealer, lines) = log_signed_at(&events, |n| n == last);
         let r = verify(&sealer, &lines);
         assert!(
             codes(&r, IssueClass::Violation)

@@ -327,7 +327,8 @@ impl AppState {
 
     /// Reload the registry, group memberships and gateways when the store's credentials version
     /// moved (another process or replica enrolled, revoked, or added or revoked a gateway), and
-    /// bring the audit file up to date with the lines it wrote. The sweeper calls this every 500 ms; returns whether it reloaded.
+    /// bring the audit file up to date with the lines it wrote. The sweeper calls this every
+    /// 500 ms; returns whether it reloaded.
     pub async fn refresh_registry(&self) -> Result<bool, ApiError> {
         let version = self.blocking(|s| s.credentials_version()).await?;
         let loaded = self
