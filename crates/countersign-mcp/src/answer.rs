@@ -96,6 +96,17 @@ pub fn input_required(id: &Value, tool: &str, ticket: &Ticket, request_state: &s
     })
 }
 
+/// The status message of a held call run as a task (2025-11-25): where to approve. The task
+/// runs the call itself once approved, so the client waits instead of calling again.
+pub fn task_message(tool: &str, ticket: &Ticket) -> String {
+    let url = ticket.approve_url.as_deref().unwrap_or("the approver page");
+    let approval = ticket.approval_id.as_deref().unwrap_or("none");
+    let expires = ticket.expires_at.as_deref().unwrap_or("unknown");
+    format!(
+        "Held for human approval (approval {approval}, expires {expires}). Ask the user to approve at {url}; this task runs {tool} once approved, with no need to call it again."
+    )
+}
+
 /// Which moment of a held call is being answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Moment {

@@ -63,6 +63,11 @@ pub struct Config {
     /// call and collect its approval.
     #[serde(default)]
     pub cancel_on_disconnect: bool,
+    /// Offer tasks (protocol revision 2025-11-25) to stdio clients: a held call sent with
+    /// `params.task` is answered with a task that runs once approved (docs/MCP.md, "Tasks").
+    /// On by default; `countersign mcp http` does not offer them yet.
+    #[serde(default = "default_tasks")]
+    pub tasks: bool,
     /// Appended to held tools' descriptions in `tools/list` results.
     #[serde(default)]
     pub hold_description_suffix: Option<String>,
@@ -85,6 +90,10 @@ fn default_rp_id() -> String {
     "localhost".to_owned()
 }
 
+fn default_tasks() -> bool {
+    true
+}
+
 fn default_park() -> u64 {
     DEFAULT_PARK_SECONDS
 }
@@ -103,6 +112,7 @@ impl Default for Config {
             held_as: HeldAs::ToolError,
             park_seconds: DEFAULT_PARK_SECONDS,
             cancel_on_disconnect: false,
+            tasks: true,
             hold_description_suffix: None,
             audit_log: None,
             audit_key: None,

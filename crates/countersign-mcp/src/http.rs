@@ -337,7 +337,9 @@ impl HttpRelay {
             .build()
             .unwrap_or_default();
         Arc::new(Self {
-            base,
+            // A task runs its call when the verdict lands, with no client request under way to
+            // carry it; this transport only forwards on behalf of a client's request.
+            base: base.without_tasks(),
             agents,
             upstream,
             http,

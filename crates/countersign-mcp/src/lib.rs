@@ -9,7 +9,8 @@
 //! - [`http`]: the Streamable HTTP transport (`countersign mcp http`) around the relay;
 //! - `splice`: cutting members out of a frame's text without re-serializing it;
 //! - `stdio`: the interposer's own stdin and stdout, read and written without a thread hop;
-//! - [`state`]: the HMAC-protected `requestState` of 2026-07-28 multi round-trip answers.
+//! - [`state`]: the HMAC-protected `requestState` of 2026-07-28 multi round-trip answers;
+//! - `tasks`: 2025-11-25 tasks, a held call answered with a task that runs once approved.
 
 pub mod answer;
 pub mod audit;
@@ -19,6 +20,7 @@ pub mod relay;
 mod splice;
 pub mod state;
 mod stdio;
+mod tasks;
 
 pub use config::{Config, HeldAs};
 pub use relay::{Interposer, Settings};

@@ -7,11 +7,12 @@
 use crate::answer::{self, ClientKind, Moment, Ticket};
 use crate::audit::{AuditLog, OpenTicket, Outcome};
 use crate::config::{Config, ListedTool, Rule};
+use crate::tasks::{self, Payload, Status, Task, Tasks};
 use countersign::{ApprovalResult, ApprovalStatus, ReasonCode};
 use countersign_client::{Gateway, Refusal, ToolCall};
 use serde::Deserialize;
-use serde_json::Value;
 use serde_json::value::RawValue;
+use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -54,12 +55,17 @@ struct Session {
     /// op_hash -> approval id of the calls this session left pending at the service (until
     /// their ticket closes): what `cancel_on_disconnect` withdraws.
     held: HashMap<String, String>,
+    /// The tasks this session's client was given (2025-11-25 task-augmented held calls).
+    tasks: Tasks,
+    /// The upstream declared `tasks.list`: `tasks/list` is its to answer.
+    upstream_lists_tasks: bool,
 }
 
 impl Session {
     /// The client is gone: no pending call is answered or collected for it any more (parked
     /// responses are dropped; their approvals stay pending at the service).
     fn drop_pending_answers(&mut self) {
+        self.tasks.stop_all();
         for call in self.calls.values_mut() {
             call.cancelled = true;
             if let Some(cancel) = call.cancel.take() {
@@ -100,6 +106,8 @@ pub struct Interposer {
     run_id: String,
     counter: Arc<AtomicU64>,
     states: Arc<crate::state::StateCodec>,
+    /// The transport can run a task's call when its verdict lands (stdio; see `without_tasks`).
+    tasks_transport: bool,
 }
 
 impl std::fmt::Debug for Interposer {
@@ -275,7 +283,15 @@ impl Interposer {
                 crate::state::StateCodec::random()
                     .unwrap_or_else(|_| crate::state::StateCodec::with_key(&random_fallback())),
             ),
+            tasks_transport: true,
         }
+    }
+
+    /// This interposer offers no tasks, whatever its configuration says: for a transport that
+    /// only forwards on behalf of a client's request under way (HTTP).
+    pub(crate) fn without_tasks(mut self) -> Self {
+        self.tasks_transport = false;
+        self
     }
 
     /// Replace the configuration (policy, held_as, park budget); it applies to every decision
@@ -433,7 +449,19 @@ impl Interposer {
                 self.session().list_ids.push(id_key(&id));
                 let _ = to_upstream.send(line);
             }
-            (Some("tools/call" | "tools/list" | "initialize" | "notifications/cancelled"), _) => {
+            (
+                Some(
+                    "tools/call"
+                    | "tools/list"
+                    | "initialize"
+                    | "notifications/cancelled"
+                    | "tasks/get"
+                    | "tasks/result"
+                    | "tasks/cancel"
+                    | "tasks/list",
+                ),
+                _,
+            ) => {
                 self.client_frame_general(line, to_client, to_upstream);
             }
             _ => {
@@ -619,6 +647,17 @@ impl Interposer {
                     }
                 }
             }
+            (Some(m @ ("tasks/get" | "tasks/result" | "tasks/cancel")), Some(id))
+                if ours(&frame) =>
+            {
+                let method = m.to_owned();
+                self.task_request(&method, id, &frame, to_client, to_upstream);
+            }
+            (Some("tasks/list"), Some(id)) if self.answers_task_list() => {
+                let list = self.session().tasks.list();
+                let frame = json!({"jsonrpc": "2.0", "id": id, "result": {"tasks": list}});
+                let _ = to_client.send(frame.to_string());
+            }
             (Some("tools/call"), None) => self.drop_call_without_id(&frame),
             _ => {
                 let _ = to_upstream.send(line);
@@ -634,7 +673,9 @@ impl Interposer {
         let mut lines = input.lines();
         while let Some(line) = lines.next_line().await? {
             let line = self.upstream_frame(line);
-            let _ = to_client.send(line);
+            if let Some(line) = self.task_answer(line) {
+                let _ = to_client.send(line);
+            }
         }
         Ok(())
     }
@@ -683,7 +724,7 @@ impl Interposer {
 
     /// An upstream frame read as a whole tree.
     fn upstream_frame_general(&self, line: String) -> String {
-        let Ok(frame) = serde_json::from_str::<Value>(&line) else {
+        let Ok(mut frame) = serde_json::from_str::<Value>(&line) else {
             return line;
         };
         if frame.get("method").is_some() {
@@ -700,6 +741,14 @@ impl Interposer {
                 .and_then(Value::as_str)
             {
                 s.client.revision = Some(v.to_owned());
+            }
+            s.upstream_lists_tasks = frame.pointer("/result/capabilities/tasks/list").is_some();
+            drop(s);
+            if self.session_takes_tasks()
+                && let Some(result) = frame.get_mut("result")
+            {
+                tasks::add_capability(result);
+                return frame.to_string();
             }
             return line;
         }
@@ -747,7 +796,11 @@ impl Interposer {
             }
         }
         let config = self.config();
-        let suffix = config.hold_description_suffix.as_deref()?;
+        let suffix = config.hold_description_suffix.as_deref();
+        let offer_tasks = self.session_takes_tasks();
+        if suffix.is_none() && !offer_tasks {
+            return None;
+        }
         let tools = frame.pointer_mut("/result/tools")?.as_array_mut()?;
         for t in tools {
             let Some(name) = t.get("name").and_then(Value::as_str) else {
@@ -756,12 +809,28 @@ impl Interposer {
             if !matches!(config.rule(name, catalog.get(name)), Rule::Hold(_)) {
                 continue;
             }
-            let description = match t.get("description").and_then(Value::as_str) {
-                Some(d) if !d.is_empty() => format!("{d} {suffix}"),
-                _ => suffix.to_owned(),
+            let description =
+                suffix.map(
+                    |suffix| match t.get("description").and_then(Value::as_str) {
+                        Some(d) if !d.is_empty() => format!("{d} {suffix}"),
+                        _ => suffix.to_owned(),
+                    },
+                );
+            let Some(o) = t.as_object_mut() else {
+                continue;
             };
-            if let Some(o) = t.as_object_mut() {
+            if let Some(description) = description {
                 o.insert("description".into(), description.into());
+            }
+            if offer_tasks {
+                // The interposer can run a held call as a task, whatever the upstream can; a
+                // tool whose upstream requires tasks keeps saying so (docs/MCP.md, "Tasks").
+                let execution = o.entry("execution").or_insert_with(|| json!({}));
+                if let Some(e) = execution.as_object_mut()
+                    && e.get("taskSupport").and_then(Value::as_str) != Some("required")
+                {
+                    e.insert("taskSupport".into(), "optional".into());
+                }
             }
         }
         Some(frame.to_string())
@@ -769,7 +838,7 @@ impl Interposer {
 
     /// Decide one `tools/call`: relay, refuse, or hold. `cancel` fires if the client cancels it.
     async fn tools_call(
-        &self,
+        self: &Arc<Self>,
         line: String,
         id: Value,
         cancel: oneshot::Receiver<()>,
@@ -863,6 +932,11 @@ impl Interposer {
                         .pointer("/params/requestState")
                         .and_then(Value::as_str)
                         .map(str::to_owned);
+                    let task = if self.session_takes_tasks() {
+                        tasks::requested(&frame)
+                    } else {
+                        None
+                    };
                     let held = Held {
                         call_id,
                         id,
@@ -871,6 +945,7 @@ impl Interposer {
                         op_hash,
                         mrtr,
                         request_state,
+                        task,
                         cancel,
                     };
                     self.hold(held, to_client, to_upstream).await;
@@ -950,7 +1025,10 @@ impl Interposer {
     }
 
     /// A held call: a new approval on first arrival, else park, release or refuse.
-    async fn hold(&self, mut h: Held, to_client: &Lines, to_upstream: &Lines) {
+    async fn hold(self: &Arc<Self>, mut h: Held, to_client: &Lines, to_upstream: &Lines) {
+        if let Some(ttl) = h.task {
+            return self.start_task(h, ttl, to_client, to_upstream).await;
+        }
         let open = match &h.request_state {
             // A multi round-trip retry: the state names the approval, once it is proven ours
             // and for this very call.
@@ -1059,12 +1137,15 @@ impl Interposer {
         }
     }
 
-    async fn first_arrival(&self, h: Held, to_client: &Lines, to_upstream: &Lines) {
+    /// Ask the service for an approval of held call `h`: its id and first result, or `None`
+    /// once the client was told why there is none.
+    async fn open_approval(&self, h: &Held, to_client: &Lines) -> Option<(String, ApprovalResult)> {
         let result = match self.gateway.submit(&h.call).await {
             Ok(r) => r,
             Err(refusal) => {
                 let id = refusal.approval_id.clone().unwrap_or_default();
-                return self.refuse_held(&h, &id, &refusal, to_client);
+                self.refuse_held(h, &id, &refusal, to_client);
+                return None;
             }
         };
         let Some(approval_id) = result.approval_id.clone() else {
@@ -1075,7 +1156,15 @@ impl Interposer {
                 approve_url: None,
                 denied: Some(ReasonCode::ResultMalformed.as_str().into()),
             };
-            return self.refuse(&h.call_id, &h.id, &h.call.tool_name, ticket, to_client);
+            self.refuse(&h.call_id, &h.id, &h.call.tool_name, ticket, to_client);
+            return None;
+        };
+        Some((approval_id, result))
+    }
+
+    async fn first_arrival(&self, h: Held, to_client: &Lines, to_upstream: &Lines) {
+        let Some((approval_id, result)) = self.open_approval(&h, to_client).await else {
+            return;
         };
         if result.status != ApprovalStatus::Pending {
             // Decided at once (a tool the service does not require approval for, or no
@@ -1273,6 +1362,7 @@ impl Interposer {
             run_id: self.run_id.clone(),
             counter: self.counter.clone(),
             states: self.states.clone(),
+            tasks_transport: self.tasks_transport,
         }
     }
 
@@ -1320,6 +1410,390 @@ impl Interposer {
     }
 }
 
+/// Tasks (2025-11-25, stdio): a held call the client sent with `params.task` gets a task at
+/// once; the interposer awaits the verdict and runs the call once, with the same checks as a
+/// retry (policy now, offline verification, grant, one forward).
+impl Interposer {
+    /// Tasks are offered at all: the configuration wants them and the transport can run them.
+    fn offers_tasks(&self) -> bool {
+        self.tasks_transport && self.config().tasks
+    }
+
+    /// This session's client negotiated 2025-11-25, the revision whose tasks the interposer
+    /// speaks (2026-07-28's tasks extension is another protocol: not offered).
+    fn session_takes_tasks(&self) -> bool {
+        self.offers_tasks()
+            && self.session().client.revision.as_deref() == Some(answer::REVISION_2025_11_25)
+    }
+
+    /// `tasks/list` is answered here (the interposer's tasks) unless the upstream lists its own.
+    fn answers_task_list(&self) -> bool {
+        self.session_takes_tasks() && !self.session().upstream_lists_tasks
+    }
+
+    fn new_id(&self, prefix: &str) -> String {
+        format!(
+            "{prefix}{}-{}",
+            self.run_id,
+            self.counter.fetch_add(1, Ordering::Relaxed) + 1
+        )
+    }
+
+    /// First arrival (or a repeat) of a held call sent as a task: the approval (this call's open
+    /// ticket, or a new one), the task answered at once, and the driver that runs it once.
+    async fn start_task(
+        self: &Arc<Self>,
+        mut h: Held,
+        ttl: Option<u64>,
+        to_client: &Lines,
+        to_upstream: &Lines,
+    ) {
+        let open = self.tickets().get(&h.op_hash).cloned();
+        let (approval_id, expires_at) = match open {
+            Some(t) => (t.approval_id, t.expires_at),
+            None => {
+                let Some((approval_id, result)) = self.open_approval(&h, to_client).await else {
+                    return;
+                };
+                if result.status == ApprovalStatus::Pending {
+                    self.tickets().insert(
+                        h.op_hash.clone(),
+                        OpenTicket {
+                            approval_id: approval_id.clone(),
+                            expires_at: result.expires_at.clone(),
+                        },
+                    );
+                }
+                (approval_id, result.expires_at)
+            }
+        };
+        self.held_here(&h.op_hash, &approval_id);
+        self.record(
+            &h.call_id,
+            &Outcome {
+                outcome: "pending_approval",
+                op_hash: &h.op_hash,
+                approval_id: Some(&approval_id),
+                expires_at: expires_at.as_deref(),
+                ..Outcome::default()
+            },
+        );
+        let upstream_id = self.new_id(tasks::UPSTREAM_ID_PREFIX);
+        let Some(line) = tasks::upstream_call(&h.line, &upstream_id, &h.call.params_json) else {
+            let mut ticket = self.ticket(&h, &approval_id, None);
+            ticket.denied = Some(ReasonCode::BindingMismatch.as_str().into());
+            return self.refuse(&h.call_id, &h.id, &h.call.tool_name, ticket, to_client);
+        };
+        let ticket = self.ticket(&h, &approval_id, expires_at.as_deref());
+        let message = answer::task_message(&h.call.tool_name, &ticket);
+        let left = expires_at
+            .as_deref()
+            .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
+            .map(|t| (t - OffsetDateTime::now_utc()).unsigned_abs());
+        let (stop, stopped) = oneshot::channel();
+        let task = Task::new(
+            approval_id.clone(),
+            h.op_hash.clone(),
+            message.clone(),
+            tasks::ttl_ms(ttl, left),
+            now_rfc3339(),
+            stop,
+        );
+        let task_id = self.new_id(tasks::TASK_ID_PREFIX);
+        let view = task.view(&task_id);
+        self.session().tasks.insert(task_id.clone(), task);
+        let frame = json!({
+            "jsonrpc": "2.0",
+            "id": h.id,
+            "result": {
+                "task": view,
+                "_meta": {
+                    answer::APPROVAL_KEY: ticket.block(),
+                    "io.modelcontextprotocol/model-immediate-response": message,
+                },
+            },
+        });
+        // From here on `h` is the call the driver forwards: its own id, no `task`, and the
+        // task's stop signal in place of the client's request (answered now).
+        let client_id = std::mem::replace(&mut h.id, Value::from(upstream_id));
+        h.line = line;
+        h.cancel = stopped;
+        self.reply(&client_id, frame, to_client);
+        let me = self.clone();
+        let to_upstream = to_upstream.clone();
+        tokio::spawn(async move { me.drive_task(task_id, h, approval_id, to_upstream).await });
+    }
+
+    /// Wait for the verdict on `approval_id`, then settle task `task_id` as a retry would be
+    /// settled: refused (the task fails) or forwarded once (its answer ends the task).
+    async fn drive_task(
+        self: Arc<Self>,
+        task_id: String,
+        mut h: Held,
+        approval_id: String,
+        to_upstream: Lines,
+    ) {
+        let verdict = loop {
+            let asked = tokio::time::Instant::now();
+            let poll = self.gateway.poll(&approval_id, TASK_POLL_WAIT);
+            tokio::select! {
+                answer = poll => match answer {
+                    Ok(r) if r.status == ApprovalStatus::Pending => {
+                        // A service that answers a long-poll at once must not make this spin.
+                        tokio::time::sleep_until(asked + Duration::from_secs(1)).await;
+                    }
+                    Ok(r) => break Ok(r),
+                    Err(refusal) => break Err(refusal),
+                },
+                // `tasks/cancel` (which withdrew the approval), or the session ended.
+                _ = &mut h.cancel => return,
+            }
+        };
+        // The execution is a call of its own in the audit log, as an approved retry is.
+        h.call_id = self.next_call_id();
+        self.audit.call(
+            &h.call_id,
+            &self.settings.agent_id,
+            &self.settings.server_id,
+            &h.call.tool_name,
+            &h.op_hash,
+            "hold",
+        );
+        self.audit.flush();
+        let upstream_key = id_key(&h.id);
+        {
+            let mut s = self.session();
+            if let Some(t) = s.tasks.get_mut(&task_id) {
+                t.update("Approved: running the call.".into(), now_rfc3339());
+            }
+            // Before the forward: the upstream may answer at once.
+            s.tasks.running(&task_id, upstream_key.clone());
+        }
+        let (answers, mut answered) = mpsc::unbounded_channel();
+        match verdict {
+            Ok(result) => {
+                self.settled(h, &approval_id, result, &answers, &to_upstream)
+                    .await;
+            }
+            Err(refusal) => self.refuse_held(&h, &approval_id, &refusal, &answers),
+        }
+        let mut s = self.session();
+        if !s.forwarded.contains_key(&upstream_key) {
+            // Nothing runs upstream for it (refused, or cancelled on the way).
+            s.tasks.answered(&upstream_key);
+        }
+        // An answer instead of a forward is a refusal: the task failed, and `tasks/result`
+        // gives the refusal the call would have got.
+        if let Ok(frame) = answered.try_recv()
+            && let Ok(frame) = serde_json::from_str::<Value>(&frame)
+            && let Some(t) = s.tasks.get_mut(&task_id)
+        {
+            let message = summary(&frame).unwrap_or("Not run: refused.").to_owned();
+            t.end(
+                Status::Failed,
+                message,
+                Payload::of_response(&frame),
+                now_rfc3339(),
+            );
+        }
+    }
+
+    /// An upstream answer to a call forwarded for a task ends the task and goes no further (the
+    /// client never sent that request); every other frame is the client's.
+    fn task_answer(&self, line: String) -> Option<String> {
+        let mut s = self.session();
+        if s.tasks.none_running() || !line.contains(tasks::UPSTREAM_ID_PREFIX) {
+            return Some(line);
+        }
+        let Ok(frame) = serde_json::from_str::<Value>(&line) else {
+            return Some(line);
+        };
+        let Some(key) = frame
+            .get("id")
+            .filter(|_| frame.get("method").is_none())
+            .map(id_key)
+        else {
+            return Some(line);
+        };
+        if let Some((_, task)) = s.tasks.answered(&key) {
+            let (status, message) = if frame.get("error").is_some() {
+                (
+                    Status::Failed,
+                    "The approved call ran; the upstream answered an error.",
+                )
+            } else {
+                (Status::Completed, "The approved call ran.")
+            };
+            task.end(
+                status,
+                message.into(),
+                Payload::of_response(&frame),
+                now_rfc3339(),
+            );
+            return None;
+        }
+        // Ours (a task that expired while its call ran): never the client's to see.
+        (!key.contains(tasks::UPSTREAM_ID_PREFIX)).then_some(line)
+    }
+
+    /// `tasks/get`, `tasks/result` or `tasks/cancel` about a task id the interposer issued.
+    fn task_request(
+        self: Arc<Self>,
+        method: &str,
+        id: Value,
+        frame: &Value,
+        to_client: &Lines,
+        to_upstream: &Lines,
+    ) {
+        let task_id = frame
+            .pointer("/params/taskId")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let mut s = self.session();
+        let Some(task) = s.tasks.get_mut(&task_id) else {
+            drop(s);
+            let _ = to_client.send(unknown_task(&id).to_string());
+            return;
+        };
+        match method {
+            "tasks/get" => {
+                let frame = json!({"jsonrpc": "2.0", "id": id, "result": task.view(&task_id)});
+                drop(s);
+                let _ = to_client.send(frame.to_string());
+            }
+            "tasks/result" => {
+                let mut ended = task.ended();
+                // Registered like a parked call, so the client's cancel drops the answer.
+                let (cancel, mut cancelled) = oneshot::channel();
+                s.calls.insert(
+                    id_key(&id),
+                    Pending {
+                        cancel: Some(cancel),
+                        cancelled: false,
+                        cancel_line: None,
+                        modern: false,
+                    },
+                );
+                drop(s);
+                let to_client = to_client.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = ended.wait_for(|e| *e) => {}
+                        _ = &mut cancelled => return self.dropped(&id),
+                    }
+                    let frame = self.task_payload(&id, &task_id);
+                    self.reply(&id, frame, &to_client);
+                });
+            }
+            _ => {
+                if task.status.is_terminal() {
+                    let message = format!("the task is already {}", task.status.as_str());
+                    drop(s);
+                    let _ = to_client.send(rpc_error(&id, -32602, &message).to_string());
+                    return;
+                }
+                let running = task.upstream_id.clone();
+                let (approval_id, op_hash) = (task.approval_id.clone(), task.op_hash.clone());
+                if let Some(stop) = task.stop.take() {
+                    let _ = stop.send(());
+                }
+                let message = if running.is_some() {
+                    "Cancelled by the client while the approved call ran upstream."
+                } else {
+                    "Cancelled by the client: the approval was withdrawn."
+                };
+                let not_run = json!({
+                    "content": [{"type": "text", "text": message}],
+                    "isError": true,
+                });
+                task.end(
+                    Status::Cancelled,
+                    message.into(),
+                    Payload::Result(not_run),
+                    now_rfc3339(),
+                );
+                let answer = json!({"jsonrpc": "2.0", "id": id, "result": task.view(&task_id)});
+                drop(s);
+                if let Some(running) = running {
+                    // Too late to withdraw: ask the upstream to stop, as the client would have.
+                    let request_id = serde_json::from_str::<Value>(&running).unwrap_or_default();
+                    let note = json!({
+                        "jsonrpc": "2.0",
+                        "method": "notifications/cancelled",
+                        "params": {"requestId": request_id, "reason": "the client cancelled the task"},
+                    });
+                    let _ = to_upstream.send(note.to_string());
+                    let _ = to_client.send(answer.to_string());
+                    return;
+                }
+                // An explicit cancel is a withdrawal (unlike a client's timeout): the service
+                // settles the approval DENIED `cancelled`; answered once that is done.
+                let to_client = to_client.clone();
+                tokio::spawn(async move {
+                    self.gateway.withdraw(&approval_id).await;
+                    let open = self
+                        .tickets()
+                        .get(&op_hash)
+                        .is_some_and(|t| t.approval_id == approval_id);
+                    if open {
+                        self.drop_ticket(&op_hash);
+                    }
+                    tracing::info!(approval_id, "task cancelled: approval withdrawn");
+                    let _ = to_client.send(answer.to_string());
+                });
+            }
+        }
+    }
+
+    /// What `tasks/result` answers for an ended task: the `tools/call` answer, tagged with the
+    /// task it belongs to.
+    fn task_payload(&self, id: &Value, task_id: &str) -> Value {
+        let payload = self
+            .session()
+            .tasks
+            .get_mut(task_id)
+            .and_then(|t| t.payload.clone());
+        match payload {
+            Some(Payload::Result(mut result)) => {
+                if let Some(r) = result.as_object_mut() {
+                    let meta = r.entry("_meta").or_insert_with(|| json!({}));
+                    if let Some(meta) = meta.as_object_mut() {
+                        meta.insert(
+                            "io.modelcontextprotocol/related-task".into(),
+                            json!({"taskId": task_id}),
+                        );
+                    }
+                }
+                json!({"jsonrpc": "2.0", "id": id, "result": result})
+            }
+            Some(Payload::Error(error)) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+            None => unknown_task(id),
+        }
+    }
+}
+
+/// How long one poll of a task's approval waits at the service for a verdict.
+const TASK_POLL_WAIT: Duration = Duration::from_secs(20);
+
+/// A task id the interposer issued but no longer knows.
+fn unknown_task(id: &Value) -> Value {
+    rpc_error(
+        id,
+        -32602,
+        "unknown task: it expired, or the interposer restarted since; call the tool again \
+         (a pending approval is found again by the call's arguments)",
+    )
+}
+
+/// The text a refusal or tool answer leads with (its first text content, or the error message).
+fn summary(frame: &Value) -> Option<&str> {
+    frame
+        .pointer("/result/content/0/text")
+        .or_else(|| frame.pointer("/error/message"))
+        .and_then(Value::as_str)
+}
+
 /// A held `tools/call`: the original line is kept to be forwarded as is.
 struct Held {
     call_id: String,
@@ -1332,6 +1806,8 @@ struct Held {
     mrtr: bool,
     /// The `requestState` the client echoed, if any.
     request_state: Option<String>,
+    /// The client asked for a task (2025-11-25 `params.task`), with this retention if any.
+    task: Option<Option<u64>>,
     /// Fires when the client cancels this call (or leaves).
     cancel: oneshot::Receiver<()>,
 }
@@ -1392,6 +1868,14 @@ fn state_expiry(expires_at: Option<&str>) -> i64 {
     expires_at
         .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
         .map_or(cap, |t| t.unix_timestamp().min(cap))
+}
+
+/// A `tasks/*` request about a task id the interposer issued (known to it or not).
+fn ours(frame: &Value) -> bool {
+    frame
+        .pointer("/params/taskId")
+        .and_then(Value::as_str)
+        .is_some_and(|t| t.starts_with(tasks::TASK_ID_PREFIX))
 }
 
 fn method(frame: &Value) -> Option<&str> {

@@ -1,0 +1,354 @@
+//! Tasks (protocol revision 2025-11-25, SEP-1686): a held `tools/call` the client sends with
+//! `params.task` is answered at once with a task instead of a ticket to retry. The interposer
+//! then waits for the verdict itself and, once the approval verifies and its grant is collected,
+//! forwards the call exactly once; the client polls `tasks/get`, reads `tasks/result`, and may
+//! withdraw the approval with `tasks/cancel` (docs/MCP.md, "Tasks").
+//!
+//! This module holds the session's task table and the wire shapes; the life cycle (approval,
+//! verdict, forward) is the relay's, shared with plain held calls.
+
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+use tokio::sync::{oneshot, watch};
+
+/// Every task id the interposer issues starts with this, so a `tasks/*` request for a task it
+/// no longer knows (expired, or made before a restart) is answered here, not sent upstream.
+pub(crate) const TASK_ID_PREFIX: &str = "countersign-task-";
+/// The request ids the interposer gives the calls it forwards for tasks (the client never sees
+/// them: their answers complete the task).
+pub(crate) const UPSTREAM_ID_PREFIX: &str = "countersign-task-call-";
+/// Suggested `tasks/get` interval: a human approves in seconds, not milliseconds.
+pub(crate) const POLL_INTERVAL_MS: u64 = 2_000;
+/// Retention when the client asks for none.
+const DEFAULT_TTL_MS: u64 = 60 * 60 * 1000;
+/// Longest retention granted, whatever the client asks.
+const MAX_TTL_MS: u64 = 24 * 60 * 60 * 1000;
+/// A task outlives its approval by at least this much, so its verdict can be read.
+const AFTER_EXPIRY_MS: u64 = 10 * 60 * 1000;
+
+/// A task's status (2025-11-25 `TaskStatus`; `input_required` is not used, see [`Status::Working`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// Awaiting the verdict, or running upstream. Not `input_required`: in 2025-11-25 that status
+    /// tells the client to call `tasks/result`, which blocks until the task ends and would run
+    /// into the client's request timeout while a human decides.
+    Working,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl Status {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Working => "working",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    pub(crate) fn is_terminal(self) -> bool {
+        self != Self::Working
+    }
+}
+
+/// What `tasks/result` answers once the task ended: the `result` or the `error` member the
+/// original `tools/call` would have had.
+#[derive(Debug, Clone)]
+pub(crate) enum Payload {
+    Result(Value),
+    Error(Value),
+}
+
+impl Payload {
+    /// The payload of a response frame (`{"id", "result"}` or `{"id", "error"}`).
+    pub(crate) fn of_response(frame: &Value) -> Self {
+        match frame.get("error") {
+            Some(e) => Self::Error(e.clone()),
+            None => Self::Result(frame.get("result").cloned().unwrap_or_else(|| json!({}))),
+        }
+    }
+}
+
+/// One task of this session.
+#[derive(Debug)]
+pub(crate) struct Task {
+    pub approval_id: String,
+    pub op_hash: String,
+    pub status: Status,
+    pub status_message: String,
+    created_at: String,
+    last_updated_at: String,
+    created: Instant,
+    ttl_ms: u64,
+    /// Set once the task ended.
+    pub payload: Option<Payload>,
+    /// Fires to stop the task's driver before it forwards (`tasks/cancel`, or the session ended).
+    pub stop: Option<oneshot::Sender<()>>,
+    /// The id of the call forwarded upstream for it, while that call runs.
+    pub upstream_id: Option<String>,
+    /// Flips to `true` when the task ends: what a blocked `tasks/result` waits on.
+    ended: watch::Sender<bool>,
+}
+
+impl Task {
+    pub(crate) fn new(
+        approval_id: String,
+        op_hash: String,
+        status_message: String,
+        ttl_ms: u64,
+        now: String,
+        stop: oneshot::Sender<()>,
+    ) -> Self {
+        Self {
+            approval_id,
+            op_hash,
+            status: Status::Working,
+            status_message,
+            created_at: now.clone(),
+            last_updated_at: now,
+            created: Instant::now(),
+            ttl_ms,
+            payload: None,
+            stop: Some(stop),
+            upstream_id: None,
+            ended: watch::channel(false).0,
+        }
+    }
+
+    /// The 2025-11-25 `Task` object.
+    pub(crate) fn view(&self, task_id: &str) -> Value {
+        json!({
+            "taskId": task_id,
+            "status": self.status.as_str(),
+            "statusMessage": self.status_message,
+            "createdAt": self.created_at,
+            "lastUpdatedAt": self.last_updated_at,
+            "ttl": self.ttl_ms,
+            "pollInterval": POLL_INTERVAL_MS,
+        })
+    }
+
+    /// A new message while the task goes on.
+    pub(crate) fn update(&mut self, message: String, now: String) {
+        self.status_message = message;
+        self.last_updated_at = now;
+    }
+
+    /// End the task (once: a task that ended stays as it ended).
+    pub(crate) fn end(&mut self, status: Status, message: String, payload: Payload, now: String) {
+        if self.status.is_terminal() {
+            return;
+        }
+        self.status = status;
+        self.status_message = message;
+        self.last_updated_at = now;
+        self.payload = Some(payload);
+        self.stop = None;
+        self.ended.send_replace(true);
+    }
+
+    /// Wait for the end of the task (at once if it ended).
+    pub(crate) fn ended(&self) -> watch::Receiver<bool> {
+        self.ended.subscribe()
+    }
+
+    fn expired(&self, now: Instant) -> bool {
+        now.duration_since(self.created) > Duration::from_millis(self.ttl_ms)
+    }
+}
+
+/// The session's tasks by id, and the forwarded calls that will complete them.
+#[derive(Debug, Default)]
+pub(crate) struct Tasks {
+    by_id: HashMap<String, Task>,
+    /// Upstream request id (as `id_key`) -> task id.
+    by_upstream_id: HashMap<String, String>,
+}
+
+impl Tasks {
+    pub(crate) fn insert(&mut self, task_id: String, task: Task) {
+        self.forget_expired();
+        self.by_id.insert(task_id, task);
+    }
+
+    pub(crate) fn get_mut(&mut self, task_id: &str) -> Option<&mut Task> {
+        self.forget_expired();
+        self.by_id.get_mut(task_id)
+    }
+
+    /// The call forwarded as `upstream_key` runs for `task_id`.
+    pub(crate) fn running(&mut self, task_id: &str, upstream_key: String) {
+        if let Some(t) = self.by_id.get_mut(task_id) {
+            t.upstream_id = Some(upstream_key.clone());
+        }
+        self.by_upstream_id.insert(upstream_key, task_id.to_owned());
+    }
+
+    /// No forwarded call is under way for a task: the fast path of every upstream answer.
+    pub(crate) fn none_running(&self) -> bool {
+        self.by_upstream_id.is_empty()
+    }
+
+    /// The task the answer with `upstream_key` completes, taken off the running list.
+    pub(crate) fn answered(&mut self, upstream_key: &str) -> Option<(String, &mut Task)> {
+        let task_id = self.by_upstream_id.remove(upstream_key)?;
+        let task = self.by_id.get_mut(&task_id)?;
+        task.upstream_id = None;
+        Some((task_id, task))
+    }
+
+    /// Every live task, oldest first (`tasks/list`).
+    pub(crate) fn list(&mut self) -> Vec<Value> {
+        self.forget_expired();
+        let mut all: Vec<(&String, &Task)> = self.by_id.iter().collect();
+        all.sort_by_key(|(_, t)| t.created);
+        all.into_iter().map(|(id, t)| t.view(id)).collect()
+    }
+
+    /// The session is over: no task's driver goes on (nobody could read its result).
+    pub(crate) fn stop_all(&mut self) {
+        for t in self.by_id.values_mut() {
+            t.stop = None;
+        }
+    }
+
+    /// Tasks past their retention are dropped, ended or not (a driver still running finds its
+    /// task gone and its result is only in the audit log).
+    fn forget_expired(&mut self) {
+        let now = Instant::now();
+        self.by_id.retain(|_, t| !t.expired(now));
+        let live = &self.by_id;
+        self.by_upstream_id
+            .retain(|_, task_id| live.contains_key(task_id));
+    }
+}
+
+/// The retention granted: what the client asked (or an hour), at least until ten minutes after
+/// the approval expires, at most a day.
+pub(crate) fn ttl_ms(requested: Option<u64>, approval_left: Option<Duration>) -> u64 {
+    let floor = approval_left.map_or(0, |left| {
+        u64::try_from(left.as_millis())
+            .unwrap_or(MAX_TTL_MS)
+            .saturating_add(AFTER_EXPIRY_MS)
+    });
+    requested
+        .unwrap_or(DEFAULT_TTL_MS)
+        .max(floor)
+        .min(MAX_TTL_MS)
+}
+
+/// The `tools/call` line forwarded for a task: `line` with its `id` replaced by `upstream_id`
+/// and without `params.task` (the upstream runs a plain call; the task is the interposer's).
+/// Members are cut out of the text, never re-serialized, so `arguments` stay the hashed bytes;
+/// `None` if the result's `arguments` are not exactly `arguments`.
+pub(crate) fn upstream_call(line: &str, upstream_id: &str, arguments: &str) -> Option<String> {
+    let at = crate::splice::member(line, "params")?;
+    let params = crate::splice::without(line.get(at.clone())?, "task")?;
+    let line = format!("{}{params}{}", &line[..at.start], &line[at.end..]);
+    let id = crate::splice::member(&line, "id")?;
+    let new_id = Value::from(upstream_id).to_string();
+    let out = format!("{}{new_id}{}", &line[..id.start], &line[id.end..]);
+    let frame: Value = serde_json::from_str(&out).ok()?;
+    let same = raw_arguments(&out).as_deref().unwrap_or("{}") == arguments;
+    (same && frame.pointer("/params/task").is_none()).then_some(out)
+}
+
+/// The exact text of `params.arguments` in `line`.
+fn raw_arguments(line: &str) -> Option<String> {
+    let at = crate::splice::member(line, "params")?;
+    let params = &line[at];
+    let args = crate::splice::member(params, "arguments")?;
+    params.get(args).map(str::to_owned)
+}
+
+/// The task augmentation a request asked for: `Some(ttl)` when `params.task` is an object.
+pub(crate) fn requested(frame: &Value) -> Option<Option<u64>> {
+    let task = frame.pointer("/params/task")?.as_object()?;
+    Some(task.get("ttl").and_then(Value::as_u64))
+}
+
+/// The `tasks` capability the interposer adds to a 2025-11-25 `initialize` result, merged into
+/// the upstream's own (its `list` and other request kinds stay).
+pub(crate) fn add_capability(result: &mut Value) {
+    let Some(caps) = result
+        .get_mut("capabilities")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    let tasks = caps.entry("tasks").or_insert_with(|| json!({}));
+    let Some(tasks) = tasks.as_object_mut() else {
+        return;
+    };
+    tasks.entry("cancel").or_insert_with(|| json!({}));
+    tasks.entry("list").or_insert_with(|| json!({}));
+    let requests = tasks.entry("requests").or_insert_with(|| json!({}));
+    if let Some(requests) = requests.as_object_mut() {
+        let tools = requests.entry("tools").or_insert_with(|| json!({}));
+        if let Some(tools) = tools.as_object_mut() {
+            tools.entry("call").or_insert_with(|| json!({}));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_forwarded_call_keeps_the_argument_bytes_and_loses_the_task() {
+        let line = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"w","task":{"ttl":5},"arguments":{"b" : 1,"a":2}}}"#;
+        let out = upstream_call(line, "countersign-task-call-1", r#"{"b" : 1,"a":2}"#).unwrap();
+        assert_eq!(
+            out,
+            r#"{"jsonrpc":"2.0","id":"countersign-task-call-1","method":"tools/call","params":{"name":"w","arguments":{"b" : 1,"a":2}}}"#
+        );
+        assert!(upstream_call(line, "x", r#"{"a":2,"b":1}"#).is_none());
+    }
+
+    #[test]
+    fn retention_covers_the_approval_and_is_capped() {
+        assert_eq!(ttl_ms(None, None), DEFAULT_TTL_MS);
+        assert_eq!(ttl_ms(Some(1_000), None), 1_000);
+        assert_eq!(
+            ttl_ms(Some(1_000), Some(Duration::from_secs(300))),
+            300_000 + AFTER_EXPIRY_MS
+        );
+        assert_eq!(ttl_ms(Some(u64::MAX), None), MAX_TTL_MS);
+    }
+
+    #[test]
+    fn the_capability_is_merged_into_the_upstreams() {
+        let mut r = json!({"capabilities": {"tools": {}, "tasks": {"requests": {"sampling": {}}}}});
+        add_capability(&mut r);
+        assert_eq!(
+            r["capabilities"]["tasks"],
+            json!({"requests": {"sampling": {}, "tools": {"call": {}}}, "cancel": {}, "list": {}})
+        );
+    }
+
+    #[test]
+    fn a_task_ends_once_and_wakes_its_readers() {
+        let (stop, _) = oneshot::channel();
+        let mut t = Task::new("a".into(), "h".into(), "held".into(), 10, "t0".into(), stop);
+        let rx = t.ended();
+        t.end(
+            Status::Cancelled,
+            "c".into(),
+            Payload::Result(json!({})),
+            "t1".into(),
+        );
+        t.end(
+            Status::Completed,
+            "x".into(),
+            Payload::Result(json!({})),
+            "t2".into(),
+        );
+        assert_eq!(t.status, Status::Cancelled);
+        assert!(*rx.borrow());
+        assert_eq!(t.view("id")["lastUpdatedAt"], "t1");
+    }
+}
