@@ -968,18 +968,19 @@ impl Interposer {
     /// Send the interposer's own answer to call `id`, unless the client cancelled the call (it
     /// wants no answer: the spec says a cancelled request gets none). On 2026-07-28 every result
     /// carries the `resultType` that revision requires.
-    fn reply(&self, id: &Value, mut frame: Value, to_client: &Lines) {
+    /// Whether the answer went out.
+    fn reply(&self, id: &Value, mut frame: Value, to_client: &Lines) -> bool {
         let call = self.session().calls.remove(&id_key(id));
         if let Some(call) = call {
             if call.cancelled {
                 tracing::debug!(id = %id, "answer dropped: the client cancelled the call");
-                return;
+                return false;
             }
             if call.modern {
                 answer::mark_complete(&mut frame);
             }
         }
-        let _ = to_client.send(frame.to_string());
+        to_client.send(frame.to_string()).is_ok()
     }
 
     /// Forget call `id` without answering it (the client cancelled it).
@@ -1518,7 +1519,12 @@ impl Interposer {
         let client_id = std::mem::replace(&mut h.id, Value::from(upstream_id));
         h.line = line;
         h.cancel = stopped;
-        self.reply(&client_id, frame, to_client);
+        if !self.reply(&client_id, frame, to_client) {
+            // The client cancelled its call before it learnt of the task: nobody would ever
+            // read it, so it is not started. The approval stays pending, as for any cancel.
+            self.session().tasks.remove(&task_id);
+            return;
+        }
         let me = self.clone();
         let to_upstream = to_upstream.clone();
         tokio::spawn(async move { me.drive_task(task_id, h, approval_id, to_upstream).await });

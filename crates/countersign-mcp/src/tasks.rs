@@ -174,6 +174,10 @@ impl Tasks {
         self.by_id.insert(task_id, task);
     }
 
+    pub(crate) fn remove(&mut self, task_id: &str) {
+        self.by_id.remove(task_id);
+    }
+
     pub(crate) fn get_mut(&mut self, task_id: &str) -> Option<&mut Task> {
         self.forget_expired();
         self.by_id.get_mut(task_id)

@@ -1264,3 +1264,33 @@ async fn a_client_before_2025_11_25_gets_no_tasks_and_its_task_member_is_ignored
     assert!(created["result"].get("task").is_none(), "{created}");
     assert_eq!(created["result"]["isError"], true, "the tool-error ticket");
 }
+
+#[tokio::test]
+async fn tasks_result_waits_for_the_task_to_end() {
+    let mut rig = rig("task-wait", tasks_client()).await;
+    let created = task_call(&mut rig.client, r#"{"path":"/w"}"#).await;
+    let task_id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let approval = ticket(&created)["approval_id"].as_str().unwrap().to_owned();
+    // Asked before anyone decided: answered only once the approved call ran.
+    rig.client.next += 1;
+    let waiting = rig.client.next;
+    let ask = json!({"jsonrpc": "2.0", "id": waiting, "method": "tasks/result", "params": {"taskId": task_id}});
+    rig.client.send_line(&ask.to_string()).await;
+    let status = rig
+        .client
+        .request("tasks/get", json!({ "taskId": task_id }))
+        .await;
+    assert_eq!(status["result"]["status"], "working", "{status}");
+    rig.alice
+        .decide(&rig.svc, &approval, Decision::Approved)
+        .await;
+    let result = rig.client.response(waiting).await;
+    assert_eq!(
+        result["result"]["content"][0]["text"], "ran \"write_file\"",
+        "{result}"
+    );
+    assert_eq!(rig.upstream.calls_of("write_file").len(), 1);
+}
