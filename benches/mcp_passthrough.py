@@ -32,7 +32,7 @@ gateway token and registry).
 Run from the repository root, with the venv that .ci/steps/mcp.sh builds:
 
     target/mcp-venv/bin/python benches/mcp_passthrough.py [--calls 2000] [--inflight 16] [--rounds 3] \
-        [--transport stdio|http]
+        [--transport stdio|http] [--http-threads N] [--no-audit]
 
 It needs `target/release/countersign` (`cargo build --release -p countersign-cli`) or
 COUNTERSIGN_BIN. It is a benchmark, not a test: it asserts nothing about speed.
@@ -226,6 +226,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternating direct/interposer rounds")
     parser.add_argument("--client", choices=["raw", "sdk"], default="raw")
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    parser.add_argument("--http-threads", type=int, default=1,
+                        help="the interposer's `http_threads` (HTTP mode's worker threads)")
     parser.add_argument("--no-audit", action="store_true",
                         help="run the interposer without its audit log (default: with it, as deployed)")
     opts = parser.parse_args()
@@ -245,6 +247,12 @@ def main() -> None:
         finally:
             service.stop()
     report(results, opts, binary)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (Linux `/proc/PID/stat`)."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_http(binary: str, service, tmp: pathlib.Path, opts) -> dict[str, list]:
@@ -281,7 +289,7 @@ def run_http(binary: str, service, tmp: pathlib.Path, opts) -> dict[str, list]:
     config.write_text(
         f'rp_id = "{testing.RP_ID}"\norigins = ["{testing.ORIGIN}"]\n'
         f'registry = "{service.dir / "registry.json"}"\nallow = ["echo"]\nhold = ["delete_thing"]\n'
-        f'{audit}\n[[agents]]\nid = "bench"\ntoken = "{token}"\n')
+        f'http_threads = {opts.http_threads}\n{audit}\n[[agents]]\nid = "bench"\ntoken = "{token}"\n')
     ip_port = free_port()
     ip = subprocess.Popen([
         binary, "mcp", "http", "--listen", f"127.0.0.1:{ip_port}",
@@ -294,9 +302,17 @@ def run_http(binary: str, service, tmp: pathlib.Path, opts) -> dict[str, list]:
         paths = {"direct": (f"http://127.0.0.1:{port}/mcp", None),
                  "interposer": (f"http://127.0.0.1:{ip_port}/mcp", token)}
         results: dict[str, list] = {"direct": [], "interposer": []}
+        cpu: dict[str, list] = {"interposer_us_per_call": [], "echo_server_us_per_call": []}
         for _ in range(opts.rounds):
             for name, (url, bearer) in paths.items():
+                before = (cpu_seconds(ip.pid), cpu_seconds(echo.pid))
                 results[name].append(measure_http(url, bearer, opts.calls, opts.inflight))
+                if name == "interposer":
+                    # Both phases (sequential and in flight) and the warm-up: 2 * calls + 200.
+                    n = 2 * opts.calls + 200
+                    cpu["interposer_us_per_call"].append((cpu_seconds(ip.pid) - before[0]) / n * 1e6)
+                    cpu["echo_server_us_per_call"].append((cpu_seconds(echo.pid) - before[1]) / n * 1e6)
+        results["cpu"] = cpu
         return results
     finally:
         ip.kill()
@@ -326,6 +342,7 @@ def run_stdio(binary: str, service, tmp: pathlib.Path, opts) -> dict[str, list]:
 
 def report(results: dict[str, list], opts, binary: str) -> None:
     summary = {}
+    cpu = results.pop("cpu", None)
     for name, runs in results.items():
         summary[name] = {
             "p50_us": statistics.median(percentile(lat, 50) for lat, _ in runs),
@@ -339,9 +356,12 @@ def report(results: dict[str, list], opts, binary: str) -> None:
         "p99_us": i["p99_us"] - d["p99_us"],
         "throughput_ratio": i["calls_per_s"] / d["calls_per_s"],
     }
+    if cpu:
+        # CPU time per pass-through call, whatever else shares the machine: the steadier figure.
+        summary["cpu"] = {k: round(statistics.median(v), 1) for k, v in cpu.items()}
     summary["setup"] = {"calls": opts.calls, "inflight": opts.inflight, "rounds": opts.rounds,
                         "binary": binary, "transport": opts.transport, "client": opts.client,
-                        "audit_log": not opts.no_audit,
+                        "audit_log": not opts.no_audit, "http_threads": opts.http_threads,
                         "load_average": os.getloadavg()}
     print(json.dumps(summary, indent=2))
 

@@ -142,9 +142,9 @@ pub(crate) fn run(command: McpCommand) -> anyhow::Result<u8> {
         // One client, one upstream: one thread relays both ways (no cross-thread wake-up per
         // frame); the audit log signs on its own thread.
         Relay::Stdio(_) => tokio::runtime::Builder::new_current_thread(),
-        Relay::Http(_) => {
+        Relay::Http(ref options) => {
             let mut builder = tokio::runtime::Builder::new_multi_thread();
-            builder.worker_threads(2);
+            builder.worker_threads(options.config.http_threads);
             builder
         }
     }

@@ -80,6 +80,11 @@ pub struct Config {
     /// Directory of the replay store (spent evidence nonces); in memory when absent.
     #[serde(default)]
     pub state_dir: Option<PathBuf>,
+    /// HTTP mode: the runtime's worker threads. One by default: a relay does little work per
+    /// message, and one thread spares the cross-thread wake-ups that otherwise cost more than
+    /// the work (docs/PERFORMANCE.md); raise it for many busy agents on a many-core host.
+    #[serde(default = "default_http_threads")]
+    pub http_threads: usize,
     /// HTTP mode: the agents and their bearer credentials (the agent id of a call comes from
     /// the credential it presents). Not used by stdio mode.
     #[serde(default)]
@@ -89,6 +94,13 @@ pub struct Config {
 fn default_rp_id() -> String {
     "localhost".to_owned()
 }
+
+fn default_http_threads() -> usize {
+    1
+}
+
+/// Most worker threads `http_threads` may ask for.
+pub const MAX_HTTP_THREADS: usize = 256;
 
 fn default_tasks() -> bool {
     true
@@ -117,6 +129,7 @@ impl Default for Config {
             audit_log: None,
             audit_key: None,
             state_dir: None,
+            http_threads: default_http_threads(),
             agents: Vec::new(),
         }
     }
@@ -134,6 +147,8 @@ pub enum ConfigError {
     Parse(#[from] toml::de::Error),
     #[error("park_seconds must be 1..={MAX_PARK_SECONDS} (below the SDKs' 60 s timeout), not {0}")]
     Park(u64),
+    #[error("http_threads must be 1..={MAX_HTTP_THREADS}, not {0}")]
+    HttpThreads(usize),
     #[error("pattern {0:?} in {1}: empty patterns match nothing useful")]
     EmptyPattern(String, &'static str),
 }
@@ -144,6 +159,9 @@ impl Config {
         let config: Self = toml::from_str(text)?;
         if !(1..=MAX_PARK_SECONDS).contains(&config.park_seconds) {
             return Err(ConfigError::Park(config.park_seconds));
+        }
+        if !(1..=MAX_HTTP_THREADS).contains(&config.http_threads) {
+            return Err(ConfigError::HttpThreads(config.http_threads));
         }
         for (list, name) in [
             (&config.allow, "allow"),
@@ -363,6 +381,20 @@ mod tests {
         assert!(Config::from_toml("park_seconds = 0").is_err());
         assert!(Config::from_toml("park_seconds = 60").is_err());
         assert_eq!(config("park_seconds = 55").park_seconds, 55);
+    }
+
+    #[test]
+    fn http_threads_default_to_one_and_are_bounded() {
+        assert_eq!(config("").http_threads, 1);
+        assert_eq!(config("http_threads = 4").http_threads, 4);
+        assert!(Config::from_toml("http_threads = 0").is_err());
+        assert!(Config::from_toml("http_threads = 257").is_err());
+    }
+
+    #[test]
+    fn tasks_are_offered_unless_turned_off() {
+        assert!(config("").tasks);
+        assert!(!config("tasks = false").tasks);
     }
 
     #[test]
