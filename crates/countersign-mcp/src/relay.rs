@@ -108,6 +108,9 @@ pub struct Interposer {
     states: Arc<crate::state::StateCodec>,
     /// The transport can run a task's call when its verdict lands (stdio; see `without_tasks`).
     tasks_transport: bool,
+    /// The upstream's own `requestState`s from answers to approved calls, each the single-use
+    /// pass for the client's answer to that upstream's input request (nested multi round trips).
+    continuations: Arc<Mutex<Continuations>>,
 }
 
 impl std::fmt::Debug for Interposer {
@@ -284,6 +287,7 @@ impl Interposer {
                     .unwrap_or_else(|_| crate::state::StateCodec::with_key(&random_fallback())),
             ),
             tasks_transport: true,
+            continuations: Arc::default(),
         }
     }
 
@@ -705,6 +709,7 @@ impl Interposer {
         };
         if let Some(f) = forwarded {
             let upstream = match reply.status() {
+                _ if self.asks_for_input(&f, &line) => INPUT_REQUIRED,
                 Some(status) => status,
                 None => serde_json::from_str::<Value>(&line).map_or("ok", |v| upstream_status(&v)),
             };
@@ -759,7 +764,11 @@ impl Interposer {
         }
         if let Some(f) = s.forwarded.remove(&id) {
             drop(s);
-            let upstream = upstream_status(&frame);
+            let upstream = if self.asks_for_input(&f, &line) {
+                INPUT_REQUIRED
+            } else {
+                upstream_status(&frame)
+            };
             self.record(
                 &f.call_id,
                 &Outcome {
@@ -1040,6 +1049,9 @@ impl Interposer {
                         approval_id: state.approval_id,
                         expires_at: None,
                     }),
+                    Err(_) if self.continuation_for(text).is_some() => {
+                        return self.continue_call(h, to_client, to_upstream);
+                    }
                     Err(e) => {
                         let ticket = Ticket {
                             approval_id: None,
@@ -1364,6 +1376,7 @@ impl Interposer {
             counter: self.counter.clone(),
             states: self.states.clone(),
             tasks_transport: self.tasks_transport,
+            continuations: self.continuations.clone(),
         }
     }
 
@@ -1798,6 +1811,145 @@ fn summary(frame: &Value) -> Option<&str> {
         .pointer("/result/content/0/text")
         .or_else(|| frame.pointer("/error/message"))
         .and_then(Value::as_str)
+}
+
+/// Nested multi round trips (2026-07-28): the upstream of an approved call may itself answer
+/// `input_required` with a `requestState` of its own. The client then calls again with that state
+/// and its answers; that call is the same approved call going on, not a new one, so it passes
+/// once, without a new approval.
+impl Interposer {
+    /// Whether the upstream's answer to forwarded call `f` asks for input (a held call's only:
+    /// an allowed call needs no pass); if so its `requestState` becomes the pass for the answer.
+    fn asks_for_input(&self, f: &Forwarded, line: &str) -> bool {
+        let Some(approval_id) = &f.approval_ref else {
+            return false;
+        };
+        let Ok(frame) = serde_json::from_str::<Value>(line) else {
+            return false;
+        };
+        let Some(state) = frame
+            .pointer("/result/requestState")
+            .and_then(Value::as_str)
+            .filter(|_| frame.pointer("/result/resultType") == Some(&Value::from(INPUT_REQUIRED)))
+        else {
+            return false;
+        };
+        self.continuations().insert(
+            state.to_owned(),
+            Continuation {
+                op_hash: f.op_hash.clone(),
+                approval_id: approval_id.clone(),
+                at: std::time::Instant::now(),
+            },
+        );
+        true
+    }
+
+    fn continuations(&self) -> std::sync::MutexGuard<'_, Continuations> {
+        self.continuations.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The pass the upstream's `state` is, if it is one.
+    fn continuation_for(&self, state: &str) -> Option<Continuation> {
+        self.continuations().get(state)
+    }
+
+    /// A held call carrying the upstream's own `requestState` from an approved call: forwarded
+    /// as it came (nothing in it is the interposer's), once, if it is that very call and the
+    /// policy still holds rather than refuses it. Audited `continued` with the approval it
+    /// continues; the pass is spent either way.
+    fn continue_call(&self, h: Held, to_client: &Lines, to_upstream: &Lines) {
+        let state = h.request_state.as_deref().unwrap_or_default();
+        let Some(pass) = self.continuations().take(state) else {
+            return;
+        };
+        let mut ticket = self.ticket(&h, &pass.approval_id, None);
+        if pass.op_hash != h.op_hash {
+            // The upstream's state moved onto another call (other arguments, tool or agent).
+            ticket.denied = Some(ReasonCode::BindingMismatch.as_str().into());
+            return self.refuse(&h.call_id, &h.id, &h.call.tool_name, ticket, to_client);
+        }
+        let listed = self
+            .session()
+            .catalog
+            .as_ref()
+            .and_then(|c| c.get(&h.call.tool_name).cloned());
+        if self.config().rule(&h.call.tool_name, listed.as_ref()) == Rule::Deny {
+            ticket.denied = Some("policy_denied".into());
+            return self.refuse(&h.call_id, &h.id, &h.call.tool_name, ticket, to_client);
+        }
+        let Held {
+            call_id,
+            id,
+            line,
+            op_hash,
+            ..
+        } = h;
+        self.forward(
+            line,
+            &id,
+            Forwarded {
+                call_id,
+                op_hash,
+                outcome: "continued",
+                approval_ref: Some(pass.approval_id),
+            },
+            to_upstream,
+        );
+    }
+}
+
+/// The `resultType` of a result that asks for input, and the audit word for such an answer.
+const INPUT_REQUIRED: &str = "input_required";
+
+/// How long the upstream's state stays a pass: as long as the interposer's own states live.
+const CONTINUATION_TTL: Duration = Duration::from_secs(STATE_TTL_SECONDS.unsigned_abs());
+/// Most passes kept at once (the oldest go first): a bound on what an upstream can make us hold.
+const MAX_CONTINUATIONS: usize = 4096;
+
+/// One pass: the approved call an upstream `requestState` continues.
+#[derive(Debug, Clone)]
+struct Continuation {
+    op_hash: String,
+    approval_id: String,
+    at: std::time::Instant,
+}
+
+/// The passes by the upstream's `requestState` text.
+#[derive(Debug, Default)]
+struct Continuations(HashMap<String, Continuation>);
+
+impl Continuations {
+    fn insert(&mut self, state: String, pass: Continuation) {
+        let now = std::time::Instant::now();
+        self.0
+            .retain(|_, c| now.duration_since(c.at) < CONTINUATION_TTL);
+        if self.0.len() >= MAX_CONTINUATIONS
+            && let Some(oldest) = self
+                .0
+                .iter()
+                .min_by_key(|(_, c)| c.at)
+                .map(|(k, _)| k.clone())
+        {
+            self.0.remove(&oldest);
+        }
+        self.0.insert(state, pass);
+    }
+
+    fn live(&self, state: &str) -> Option<&Continuation> {
+        self.0
+            .get(state)
+            .filter(|c| c.at.elapsed() < CONTINUATION_TTL)
+    }
+
+    fn get(&self, state: &str) -> Option<Continuation> {
+        self.live(state).cloned()
+    }
+
+    fn take(&mut self, state: &str) -> Option<Continuation> {
+        self.live(state)?;
+        self.0.remove(state)
+    }
 }
 
 /// A held `tools/call`: the original line is kept to be forwarded as is.

@@ -163,6 +163,19 @@ async fn upstream(io: DuplexStream, seen: Arc<Upstream>) {
                 {"name": "read_file", "description": "Read.", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}},
                 {"name": "write_file", "description": "Write.", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": true}},
             ]}),
+            // A 2026-07-28 tool that asks the client a question before it runs (its own multi
+            // round trip), and runs once the client answers with its state.
+            Some("tools/call") if v["params"]["name"] == "ask_file" => {
+                if v["params"]["requestState"] == "upstream-state-1"
+                    && v["params"]["inputResponses"]["q"].is_object()
+                {
+                    json!({"resultType": "complete", "content": [{"type": "text", "text": "ran ask_file"}]})
+                } else {
+                    json!({"resultType": "input_required", "requestState": "upstream-state-1",
+                           "inputRequests": {"q": {"method": "elicitation/create",
+                             "params": {"mode": "form", "message": "Sure?", "requestedSchema": {"type": "object"}}}}})
+                }
+            }
             Some("tools/call") => {
                 let note = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p", "progress": 1}});
                 w.write_all(format!("{note}\n").as_bytes()).await.unwrap();
@@ -1293,4 +1306,77 @@ async fn tasks_result_waits_for_the_task_to_end() {
         "{result}"
     );
     assert_eq!(rig.upstream.calls_of("write_file").len(), 1);
+}
+
+/// A 2026-07-28 `tools/call` of `ask_file` declaring URL elicitation, with `tail` (state and
+/// input responses) appended to its params.
+async fn ask_call(client: &mut Client, tail: &str) -> Value {
+    client.next += 1;
+    let id = client.next;
+    let line = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"ask_file\",\"arguments\":{{\"p\":1}},\"_meta\":{{\"io.modelcontextprotocol/clientCapabilities\":{{\"elicitation\":{{\"url\":{{}}}}}}}}{tail}}}}}"
+    );
+    client.send_line(&line).await;
+    client.response(id).await
+}
+
+#[tokio::test]
+async fn an_approved_call_whose_upstream_asks_for_input_goes_on_once_without_a_new_approval() {
+    let mut rig = rig("nested", plain_client()).await;
+    let held = ask_call(&mut rig.client, "").await;
+    assert_eq!(held["result"]["resultType"], "input_required", "{held}");
+    let ours = held["result"]["requestState"].as_str().unwrap().to_owned();
+    let id = approval_id(&held);
+    rig.alice.decide(&rig.svc, &id, Decision::Approved).await;
+
+    // The approved retry reaches the upstream, which asks its own question: passed through.
+    let approve = format!(
+        ",\"requestState\":\"{ours}\",\"inputResponses\":{{\"countersign.approval\":{{\"action\":\"accept\"}}}}"
+    );
+    let asked = ask_call(&mut rig.client, &approve).await;
+    assert_eq!(
+        asked["result"]["requestState"], "upstream-state-1",
+        "{asked}"
+    );
+    assert_eq!(
+        asked["result"]["inputRequests"]["q"]["params"]["message"],
+        "Sure?"
+    );
+
+    // The client answers it with the upstream's state: the same approved call goes on, once.
+    let answer = ",\"requestState\":\"upstream-state-1\",\"inputResponses\":{\"q\":{\"action\":\"accept\",\"content\":{}}}";
+    let ran = ask_call(&mut rig.client, answer).await;
+    assert_eq!(ran["result"]["content"][0]["text"], "ran ask_file", "{ran}");
+    let sent = rig.upstream.calls_of("ask_file");
+    assert_eq!(sent.len(), 2, "the approved call and its answer");
+    assert!(sent[1].contains(answer), "passed as it came: {}", sent[1]);
+
+    // The pass is spent: the same answer again is refused and nothing reaches the upstream.
+    let again = ask_call(&mut rig.client, answer).await;
+    let text = again["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("Not run: refused (request_state_invalid)"),
+        "{text}"
+    );
+    assert_eq!(rig.upstream.calls_of("ask_file").len(), 2);
+
+    let audit = rig.audit.clone();
+    let (lines, bytes) = close(rig).await;
+    let outcome = |o: &str| {
+        lines
+            .iter()
+            .filter(|l| l["outcome"] == o)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let executed = outcome("executed");
+    assert_eq!(executed.len(), 1);
+    assert_eq!(executed[0]["upstream"], "input_required");
+    let continued = outcome("continued");
+    assert_eq!(continued.len(), 1);
+    assert_eq!(continued[0]["approval_ref"], id.as_str());
+    assert_eq!(continued[0]["upstream"], "ok");
+    let key = AuditSealer::load_or_create(&audit.with_extension("key")).unwrap();
+    let report = verify_log(&bytes, &key.public_key());
+    assert!(report.issues.is_empty(), "{report:?}");
 }

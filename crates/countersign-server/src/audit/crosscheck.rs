@@ -132,6 +132,8 @@ pub fn cross_check(service: &[u8], interposer: &[u8]) -> CrossReport {
 
     // The interposer's side.
     let mut executed: BTreeMap<String, Vec<(usize, String)>> = BTreeMap::new();
+    // (line, approval_ref, op_hash) of the answers passed on to an approved call's upstream.
+    let mut continued: Vec<(usize, String, String)> = Vec::new();
     let mut referenced: HashSet<String> = HashSet::new();
     let mut callers: HashSet<(String, String)> = HashSet::new();
     // call_id -> (line, op_hash) of intents still without an outcome.
@@ -152,6 +154,12 @@ pub fn cross_check(service: &[u8], interposer: &[u8]) -> CrossReport {
                 }
                 if let Some(id) = text(&o, "approval_id") {
                     referenced.insert(id);
+                }
+                if text(&o, "outcome").as_deref() == Some("continued")
+                    && let Some(id) = text(&o, "approval_ref")
+                {
+                    referenced.insert(id.clone());
+                    continued.push((n, id, text(&o, "op_hash").unwrap_or_default()));
                 }
                 if text(&o, "outcome").as_deref() == Some("executed") {
                     // An executed line without approval_ref is the single-log verifier's
@@ -281,6 +289,39 @@ pub fn cross_check(service: &[u8], interposer: &[u8]) -> CrossReport {
                 format!(
                     "{id} has {} collected grants (first on service line {first})",
                     a.grants.len()
+                ),
+            ),
+        }
+    }
+
+    // A continuation goes on with an execution this log recorded before it, of the same call.
+    for (line, id, op_hash) in &continued {
+        examined += 1;
+        match executed.get(id).and_then(|runs| runs.first()) {
+            Some((first, executed_hash)) if first < line => {
+                if executed_hash != op_hash {
+                    push(
+                        violation,
+                        "mcp_op_hash_mismatch",
+                        id,
+                        Some(*line),
+                        None,
+                        format!(
+                            "{id} was continued for op_hash {op_hash} but executed (interposer \
+                             line {first}) for {executed_hash}"
+                        ),
+                    );
+                }
+            }
+            _ => push(
+                violation,
+                "mcp_continued_without_execution",
+                id,
+                Some(*line),
+                None,
+                format!(
+                    "{id} was continued but this log records no earlier execution of it: only \
+                     an approved call's upstream can ask for more input"
                 ),
             ),
         }
@@ -450,6 +491,38 @@ mod tests {
         let r = cross_check(&lines(&s), &lines(&i));
         assert_eq!(codes(&r), [("mcp_executed_twice", IssueClass::Violation)]);
         assert_eq!(r.issues[0].interposer_line, Some(6));
+    }
+
+    fn continued(call: &str, id: &str, op_hash: &str) -> Value {
+        json!({"kind": "mcp_outcome", "call_id": call, "outcome": "continued",
+               "op_hash": op_hash, "approval_ref": id, "upstream": "ok"})
+    }
+
+    #[test]
+    fn a_continuation_after_its_execution_passes_and_one_without_fails() {
+        // The upstream asked for input on the approved call; the client's answer went on.
+        let (s, mut i) = clean();
+        i.insert(4, call("c3", "H"));
+        i.insert(5, continued("c3", "a", "H"));
+        let r = cross_check(&lines(&s), &lines(&i));
+        assert!(r.is_valid() && r.issues.is_empty(), "{r:?}");
+        assert_eq!(r.executed, 2);
+        // Before any execution (or for an approval never executed): nothing to continue.
+        let (s, mut i) = clean();
+        i.insert(2, call("c0", "H"));
+        i.insert(3, continued("c0", "a", "H"));
+        let r = cross_check(&lines(&s), &lines(&i));
+        assert_eq!(
+            codes(&r),
+            [("mcp_continued_without_execution", IssueClass::Violation)]
+        );
+        assert_eq!(r.issues[0].interposer_line, Some(4));
+        // Another call under the approval's name.
+        let (s, mut i) = clean();
+        i.insert(4, call("c3", "OTHER"));
+        i.insert(5, continued("c3", "a", "OTHER"));
+        let r = cross_check(&lines(&s), &lines(&i));
+        assert_eq!(codes(&r), [("mcp_op_hash_mismatch", IssueClass::Violation)]);
     }
 
     #[test]

@@ -622,11 +622,15 @@ fn mcp_line(c: &mut Checker, n: usize, kind: &str, object: &Map<String, Value>) 
     let outcome = object.get("outcome").and_then(Value::as_str).unwrap_or("");
     if !matches!(
         outcome,
-        "allowed" | "pending_approval" | "denied" | "executed"
+        "allowed" | "pending_approval" | "denied" | "executed" | "continued"
     ) {
         c.violation(n, "bad_status", format!("MCP outcome {outcome:?}"));
     }
-    if outcome == "executed" && object.get("approval_ref").and_then(Value::as_str).is_none() {
+    // `continued`: the client's answer to the upstream's own input request, passed on for an
+    // approved call (a nested multi round trip): it names that approval too.
+    if matches!(outcome, "executed" | "continued")
+        && object.get("approval_ref").and_then(Value::as_str).is_none()
+    {
         c.violation(
             n,
             "mcp_executed_without_approval_ref",
@@ -1176,13 +1180,36 @@ mod tests {
         if let Some(o) = outcome {
             body["outcome"] = o.into();
         }
-        if outcome == Some("executed") {
+        if matches!(outcome, Some("executed" | "continued")) {
             body["approval_ref"] = "apr_1".into();
         }
         match body {
             Value::Object(map) => AuditEvent::from_body(map),
             _ => unreachable!(),
         }
+    }
+
+    #[test]
+    fn a_continued_call_names_its_approval() {
+        let (sealer, lines) = log(&[
+            mcp("mcp_call", "c1", None),
+            mcp("mcp_outcome", "c1", Some("continued")),
+            mcp("mcp_close", "", None),
+        ]);
+        let r = verify(&sealer, &lines);
+        assert!(r.is_valid() && r.issues.is_empty(), "{r:?}");
+        let body = serde_json::json!({"kind": "mcp_outcome", "ts": "2026-12-03T13:00:00Z",
+                                      "call_id": "c1", "outcome": "continued"});
+        let Value::Object(body) = body else {
+            unreachable!()
+        };
+        let outcome = AuditEvent::from_body(body);
+        let (sealer, lines) = log(&[mcp("mcp_call", "c1", None), outcome]);
+        let r = verify(&sealer, &lines);
+        assert_eq!(
+            codes(&r, IssueClass::Violation),
+            ["mcp_executed_without_approval_ref"]
+        );
     }
 
     #[test]
