@@ -118,3 +118,49 @@ def test_mrtr_round_trip_and_tampered_or_replayed_request_state_refused(
 
     anyio.run(scenario)
     assert executions(counting_log) == ["a"]
+
+
+def test_an_upstream_that_asks_its_own_question_after_approval_completes_once(
+        interposer, service, tmp_path, counting_log):
+    # The approved call reaches the upstream, which answers with its own InputRequiredResult
+    # (a confirmation form, its own requestState). The client answers it with that state: the
+    # interposer lets the answer through once as the same approved call, with no new approval.
+    ip = StdioInterposer(interposer, service, tmp_path / "interposer",
+                         [sys.executable, str(COUNTING_SERVER)],
+                         settings={"hold": ["confirm_thing"], "trust_annotations": True})
+
+    async def scenario():
+        async with modern_client(ip, counting_log, UrlElicitations()) as client:
+            held = await first_answer(client, "confirm_thing", {"name": "c"})
+            assert isinstance(held, types.InputRequiredResult), held
+            [(key, request)] = held.input_requests.items()
+            service.alice.approve(request.params.url.rsplit("/", 1)[-1])
+            ours = {key: types.ElicitResult(action="accept")}
+
+            asked = await client.session.call_tool(
+                "confirm_thing", {"name": "c"}, input_responses=ours,
+                request_state=held.request_state, allow_input_required=True)
+            assert isinstance(asked, types.InputRequiredResult), asked
+            # The SDK seals the tool's state its own way: neither the tool's text nor ours.
+            assert asked.request_state and asked.request_state != held.request_state
+            assert asked.input_requests["confirm"].params.mode == "form"
+            assert executions(counting_log) == [], "asked first, not run"
+
+            confirm = {"confirm": types.ElicitResult(action="accept", content={})}
+            done = await client.session.call_tool(
+                "confirm_thing", {"name": "c"}, input_responses=confirm,
+                request_state=asked.request_state, allow_input_required=True)
+            assert isinstance(done, types.CallToolResult) and not done.is_error, done
+            assert "after confirmation (execution 1)" in done.content[0].text
+
+            # The upstream's state was a single pass: once more is refused, nothing runs again.
+            again = await refused_or_error(client, "confirm_thing", {"name": "c"}, confirm,
+                                           asked.request_state)
+            assert again, "the upstream's state let a second execution through"
+
+    anyio.run(scenario)
+    assert executions(counting_log) == ["c"]
+    check = ip.cross_check()
+    assert check.returncode == 0, check.stdout + check.stderr
+    outcomes = [l.get("outcome") for l in ip.audit_lines() if l.get("kind") == "mcp_outcome"]
+    assert outcomes.count("executed") == 1 and outcomes.count("continued") == 1, outcomes

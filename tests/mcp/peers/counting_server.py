@@ -9,6 +9,9 @@ Tools:
 - `quick_thing(name)`: like `delete_thing`; the tests' service expires its approvals in 2 s.
 - `slow_thing(name, seconds)`: destructive, sleeps then appends like `delete_thing`; lets a test
   kill a process while an execution is in flight.
+- `confirm_thing(name)`: destructive, on 2026-07-28 asks the client to confirm first (the server's
+  own multi round trip: an `InputRequiredResult` with its own `requestState`), then appends like
+  `delete_thing`; on older revisions it runs at once.
 
 Run: `python counting_server.py [stdio | http PORT]` with COUNTING_LOG set.
 """
@@ -21,7 +24,8 @@ import sys
 import time
 
 from mcp.server import MCPServer
-from mcp_types import ToolAnnotations
+from mcp.server.mcpserver import Context
+from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult, ToolAnnotations
 
 LOG = pathlib.Path(os.environ.get("COUNTING_LOG", "counting.log"))
 
@@ -52,6 +56,22 @@ def slow_thing(name: str, seconds: float) -> str:
 def quick_thing(name: str) -> str:
     """Like delete_thing; the tests' service gives its approvals a 2-second lifetime."""
     return f"deleted {name} quickly (execution {_record(name)})"
+
+
+@server.tool(annotations=ToolAnnotations(destructive_hint=True, read_only_hint=False))
+async def confirm_thing(name: str, ctx: Context) -> str | InputRequiredResult:
+    """Delete a thing once the user confirmed (destructive; each execution is recorded on disk)."""
+    modern = (ctx.protocol_version or "") >= "2026-07-28"
+    confirmed = (ctx.input_responses or {}).get("confirm") is not None
+    if modern and not (confirmed and ctx.request_state == f"confirm:{name}"):
+        ask = ElicitRequest(
+            method="elicitation/create",
+            params=ElicitRequestFormParams(
+                mode="form", message=f"Really delete {name}?",
+                requested_schema={"type": "object", "properties": {}}),
+        )
+        return InputRequiredResult(input_requests={"confirm": ask}, request_state=f"confirm:{name}")
+    return f"deleted {name} after confirmation (execution {_record(name)})"
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
