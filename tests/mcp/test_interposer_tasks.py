@@ -19,6 +19,7 @@ import pytest
 from conftest import COUNTING_SERVER, HERE, executions
 from peers.interposer import StdioInterposer
 from support import http
+from test_interposer_http import AGENT_TOKEN, counting_http, http_interposer_for
 
 pytestmark = pytest.mark.usefixtures("interposer")
 
@@ -35,10 +36,13 @@ def counting(interposer, service, tmp_path) -> StdioInterposer:
 class TasksClient:
     """The TypeScript client, read event by event as it prints them."""
 
-    def __init__(self, node: str, scenario: str, ip: StdioInterposer, counting_log, name, arguments):
-        command, args = ip.command()
-        spec = {"command": command, "args": args, "env": {"COUNTING_LOG": str(counting_log)},
-                "name": name, "arguments": arguments}
+    def __init__(self, node: str, scenario: str, ip, counting_log, name, arguments):
+        if isinstance(ip, StdioInterposer):
+            command, args = ip.command()
+            spec = {"command": command, "args": args, "env": {"COUNTING_LOG": str(counting_log)}}
+        else:  # the URL of `countersign mcp http`
+            spec = {"url": ip, "bearer": AGENT_TOKEN}
+        spec.update({"name": name, "arguments": arguments})
         self.process = subprocess.Popen(
             [node, str(TS_TASKS_CLIENT), scenario, json.dumps(spec)],
             cwd=HERE, stdout=subprocess.PIPE, text=True,
@@ -122,3 +126,25 @@ def test_tasks_cancel_from_the_sdk_withdraws_the_approval(
     status = approval_status(service, approval_id)
     assert (status["status"], status.get("reason_code")) == ("DENIED", "cancelled"), status
     assert executions(counting_log) == []
+
+
+def test_over_http_the_approved_task_runs_in_the_clients_session(
+        interposer, service, tmp_path, counting_log, node):
+    # Over Streamable HTTP no client request is under way when the verdict lands: the
+    # interposer's session carries the call to the upstream session on its own.
+    audit_log = tmp_path / "interposer" / "mcp-audit.jsonl"
+    settings = {"hold": ["delete_thing"], "trust_annotations": True, "audit_log": str(audit_log)}
+    with counting_http(counting_log) as upstream, http_interposer_for(
+            interposer, service, tmp_path / "interposer", upstream, "counting", settings) as url:
+        client = TasksClient(node, "run", url, counting_log, "delete_thing", {"name": "t3"})
+        connected = client.until("connected")
+        assert connected["taskSupport"] == "optional", connected
+        approval_id = approval_of(client.until("taskCreated")["task"])
+        service.alice.approve(approval_id)
+        result = client.until("result")["result"]
+        assert "deleted t3 (execution 1)" in result["content"][0]["text"], result
+        client.finish()
+    assert executions(counting_log) == ["t3"]
+    lines = [json.loads(line) for line in audit_log.read_text().splitlines()]
+    executed = [l for l in lines if l.get("outcome") == "executed"]
+    assert [(l["approval_ref"], l["upstream"]) for l in executed] == [(approval_id, "ok")]

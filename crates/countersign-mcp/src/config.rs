@@ -63,9 +63,8 @@ pub struct Config {
     /// call and collect its approval.
     #[serde(default)]
     pub cancel_on_disconnect: bool,
-    /// Offer tasks (protocol revision 2025-11-25) to stdio clients: a held call sent with
-    /// `params.task` is answered with a task that runs once approved (docs/MCP.md, "Tasks").
-    /// On by default; `countersign mcp http` does not offer them yet.
+    /// Offer tasks (protocol revision 2025-11-25): a held call sent with `params.task` is
+    /// answered with a task that runs once approved (docs/MCP.md, "Tasks"). On by default.
     #[serde(default = "default_tasks")]
     pub tasks: bool,
     /// Appended to held tools' descriptions in `tools/list` results.

@@ -337,9 +337,7 @@ impl HttpRelay {
             .build()
             .unwrap_or_default();
         Arc::new(Self {
-            // A task runs its call when the verdict lands, with no client request under way to
-            // carry it; this transport only forwards on behalf of a client's request.
-            base: base.without_tasks(),
+            base,
             agents,
             upstream,
             http,
@@ -467,6 +465,7 @@ impl HttpRelay {
                     ended.push(s.interposer.clone());
                 }
             }
+            interposer.set_task_upstream(self.task_forwarder(upstream_id.clone(), &interposer));
             sessions.insert(
                 id.clone(),
                 Arc::new(Session {
@@ -481,6 +480,62 @@ impl HttpRelay {
             i.end_session();
         }
         id
+    }
+
+    /// The session's own way to the upstream for the calls its tasks run once approved: no
+    /// client request is under way then to carry them. Each frame is POSTed in the session (its
+    /// upstream session id, its revision) and the answer, JSON or an event stream, goes through
+    /// the session's upstream hook (audit outcome, the task's end) with nobody to relay it to.
+    /// It ends with the session's interposer (held weakly: the interposer holds the sender).
+    fn task_forwarder(
+        &self,
+        upstream_session: Option<String>,
+        interposer: &Arc<Interposer>,
+    ) -> Lines {
+        let (lines, mut frames) = mpsc::unbounded_channel::<String>();
+        let http = self.http.clone();
+        let url = self.upstream.clone();
+        let session = Arc::downgrade(interposer);
+        tokio::spawn(async move {
+            while let Some(frame) = frames.recv().await {
+                let Some(interposer) = session.upgrade() else {
+                    break;
+                };
+                let id = serde_json::from_str::<Value>(&frame)
+                    .ok()
+                    .and_then(|v| v.get("id").cloned());
+                let mut request = http
+                    .post(url.clone())
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .header(header::ACCEPT, "application/json, text/event-stream")
+                    .body(frame);
+                if let Some(revision) = interposer.revision() {
+                    request = request.header("mcp-protocol-version", revision);
+                }
+                if let Some(upstream) = &upstream_session {
+                    request = request.header(SESSION_HEADER, upstream.as_str());
+                }
+                match request.send().await {
+                    Ok(response) => {
+                        // Nobody reads this reply: the answer ends the task in the upstream hook.
+                        let (reply, unread) = oneshot::channel();
+                        drop(unread);
+                        relay_response(response, interposer.clone(), None, id.clone(), true, reply)
+                            .await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the upstream could not be reached for a task");
+                        if let Some(id) = &id {
+                            interposer.no_answer(id);
+                        }
+                    }
+                }
+                if let Some(id) = &id {
+                    interposer.task_unanswered(id);
+                }
+            }
+        });
+        lines
     }
 
     /// End session `id`: its interposer, if it existed.
@@ -654,7 +709,12 @@ async fn relay_response(
         let body = match std::str::from_utf8(&bytes) {
             Ok(text) if !text.trim().is_empty() => {
                 let out = interposer.upstream_frame(text.to_owned());
-                if out == text { bytes } else { Bytes::from(out) }
+                // The answer to a call a task ran ends the task; it is nobody's to relay.
+                match interposer.task_answer(out) {
+                    Some(out) if out == text => bytes,
+                    Some(out) => Bytes::from(out),
+                    None => Bytes::new(),
+                }
             }
             _ => bytes,
         };
@@ -738,6 +798,9 @@ fn relay_event(interposer: &Interposer, raw: Vec<u8>) -> Bytes {
         return Bytes::from(raw);
     };
     let out = interposer.upstream_frame(data.clone());
+    let Some(out) = interposer.task_answer(out) else {
+        return Bytes::new();
+    };
     if out == data {
         return Bytes::from(raw);
     }

@@ -106,8 +106,10 @@ pub struct Interposer {
     run_id: String,
     counter: Arc<AtomicU64>,
     states: Arc<crate::state::StateCodec>,
-    /// The transport can run a task's call when its verdict lands (stdio; see `without_tasks`).
-    tasks_transport: bool,
+    /// Where a task's call goes when its verdict lands, if not on the channel of the request that
+    /// made the task: HTTP answers each request on its own, so its sessions get a way of their own
+    /// to the upstream ([`Interposer::set_task_upstream`]).
+    task_upstream: Mutex<Option<Lines>>,
     /// The upstream's own `requestState`s from answers to approved calls, each the single-use
     /// pass for the client's answer to that upstream's input request (nested multi round trips).
     continuations: Arc<Mutex<Continuations>>,
@@ -286,16 +288,19 @@ impl Interposer {
                 crate::state::StateCodec::random()
                     .unwrap_or_else(|_| crate::state::StateCodec::with_key(&random_fallback())),
             ),
-            tasks_transport: true,
+            task_upstream: Mutex::new(None),
             continuations: Arc::default(),
         }
     }
 
-    /// This interposer offers no tasks, whatever its configuration says: for a transport that
-    /// only forwards on behalf of a client's request under way (HTTP).
-    pub(crate) fn without_tasks(mut self) -> Self {
-        self.tasks_transport = false;
-        self
+    /// The session's own way to the upstream for the calls its tasks run (HTTP).
+    pub(crate) fn set_task_upstream(&self, lines: Lines) {
+        *self.task_upstream.lock().unwrap_or_else(|p| p.into_inner()) = Some(lines);
+    }
+
+    /// The revision this session negotiated, if known.
+    pub(crate) fn revision(&self) -> Option<String> {
+        self.session().client.revision.clone()
     }
 
     /// Replace the configuration (policy, held_as, park budget); it applies to every decision
@@ -1375,7 +1380,7 @@ impl Interposer {
             run_id: self.run_id.clone(),
             counter: self.counter.clone(),
             states: self.states.clone(),
-            tasks_transport: self.tasks_transport,
+            task_upstream: Mutex::new(None),
             continuations: self.continuations.clone(),
         }
     }
@@ -1424,13 +1429,13 @@ impl Interposer {
     }
 }
 
-/// Tasks (2025-11-25, stdio): a held call the client sent with `params.task` gets a task at
+/// Tasks (2025-11-25): a held call the client sent with `params.task` gets a task at
 /// once; the interposer awaits the verdict and runs the call once, with the same checks as a
 /// retry (policy now, offline verification, grant, one forward).
 impl Interposer {
-    /// Tasks are offered at all: the configuration wants them and the transport can run them.
+    /// Tasks are offered at all.
     fn offers_tasks(&self) -> bool {
-        self.tasks_transport && self.config().tasks
+        self.config().tasks
     }
 
     /// This session's client negotiated 2025-11-25, the revision whose tasks the interposer
@@ -1539,7 +1544,12 @@ impl Interposer {
             return;
         }
         let me = self.clone();
-        let to_upstream = to_upstream.clone();
+        let to_upstream = self
+            .task_upstream
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_else(|| to_upstream.clone());
         tokio::spawn(async move { me.drive_task(task_id, h, approval_id, to_upstream).await });
     }
 
@@ -1619,7 +1629,7 @@ impl Interposer {
 
     /// An upstream answer to a call forwarded for a task ends the task and goes no further (the
     /// client never sent that request); every other frame is the client's.
-    fn task_answer(&self, line: String) -> Option<String> {
+    pub(crate) fn task_answer(&self, line: String) -> Option<String> {
         let mut s = self.session();
         if s.tasks.none_running() || !line.contains(tasks::UPSTREAM_ID_PREFIX) {
             return Some(line);
@@ -1653,6 +1663,22 @@ impl Interposer {
         }
         // Ours (a task that expired while its call ran): never the client's to see.
         (!key.contains(tasks::UPSTREAM_ID_PREFIX)).then_some(line)
+    }
+
+    /// The call forwarded as `id` for a task got no JSON-RPC answer (the upstream could not be
+    /// reached, or answered something else): its task fails rather than wait for nothing.
+    pub(crate) fn task_unanswered(&self, id: &Value) {
+        let mut s = self.session();
+        if let Some((_, task)) = s.tasks.answered(&id_key(id)) {
+            let error =
+                json!({"code": -32603, "message": "the upstream MCP server gave no answer"});
+            task.end(
+                Status::Failed,
+                "The approved call was sent, but the upstream gave no answer.".into(),
+                Payload::Error(error),
+                now_rfc3339(),
+            );
+        }
     }
 
     /// `tasks/get`, `tasks/result` or `tasks/cancel` about a task id the interposer issued.

@@ -1,9 +1,11 @@
 // A real TypeScript MCP client that runs tool calls as tasks (protocol revision 2025-11-25):
 // `@modelcontextprotocol/sdk` 1.32.2, pinned in package.json, whose experimental tasks client is
-// the one SDK client that speaks that revision's tasks. It launches the interposer over stdio and
-// prints one JSON line per event, as the events happen, so pytest can approve while it waits.
+// the one SDK client that speaks that revision's tasks. It launches the interposer over stdio (or
+// connects to it over Streamable HTTP) and prints one JSON line per event, as the events happen,
+// so pytest can approve while it waits.
 //
 //   node ts_tasks_client.mjs SCENARIO '{"command", "args", "env", "name", "arguments"}'
+//   node ts_tasks_client.mjs SCENARIO '{"url", "bearer", "name", "arguments"}'
 //
 // Scenarios:
 //   run     tools/list, then callToolStream: the SDK itself decides to use a task (the tool says
@@ -12,6 +14,7 @@
 // First line: {"event":"connected", capabilities, taskSupport}. Last line: {"event":"done"}.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const [scenario, rawArgs] = process.argv.slice(2);
@@ -19,12 +22,16 @@ const args = JSON.parse(rawArgs);
 const emit = (o) => process.stdout.write(JSON.stringify(o) + "\n");
 
 const client = new Client({ name: "countersign-ts-tasks-peer", version: "1.0.0" }, { capabilities: {} });
-const transport = new StdioClientTransport({
-  command: args.command,
-  args: args.args,
-  env: { ...process.env, ...(args.env ?? {}) },
-  stderr: "inherit",
-});
+const transport = args.url
+  ? new StreamableHTTPClientTransport(new URL(args.url), {
+      requestInit: { headers: { Authorization: `Bearer ${args.bearer}` } },
+    })
+  : new StdioClientTransport({
+      command: args.command,
+      args: args.args,
+      env: { ...process.env, ...(args.env ?? {}) },
+      stderr: "inherit",
+    });
 
 try {
   await client.connect(transport);

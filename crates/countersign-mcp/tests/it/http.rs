@@ -677,3 +677,97 @@ async fn http_cancel_on_disconnect_withdraws_when_the_client_deletes_its_session
     assert_eq!(approval_status(&rig.svc, &kept).await["status"], "PENDING");
     rig.stop().await;
 }
+
+#[tokio::test]
+async fn http_a_held_call_sent_as_a_task_runs_once_when_approved() {
+    let rig = http_rig("http-task").await;
+    let session = rig.open(TOKEN_A).await;
+    let listed: Value = rig
+        .post(
+            Some(TOKEN_A),
+            Some(&session),
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#,
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        listed["result"]["tools"][2]["execution"]["taskSupport"],
+        "optional"
+    );
+
+    let args = r#"{"path":"/t", "content":"hi"}"#;
+    let body = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":20,\"method\":\"tools/call\",\"params\":{{\"name\":\"write_file\",\"arguments\":{args},\"task\":{{\"ttl\":60000}}}}}}"
+    );
+    let created: Value = rig
+        .post(Some(TOKEN_A), Some(&session), &body)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let task_id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let id = created["result"]["_meta"][APPROVAL_KEY]["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    rig.alice.decide(&rig.svc, &id, Decision::Approved).await;
+
+    // No client request is under way when the verdict lands: the session's own way upstream
+    // carries the call, in the upstream session.
+    let mut status = Value::Null;
+    for n in 0..600 {
+        let get = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"tasks/get\",\"params\":{{\"taskId\":\"{task_id}\"}}}}",
+            100 + n
+        );
+        status = rig
+            .post(Some(TOKEN_A), Some(&session), &get)
+            .await
+            .json()
+            .await
+            .unwrap();
+        if status["result"]["status"] != "working" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status["result"]["status"], "completed", "{status}");
+    let sent = rig.upstream.calls_of("write_file");
+    assert_eq!(sent.len(), 1, "executed exactly once");
+    assert!(
+        sent[0].contains(args) && !sent[0].contains("\"task\""),
+        "{}",
+        sent[0]
+    );
+    let result: Value = rig
+        .post(
+            Some(TOKEN_A),
+            Some(&session),
+            &format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tasks/result\",\"params\":{{\"taskId\":\"{task_id}\"}}}}"
+            ),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        result["result"]["content"][0]["text"], "ran write_file",
+        "{result}"
+    );
+
+    let bytes = rig.stop().await;
+    let executed: Vec<Value> = String::from_utf8_lossy(&bytes)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["outcome"] == "executed")
+        .collect();
+    assert_eq!(executed.len(), 1);
+    assert_eq!(executed[0]["approval_ref"], id.as_str());
+    assert_eq!(executed[0]["upstream"], "ok");
+}
