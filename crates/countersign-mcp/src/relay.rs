@@ -1631,7 +1631,7 @@ impl Interposer {
     /// client never sent that request); every other frame is the client's.
     pub(crate) fn task_answer(&self, line: String) -> Option<String> {
         let mut s = self.session();
-        if s.tasks.none_running() || !line.contains(tasks::UPSTREAM_ID_PREFIX) {
+        if s.tasks.never_forwarded() || !line.contains(tasks::UPSTREAM_ID_PREFIX) {
             return Some(line);
         }
         let Ok(frame) = serde_json::from_str::<Value>(&line) else {

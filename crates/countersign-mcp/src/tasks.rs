@@ -166,6 +166,9 @@ pub(crate) struct Tasks {
     by_id: HashMap<String, Task>,
     /// Upstream request id (as `id_key`) -> task id.
     by_upstream_id: HashMap<String, String>,
+    /// A call was ever forwarded for a task in this session (its answer may still come, even
+    /// for a task forgotten since).
+    forwarded_any: bool,
 }
 
 impl Tasks {
@@ -189,11 +192,12 @@ impl Tasks {
             t.upstream_id = Some(upstream_key.clone());
         }
         self.by_upstream_id.insert(upstream_key, task_id.to_owned());
+        self.forwarded_any = true;
     }
 
-    /// No forwarded call is under way for a task: the fast path of every upstream answer.
-    pub(crate) fn none_running(&self) -> bool {
-        self.by_upstream_id.is_empty()
+    /// No call was ever forwarded for a task here: the fast path of every upstream answer.
+    pub(crate) fn never_forwarded(&self) -> bool {
+        !self.forwarded_any
     }
 
     /// The task the answer with `upstream_key` completes, taken off the running list.

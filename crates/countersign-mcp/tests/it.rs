@@ -1380,3 +1380,32 @@ async fn an_approved_call_whose_upstream_asks_for_input_goes_on_once_without_a_n
     let report = verify_log(&bytes, &key.public_key());
     assert!(report.issues.is_empty(), "{report:?}");
 }
+
+#[tokio::test]
+async fn two_tasks_for_one_approval_run_the_call_once() {
+    let mut rig = rig("task-twice", tasks_client()).await;
+    let args = r#"{"path":"/twice"}"#;
+    let a = task_call(&mut rig.client, args).await;
+    let b = task_call(&mut rig.client, args).await;
+    let approval = ticket(&a)["approval_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        ticket(&b)["approval_id"],
+        approval.as_str(),
+        "one open ticket"
+    );
+    rig.alice
+        .decide(&rig.svc, &approval, Decision::Approved)
+        .await;
+    let mut ends = Vec::new();
+    for created in [&a, &b] {
+        let task_id = created["result"]["task"]["taskId"].as_str().unwrap();
+        ends.push(task_end(&mut rig.client, task_id).await["status"].clone());
+    }
+    ends.sort_by_key(Value::to_string);
+    assert_eq!(
+        ends,
+        [json!("completed"), json!("failed")],
+        "one grant, one run"
+    );
+    assert_eq!(rig.upstream.calls_of("write_file").len(), 1);
+}
