@@ -334,6 +334,9 @@ impl HttpRelay {
     pub fn new(base: Interposer, agents: Agents, upstream: Url) -> Arc<Self> {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
+            // A redirect would send a judged call (and an approved one) somewhere other than the
+            // configured upstream: the upstream's 3xx goes back to the client as it is.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_default();
         Arc::new(Self {

@@ -132,6 +132,12 @@ async fn up_post(State(up): State<Arc<Upstream>>, headers: HeaderMap, body: Stri
             }));
             ([("content-type", "text/event-stream")], body).into_response()
         }
+        // An upstream that tries to send the client elsewhere.
+        "redirect/me" => (
+            StatusCode::TEMPORARY_REDIRECT,
+            [("location", "http://127.0.0.1:9/elsewhere")],
+        )
+            .into_response(),
         // Anything else: a JSON answer spaced as no serializer would.
         other => json_reply(format!(
             "{{\"jsonrpc\":\"2.0\",  \"id\":{id}, \"result\":{{ \"echo\" : \"{other}\" }}}}"
@@ -770,4 +776,24 @@ async fn http_a_held_call_sent_as_a_task_runs_once_when_approved() {
     assert_eq!(executed.len(), 1);
     assert_eq!(executed[0]["approval_ref"], id.as_str());
     assert_eq!(executed[0]["upstream"], "ok");
+}
+
+#[tokio::test]
+async fn http_an_upstream_redirect_is_not_followed() {
+    let rig = http_rig("http-redirect").await;
+    let session = rig.open(TOKEN_A).await;
+    let r = rig
+        .post(
+            Some(TOKEN_A),
+            Some(&session),
+            r#"{"jsonrpc":"2.0","id":5,"method":"redirect/me"}"#,
+        )
+        .await;
+    // Relayed as the upstream said it, never re-sent to where it points.
+    assert_eq!(r.status(), 307);
+    assert_eq!(
+        rig.upstream.count(),
+        4,
+        "initialize, initialized, tools/list, this"
+    );
 }
