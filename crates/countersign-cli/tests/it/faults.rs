@@ -707,8 +707,21 @@ async fn careful_lifecycle(c: Arc<Client>, n: u64) -> Seen {
             // Our own earlier attempt committed though its answer was lost (or the nonce it
             // spent is recognised): the verdict stands, once.
             409 | 422 if retried => {
-                let now = c.status(&id).await;
-                assert_eq!(now["status"], want, "{}", a.body);
+                // A 409 carries the settled result; a 422 (the nonce was spent) does not, so
+                // it is read back, and that read may itself meet a cut connection (503): asked
+                // again, as a careful gateway would.
+                let settled = match a.body.pointer("/error/result/status") {
+                    Some(status) => status.clone(),
+                    None => loop {
+                        assert!(Instant::now() < deadline);
+                        let now = c.status(&id).await;
+                        if let Some(status) = now.get("status") {
+                            break status.clone();
+                        }
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    },
+                };
+                assert_eq!(settled, want, "{}", a.body);
                 seen.ledger.verdicts.insert(id.clone(), want.into());
             }
             _ => panic!("decision: {} {}", a.status, a.body),
