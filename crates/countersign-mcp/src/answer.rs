@@ -40,6 +40,18 @@ pub struct Ticket {
 }
 
 impl Ticket {
+    /// The ticket of a call refused before any approval exists for it (policy, inadmissible
+    /// arguments, an invalid state): its op_hash and why.
+    pub fn refused(op_hash: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            approval_id: None,
+            op_hash: op_hash.into(),
+            expires_at: None,
+            approve_url: None,
+            denied: Some(reason.into()),
+        }
+    }
+
     /// The block: ids, hash, status and times only, never the arguments.
     pub fn block(&self) -> Value {
         let mut b = json!({

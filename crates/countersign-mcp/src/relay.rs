@@ -913,26 +913,14 @@ impl Interposer {
                 );
             }
             Rule::Deny => {
-                let ticket = Ticket {
-                    approval_id: None,
-                    op_hash: op_hash_text.clone(),
-                    expires_at: None,
-                    approve_url: None,
-                    denied: Some("policy_denied".into()),
-                };
+                let ticket = Ticket::refused(op_hash_text.clone(), "policy_denied");
                 self.refuse(&call_id, &id, &tool, ticket, to_client);
             }
             Rule::Hold(_) => match op_hash {
                 Err(refusal) => {
                     // Arguments the profile cannot admit (floats, non-NFC text, too deep):
                     // no human can be shown them faithfully, so the call cannot be approved.
-                    let ticket = Ticket {
-                        approval_id: None,
-                        op_hash: String::new(),
-                        expires_at: None,
-                        approve_url: None,
-                        denied: Some(refusal.reason_code.as_str().to_owned()),
-                    };
+                    let ticket = Ticket::refused(String::new(), refusal.reason_code.as_str());
                     self.refuse(&call_id, &id, &tool, ticket, to_client);
                 }
                 Ok(op_hash) => {
@@ -1058,13 +1046,7 @@ impl Interposer {
                         return self.continue_call(h, to_client, to_upstream);
                     }
                     Err(e) => {
-                        let ticket = Ticket {
-                            approval_id: None,
-                            op_hash: h.op_hash.clone(),
-                            expires_at: None,
-                            approve_url: None,
-                            denied: Some(e.reason_code().to_owned()),
-                        };
+                        let ticket = Ticket::refused(h.op_hash.clone(), e.reason_code());
                         tracing::info!(error = %e, "requestState refused");
                         return self.refuse(
                             &h.call_id,
@@ -1167,13 +1149,7 @@ impl Interposer {
             }
         };
         let Some(approval_id) = result.approval_id.clone() else {
-            let ticket = Ticket {
-                approval_id: None,
-                op_hash: h.op_hash.clone(),
-                expires_at: None,
-                approve_url: None,
-                denied: Some(ReasonCode::ResultMalformed.as_str().into()),
-            };
+            let ticket = Ticket::refused(h.op_hash.clone(), ReasonCode::ResultMalformed.as_str());
             self.refuse(&h.call_id, &h.id, &h.call.tool_name, ticket, to_client);
             return None;
         };
@@ -1467,6 +1443,13 @@ impl Interposer {
         to_client: &Lines,
         to_upstream: &Lines,
     ) {
+        // What the task will forward, settled first: a call that cannot be sent as hashed opens
+        // no approval (and its record gets one outcome).
+        let upstream_id = self.new_id(tasks::UPSTREAM_ID_PREFIX);
+        let Some(line) = tasks::upstream_call(&h.line, &upstream_id, &h.call.params_json) else {
+            let ticket = Ticket::refused(h.op_hash.clone(), ReasonCode::BindingMismatch.as_str());
+            return self.refuse(&h.call_id, &h.id, &h.call.tool_name, ticket, to_client);
+        };
         let open = self.tickets().get(&h.op_hash).cloned();
         let (approval_id, expires_at) = match open {
             Some(t) => (t.approval_id, t.expires_at),
@@ -1497,12 +1480,6 @@ impl Interposer {
                 ..Outcome::default()
             },
         );
-        let upstream_id = self.new_id(tasks::UPSTREAM_ID_PREFIX);
-        let Some(line) = tasks::upstream_call(&h.line, &upstream_id, &h.call.params_json) else {
-            let mut ticket = self.ticket(&h, &approval_id, None);
-            ticket.denied = Some(ReasonCode::BindingMismatch.as_str().into());
-            return self.refuse(&h.call_id, &h.id, &h.call.tool_name, ticket, to_client);
-        };
         let ticket = self.ticket(&h, &approval_id, expires_at.as_deref());
         let message = answer::task_message(&h.call.tool_name, &ticket);
         let left = expires_at
