@@ -872,12 +872,7 @@ impl Interposer {
         };
         let tool = params.name.into_owned();
         let arguments = params.arguments.map_or("{}", RawValue::get).to_owned();
-        let listed = self
-            .session()
-            .catalog
-            .as_ref()
-            .and_then(|c| c.get(&tool).cloned());
-        let rule = self.config().rule(&tool, listed.as_ref());
+        let rule = self.rule_now(&tool);
         let call = ToolCall::mcp(
             self.settings.agent_id.clone(),
             self.settings.server_id.clone(),
@@ -1219,13 +1214,8 @@ impl Interposer {
         // new approval.
         self.drop_ticket(&h.op_hash);
         // A grant never unblocks a call the current policy refuses.
-        let listed = self
-            .session()
-            .catalog
-            .as_ref()
-            .and_then(|c| c.get(&h.call.tool_name).cloned());
         // The policy in force now (`set_config`), not the one the interposer started with.
-        if self.config().rule(&h.call.tool_name, listed.as_ref()) == Rule::Deny {
+        if self.rule_now(&h.call.tool_name) == Rule::Deny {
             let mut ticket = self.ticket(&h, approval_id, result.expires_at.as_deref());
             ticket.denied = Some("policy_denied".into());
             return self.refuse(&h.call_id, &h.id, &h.call.tool_name, ticket, to_client);
@@ -1872,12 +1862,7 @@ impl Interposer {
             ticket.denied = Some(ReasonCode::BindingMismatch.as_str().into());
             return self.refuse(&h.call_id, &h.id, &h.call.tool_name, ticket, to_client);
         }
-        let listed = self
-            .session()
-            .catalog
-            .as_ref()
-            .and_then(|c| c.get(&h.call.tool_name).cloned());
-        if self.config().rule(&h.call.tool_name, listed.as_ref()) == Rule::Deny {
+        if self.rule_now(&h.call.tool_name) == Rule::Deny {
             ticket.denied = Some("policy_denied".into());
             return self.refuse(&h.call_id, &h.id, &h.call.tool_name, ticket, to_client);
         }
