@@ -1066,6 +1066,14 @@ fn tasks_client() -> Value {
     json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})
 }
 
+/// The task id of a `CreateTaskResult` answer.
+fn task_id(created: &Value) -> String {
+    created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
 /// A held call sent as a 2025-11-25 task: the `CreateTaskResult`'s task.
 async fn task_call(client: &mut Client, args: &str) -> Value {
     client.next += 1;
@@ -1119,11 +1127,8 @@ async fn a_held_call_sent_as_a_task_runs_once_when_approved_with_no_retry() {
     let created = task_call(&mut client, args).await;
     let task = &created["result"]["task"];
     assert_eq!(task["status"], "working", "{created}");
-    let task_id = task["taskId"].as_str().unwrap().to_owned();
-    let approval = created["result"]["_meta"][APPROVAL_KEY]["approval_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task_id = task_id(&created);
+    let approval = approval_id(&created);
     assert!(task["statusMessage"].as_str().unwrap().contains(&approval));
     assert!(
         upstream.calls_of("write_file").is_empty(),
@@ -1157,10 +1162,7 @@ async fn a_held_call_sent_as_a_task_runs_once_when_approved_with_no_retry() {
 
     // The grant is spent: the same call as a task again is a new approval.
     let again = task_call(&mut client, args).await;
-    assert_ne!(
-        again["result"]["_meta"][APPROVAL_KEY]["approval_id"],
-        approval.as_str()
-    );
+    assert_ne!(approval_id(&again), approval);
     assert_eq!(upstream.calls_of("write_file").len(), 1);
 
     drop(client);
@@ -1183,14 +1185,8 @@ async fn a_held_call_sent_as_a_task_runs_once_when_approved_with_no_retry() {
 async fn tasks_cancel_withdraws_the_approval_and_nothing_runs() {
     let mut rig = rig("task-cancel", tasks_client()).await;
     let created = task_call(&mut rig.client, r#"{"path":"/c"}"#).await;
-    let task_id = created["result"]["task"]["taskId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let approval = created["result"]["_meta"][APPROVAL_KEY]["approval_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task_id = task_id(&created);
+    let approval = approval_id(&created);
     let cancelled = rig
         .client
         .request("tasks/cancel", json!({ "taskId": task_id }))
@@ -1218,14 +1214,8 @@ async fn tasks_cancel_withdraws_the_approval_and_nothing_runs() {
 async fn a_refused_task_fails_and_its_result_is_the_refusal() {
     let mut rig = rig("task-refused", tasks_client()).await;
     let created = task_call(&mut rig.client, r#"{"path":"/r"}"#).await;
-    let task_id = created["result"]["task"]["taskId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let approval = created["result"]["_meta"][APPROVAL_KEY]["approval_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task_id = task_id(&created);
+    let approval = approval_id(&created);
     rig.alice
         .decide(&rig.svc, &approval, Decision::Denied)
         .await;
@@ -1282,11 +1272,8 @@ async fn a_client_before_2025_11_25_gets_no_tasks_and_its_task_member_is_ignored
 async fn tasks_result_waits_for_the_task_to_end() {
     let mut rig = rig("task-wait", tasks_client()).await;
     let created = task_call(&mut rig.client, r#"{"path":"/w"}"#).await;
-    let task_id = created["result"]["task"]["taskId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let approval = ticket(&created)["approval_id"].as_str().unwrap().to_owned();
+    let task_id = task_id(&created);
+    let approval = approval_id(&created);
     // Asked before anyone decided: answered only once the approved call ran.
     rig.client.next += 1;
     let waiting = rig.client.next;
@@ -1387,19 +1374,14 @@ async fn two_tasks_for_one_approval_run_the_call_once() {
     let args = r#"{"path":"/twice"}"#;
     let a = task_call(&mut rig.client, args).await;
     let b = task_call(&mut rig.client, args).await;
-    let approval = ticket(&a)["approval_id"].as_str().unwrap().to_owned();
-    assert_eq!(
-        ticket(&b)["approval_id"],
-        approval.as_str(),
-        "one open ticket"
-    );
+    let approval = approval_id(&a);
+    assert_eq!(approval_id(&b), approval, "one open ticket");
     rig.alice
         .decide(&rig.svc, &approval, Decision::Approved)
         .await;
     let mut ends = Vec::new();
     for created in [&a, &b] {
-        let task_id = created["result"]["task"]["taskId"].as_str().unwrap();
-        ends.push(task_end(&mut rig.client, task_id).await["status"].clone());
+        ends.push(task_end(&mut rig.client, &task_id(created)).await["status"].clone());
     }
     ends.sort_by_key(Value::to_string);
     assert_eq!(
