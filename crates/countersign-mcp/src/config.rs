@@ -84,6 +84,11 @@ pub struct Config {
     /// the work (docs/PERFORMANCE.md); raise it for many busy agents on a many-core host.
     #[serde(default = "default_http_threads")]
     pub http_threads: usize,
+    /// HTTP mode: `Host` names let in besides loopback ones and the listening address (a name
+    /// clients reach the relay by through a proxy or DNS, e.g. `mcp.internal.example`). Any
+    /// other `Host` is refused (DNS rebinding).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
     /// HTTP mode: the agents and their bearer credentials (the agent id of a call comes from
     /// the credential it presents). Not used by stdio mode.
     #[serde(default)]
@@ -129,6 +134,7 @@ impl Default for Config {
             audit_key: None,
             state_dir: None,
             http_threads: default_http_threads(),
+            allowed_hosts: Vec::new(),
             agents: Vec::new(),
         }
     }

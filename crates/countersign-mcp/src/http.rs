@@ -13,8 +13,9 @@
 //! its own random session id and maps it to the upstream's; one interposer session (client
 //! view, tool catalog) per upstream session, bound to the agent that opened it.
 
-use crate::Interposer;
+use crate::relay;
 use crate::relay::Lines;
+use crate::{Interposer, admission};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
@@ -228,6 +229,9 @@ pub struct HttpRelay {
     /// Per agent, the session of requests that carry no session id (2026-07-28 clients, or an
     /// upstream that issues none).
     stateless: Mutex<HashMap<String, Arc<Interposer>>>,
+    /// The `Host` names let in besides loopback: `allowed_hosts`, and the address the relay
+    /// listens on when that is no loopback one (lower case, without port).
+    hosts: std::sync::RwLock<Vec<String>>,
 }
 
 impl std::fmt::Debug for HttpRelay {
@@ -283,6 +287,57 @@ fn rpc_error(status: StatusCode, id: Option<&Value>, code: i64, message: &str) -
     r
 }
 
+/// A JSON-RPC message as the body of a response with `status`.
+fn rpc_response(status: StatusCode, frame: &Value) -> Response {
+    let mut r = json_response(frame.to_string());
+    *r.status_mut() = status;
+    r
+}
+
+/// Check `Mcp-Method` and `Mcp-Name` against the admitted body: each, when sent, must appear
+/// once and equal what the body says (`Mcp-Name`: `params.name` of `tools/call` and
+/// `prompts/get`, `params.uri` of `resources/read`; no other message has a name to restate).
+fn routing_headers_match(
+    headers: &HeaderMap,
+    text: &str,
+    message: &admission::Message,
+) -> Result<(), &'static str> {
+    let single = |name: &str| -> Result<Option<&str>, &'static str> {
+        let mut values = headers.get_all(name).iter();
+        let first = values.next();
+        if values.next().is_some() {
+            return Err("a routing header appears more than once");
+        }
+        first
+            .map(|v| {
+                v.to_str()
+                    .map_err(|_| "a routing header is not visible ASCII")
+            })
+            .transpose()
+    };
+    if let Some(method) = single("mcp-method")?
+        && message.method.as_deref() != Some(method)
+    {
+        return Err("Mcp-Method does not match the body's method");
+    }
+    if let Some(name) = single("mcp-name")? {
+        let member = match message.method.as_deref() {
+            Some("tools/call" | "prompts/get") => "name",
+            Some("resources/read") => "uri",
+            _ => return Err("Mcp-Name on a message that names nothing"),
+        };
+        let named = message
+            .params
+            .clone()
+            .and_then(|p| serde_json::from_str::<Value>(&text[p]).ok())
+            .and_then(|p| p.get(member).cloned());
+        if named != Some(Value::from(name)) {
+            return Err("Mcp-Name does not match the body");
+        }
+    }
+    Ok(())
+}
+
 fn json_response(frame: String) -> Response {
     let mut r = Response::new(Body::from(frame));
     r.headers_mut().insert(
@@ -329,6 +384,26 @@ fn origin_allowed(headers: &HeaderMap) -> bool {
     )
 }
 
+/// The host part of a `Host` value or an `allowed_hosts` entry (`name`, `name:port`, `[v6]:port`,
+/// an IP), in the form a URL parser gives it: lower case, IPs canonical, IPv6 in brackets.
+fn host_name(value: &str) -> Option<String> {
+    let url = Url::parse(&format!("http://{}/", value.trim())).ok()?;
+    if url.path() != "/" || url.username() != "" || url.query().is_some() {
+        return None;
+    }
+    url.host_str().map(str::to_owned)
+}
+
+/// `localhost`, a name under it, 127.0.0.0/8 or `[::1]`.
+fn is_loopback_host(host: &str) -> bool {
+    if host == "localhost" || host.ends_with(".localhost") {
+        return true;
+    }
+    let ip = host.trim_start_matches('[').trim_end_matches(']');
+    ip.parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_loopback())
+}
+
 impl HttpRelay {
     /// A relay in front of `upstream` (its MCP endpoint URL), making every session from `base`.
     pub fn new(base: Interposer, agents: Agents, upstream: Url) -> Arc<Self> {
@@ -339,6 +414,12 @@ impl HttpRelay {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_default();
+        let hosts = base
+            .config()
+            .allowed_hosts
+            .iter()
+            .filter_map(|h| host_name(h))
+            .collect();
         Arc::new(Self {
             base,
             agents,
@@ -346,6 +427,7 @@ impl HttpRelay {
             http,
             sessions: Mutex::new(HashMap::new()),
             stateless: Mutex::new(HashMap::new()),
+            hosts: std::sync::RwLock::new(hosts),
         })
     }
 
@@ -369,6 +451,16 @@ impl HttpRelay {
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        if let Ok(local) = listener.local_addr()
+            && !local.ip().is_loopback()
+            && !local.ip().is_unspecified()
+            && let Some(host) = host_name(&local.ip().to_string())
+        {
+            self.hosts
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(host);
+        }
         let (stopping_tx, stopping_rx) = oneshot::channel::<()>();
         use axum::serve::ListenerExt as _;
         // Small JSON-RPC answers must not wait for Nagle's algorithm.
@@ -413,6 +505,22 @@ impl HttpRelay {
             i.end_session();
         }
         self.base.close_audit();
+    }
+
+    /// DNS rebinding: a page on an attacker's name that resolves to this machine reaches the
+    /// relay with that name in `Host` (and a browser that sends no `Origin` on some requests).
+    /// Only loopback names, the listening address and `allowed_hosts` are let in; a request with
+    /// no `Host` is not.
+    fn host_allowed(&self, headers: &HeaderMap) -> bool {
+        let Some(host) = header_str(headers, "host").and_then(host_name) else {
+            return false;
+        };
+        is_loopback_host(&host)
+            || self
+                .hosts
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(&host)
     }
 
     fn lock_sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Session>>> {
@@ -523,17 +631,15 @@ impl HttpRelay {
                         // Nobody reads this reply: the answer ends the task in the upstream hook.
                         let (reply, unread) = oneshot::channel();
                         drop(unread);
-                        relay_response(response, interposer.clone(), None, id.clone(), true, reply)
-                            .await;
+                        relay_response(response, interposer.clone(), None, None, true, reply).await;
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "the upstream could not be reached for a task");
-                        if let Some(id) = &id {
-                            interposer.no_answer(id);
-                        }
                     }
                 }
                 if let Some(id) = &id {
+                    // The task's call went under the interposer's own id: no client id to map.
+                    interposer.no_answer_own(id);
                     interposer.task_unanswered(id);
                 }
             }
@@ -872,42 +978,52 @@ async fn post_mcp(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let parsed: Option<Value> = serde_json::from_slice(&body).ok();
-    let request_id = parsed
-        .as_ref()
-        .filter(|v| v.get("method").is_some())
-        .and_then(|v| v.get("id"))
-        .cloned();
+    if !relay.host_allowed(&headers) {
+        return rpc_error(StatusCode::FORBIDDEN, None, -32600, "Host not allowed");
+    }
     if !origin_allowed(&headers) {
         return rpc_error(StatusCode::FORBIDDEN, None, -32600, "Origin not allowed");
     }
+    // The body is admitted before anything in it is believed: what fails is answered here and
+    // goes nowhere (docs/MCP.md, "What the interposer admits"). A body may end with one line
+    // break; inside, it is one line, as a stdio frame is.
+    let frame = body
+        .strip_suffix(b"\n")
+        .map(|b| b.strip_suffix(b"\r").unwrap_or(b))
+        .unwrap_or(&body);
+    let (text, message) = match admission::admit_bytes(frame) {
+        Ok((text, message)) => (text.to_owned(), message),
+        Err(why) => {
+            let Some(agent) = relay.authenticate(&headers) else {
+                return unauthorized(None);
+            };
+            let id = admission::recover_id(frame).unwrap_or(Value::Null);
+            tracing::warn!(agent, reason = why.reason(), error = %why, "POST body not admitted");
+            return rpc_response(
+                StatusCode::BAD_REQUEST,
+                &relay::inadmissible_error(&id, &why),
+            );
+        }
+    };
+    let request_id = message
+        .id
+        .clone()
+        .filter(|_| message.kind == admission::Kind::Request)
+        .and_then(|at| serde_json::from_str::<Value>(&text[at]).ok());
     let Some(agent) = relay.authenticate(&headers) else {
         return unauthorized(request_id.as_ref());
     };
-    let Ok(text) = String::from_utf8(body.to_vec()) else {
-        return rpc_error(
-            StatusCode::BAD_REQUEST,
-            None,
-            -32700,
-            "the body is not UTF-8",
-        );
-    };
-    let method = parsed
-        .as_ref()
-        .and_then(|v| v.get("method"))
-        .and_then(Value::as_str);
-    // 2026-07-28 routes on `Mcp-Name`: it must name the tool the interposer judges.
-    if method == Some("tools/call")
-        && let Some(name) = header_str(&headers, "mcp-name")
-        && parsed.as_ref().and_then(|v| v.pointer("/params/name")) != Some(&Value::from(name))
-    {
+    // Headers that restate the body (2026-07-28 routes on them) must say what the body says: a
+    // gateway that routes or authorizes on the header must see the call the interposer judges.
+    if let Err(mismatch) = routing_headers_match(&headers, &text, &message) {
         return rpc_error(
             StatusCode::BAD_REQUEST,
             request_id.as_ref(),
             HEADER_MISMATCH_CODE,
-            "Mcp-Name does not match params.name",
+            mismatch,
         );
     }
+    let method = message.method.as_deref();
     let client_session = header_str(&headers, SESSION_HEADER).map(str::to_owned);
     let (interposer, upstream_session, opens_session) = match &client_session {
         Some(id) => match relay.session(id, &agent) {
@@ -930,7 +1046,7 @@ async fn post_mcp(
     let (to_upstream, forwards): (Lines, _) = mpsc::unbounded_channel();
     interposer
         .clone()
-        .client_frame(text, &to_client, &to_upstream);
+        .client_message(text, message, &to_client, &to_upstream);
     drop((to_client, to_upstream));
     let (reply, response) = oneshot::channel();
     let exchange = Exchange {
@@ -954,6 +1070,9 @@ async fn post_mcp(
 }
 
 async fn get_mcp(State(relay): State<Arc<HttpRelay>>, headers: HeaderMap) -> Response {
+    if !relay.host_allowed(&headers) {
+        return rpc_error(StatusCode::FORBIDDEN, None, -32600, "Host not allowed");
+    }
     if !origin_allowed(&headers) {
         return rpc_error(StatusCode::FORBIDDEN, None, -32600, "Origin not allowed");
     }
@@ -1000,6 +1119,9 @@ async fn get_mcp(State(relay): State<Arc<HttpRelay>>, headers: HeaderMap) -> Res
 }
 
 async fn delete_mcp(State(relay): State<Arc<HttpRelay>>, headers: HeaderMap) -> Response {
+    if !relay.host_allowed(&headers) {
+        return rpc_error(StatusCode::FORBIDDEN, None, -32600, "Host not allowed");
+    }
     if !origin_allowed(&headers) {
         return rpc_error(StatusCode::FORBIDDEN, None, -32600, "Origin not allowed");
     }

@@ -3,6 +3,7 @@
 //! forwards each approved call exactly once.
 //!
 //! - [`config`]: the per-upstream TOML and the allow / hold / deny rule;
+//! - [`admission`]: the strict reading a client frame must pass before anything else happens;
 //! - [`answer`]: what a client sees when a call is held or refused;
 //! - [`audit`]: the interposer's own signed, hash-chained log;
 //! - [`relay`]: the relay and the held-call life cycle;
@@ -12,6 +13,7 @@
 //! - [`state`]: the HMAC-protected `requestState` of 2026-07-28 multi round-trip answers;
 //! - `tasks`: 2025-11-25 tasks, a held call answered with a task that runs once approved.
 
+pub mod admission;
 pub mod answer;
 pub mod audit;
 pub mod config;

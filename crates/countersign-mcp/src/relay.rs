@@ -4,6 +4,7 @@
 //! approved 2026-07-28 retry loses only the interposer's own `requestState` and `inputResponses`
 //! entry, cut out of the line: see [`crate::splice`]).
 
+use crate::admission::{self, INVALID_REQUEST, Kind, Message, Rejection};
 use crate::answer::{self, ClientKind, Moment, Ticket};
 use crate::audit::{AuditLog, OpenTicket, Outcome};
 use crate::config::{Config, ListedTool, Rule};
@@ -14,6 +15,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -37,9 +39,40 @@ pub struct Settings {
 struct Forwarded {
     call_id: String,
     op_hash: String,
-    /// `allowed` or `executed`.
+    /// `allowed`, `executed` or `continued`.
     outcome: &'static str,
     approval_ref: Option<String>,
+    /// For an approved call: the tool and argument bytes that ran, which a continuation of it
+    /// must repeat exactly.
+    bound: Option<Bound>,
+}
+
+/// The exact call an approval released: its tool name and its `arguments` text, byte for byte.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Bound {
+    tool: String,
+    arguments: String,
+}
+
+impl Bound {
+    fn of(call: &ToolCall) -> Self {
+        Self {
+            tool: call.tool_name.clone(),
+            arguments: call.params_json.clone(),
+        }
+    }
+}
+
+/// What the interposer keeps about a request it forwards, to read the upstream's answer.
+enum Track {
+    /// Nothing: the answer goes back to the client as it is (but for its id).
+    Plain,
+    /// `initialize`: the negotiated revision and capabilities.
+    Initialize,
+    /// `tools/list`: the catalog.
+    List,
+    /// A `tools/call`: its audit outcome.
+    Call(Forwarded),
 }
 
 #[derive(Debug, Default)]
@@ -59,6 +92,34 @@ struct Session {
     tasks: Tasks,
     /// The upstream declared `tasks.list`: `tasks/list` is its to answer.
     upstream_lists_tasks: bool,
+    /// Requests forwarded under the interposer's own ids, by that id's key: the client's id.
+    /// Two client requests never share an upstream id, so no answer is ever booked to the
+    /// wrong call (see [`Interposer::forward_request`]).
+    outbound: HashMap<String, ClientId>,
+    /// The reverse: the upstream id key of each forwarded request, by the client id's key.
+    outbound_by_client: HashMap<String, String>,
+}
+
+/// A client's request id: its key, and its JSON text exactly as the client wrote it (what its
+/// answer carries back).
+#[derive(Debug, Clone)]
+struct ClientId {
+    key: String,
+    raw: String,
+}
+
+impl Session {
+    /// Whether a request with this client id is being decided or awaits the upstream's answer.
+    fn in_flight(&self, key: &str) -> bool {
+        self.calls.contains_key(key) || self.outbound_by_client.contains_key(key)
+    }
+
+    /// Forget forwarded request `upstream_key`: the client id it was sent for, if it was one.
+    fn answered(&mut self, upstream_key: &str) -> Option<ClientId> {
+        let client = self.outbound.remove(upstream_key)?;
+        self.outbound_by_client.remove(&client.key);
+        Some(client)
+    }
 }
 
 impl Session {
@@ -138,19 +199,8 @@ struct CallParams<'a> {
     arguments: Option<&'a RawValue>,
 }
 
-/// A client frame as the relay first reads it: borrowed, no tree built. Presence is what
-/// counts (`"id": null` is an id, as in a `Value`), so ids and params are kept raw.
-#[derive(Deserialize)]
-struct Request<'a> {
-    #[serde(borrow, default)]
-    method: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    params: Option<&'a RawValue>,
-}
-
-/// An upstream frame as the relay first reads it (see [`Request`]).
+/// An upstream frame as the relay first reads it: borrowed, no tree built. Presence is what
+/// counts (`"id": null` is an id, as in a `Value`), so members are kept raw.
 #[derive(Deserialize)]
 struct Reply<'a> {
     #[serde(borrow, default, deserialize_with = "present")]
@@ -190,12 +240,6 @@ fn read_object<'a, T: Deserialize<'a>>(text: &'a str) -> Option<T> {
     }
 }
 
-impl<'a> Request<'a> {
-    fn read(line: &'a str) -> Option<Self> {
-        read_object(line)
-    }
-}
-
 impl<'a> Reply<'a> {
     fn read(line: &'a str) -> Option<Self> {
         read_object(line)
@@ -222,8 +266,8 @@ impl<'a> Reply<'a> {
 }
 
 impl<'a> CallParams<'a> {
-    fn read(params: &'a RawValue) -> Option<Self> {
-        read_object(params.get())
+    fn read(params: &'a str) -> Option<Self> {
+        read_object(params)
     }
 }
 
@@ -309,7 +353,7 @@ impl Interposer {
         *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
     }
 
-    fn config(&self) -> Arc<Config> {
+    pub(crate) fn config(&self) -> Arc<Config> {
         self.config
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -412,78 +456,237 @@ impl Interposer {
 
     async fn client_loop<R: AsyncBufRead + Unpin>(
         self: Arc<Self>,
-        input: R,
+        mut input: R,
         to_client: Lines,
         to_upstream: Lines,
     ) -> std::io::Result<()> {
-        let mut lines = input.lines();
-        while let Some(line) = lines.next_line().await? {
-            self.clone().client_frame(line, &to_client, &to_upstream);
+        let mut frame = Vec::new();
+        while let Some(read) = read_frame(&mut input, &mut frame).await? {
+            if let Err(too_large) = read {
+                self.inadmissible(&[], &too_large, &to_client);
+                continue;
+            }
+            if frame.iter().all(|b| matches!(b, b' ' | b'\t')) {
+                // A blank line carries no message: nothing to answer, nothing to relay.
+                continue;
+            }
+            match String::from_utf8(std::mem::take(&mut frame)) {
+                Ok(line) => self.clone().client_frame(line, &to_client, &to_upstream),
+                Err(e) => {
+                    let why = Rejection::NotUtf8 {
+                        at: e.utf8_error().valid_up_to(),
+                    };
+                    self.inadmissible(e.as_bytes(), &why, &to_client);
+                }
+            }
         }
         Ok(())
     }
 
-    /// One frame from the client.
+    /// One frame from the client: admitted (docs/MCP.md, "What the interposer admits") and then
+    /// judged, or answered with the error that says why not. Nothing unadmitted goes upstream.
     pub(crate) fn client_frame(
         self: Arc<Self>,
         line: String,
         to_client: &Lines,
         to_upstream: &Lines,
     ) {
-        // The frequent frames are read without building a tree; what this reading does not take
-        // (batches, duplicate or oddly typed members, the rare methods) goes the general way.
-        let Some(request) = Request::read(&line) else {
-            return self.client_frame_general(line, to_client, to_upstream);
-        };
-        match (request.method.as_deref(), request.id) {
-            (Some("tools/call"), Some(id)) => {
-                let Some(call) = request.params.and_then(CallParams::read) else {
-                    return self.client_frame_general(line, to_client, to_upstream);
-                };
-                let Some(id) = raw_id(id) else {
-                    return self.client_frame_general(line, to_client, to_upstream);
-                };
-                if self.rule_now(&call.name) != Rule::Allow {
-                    return self.client_frame_general(line, to_client, to_upstream);
-                }
-                let tool = call.name.into_owned();
-                let arguments = call.arguments.map_or("{}", RawValue::get).to_owned();
-                // Allowed: decided and forwarded right here, in arrival order, with no task.
-                self.allow(line, id, tool, arguments, to_upstream);
-            }
-            (Some("tools/list"), Some(id)) => {
-                let Some(id) = raw_id(id) else {
-                    return self.client_frame_general(line, to_client, to_upstream);
-                };
-                self.session().list_ids.push(id_key(&id));
-                let _ = to_upstream.send(line);
-            }
-            (
-                Some(
-                    "tools/call"
-                    | "tools/list"
-                    | "initialize"
-                    | "notifications/cancelled"
-                    | "tasks/get"
-                    | "tasks/result"
-                    | "tasks/cancel"
-                    | "tasks/list",
-                ),
-                _,
-            ) => {
-                self.client_frame_general(line, to_client, to_upstream);
-            }
-            _ => {
-                let _ = to_upstream.send(line);
-            }
+        match admission::admit(&line) {
+            Ok(message) => self.client_message(line, message, to_client, to_upstream),
+            Err(why) => self.inadmissible(line.as_bytes(), &why, to_client),
         }
+    }
+
+    /// A client frame that failed admission: answered with its JSON-RPC error, under its id when
+    /// one can be read (else `null`, as JSON-RPC answers a parse error), and never relayed.
+    pub(crate) fn inadmissible(&self, frame: &[u8], why: &Rejection, to_client: &Lines) {
+        if *why == Rejection::Batch {
+            return self.batch_refused(frame, to_client);
+        }
+        let id = admission::recover_id(frame).unwrap_or(Value::Null);
+        tracing::warn!(
+            reason = why.reason(),
+            error = %why,
+            id = %id,
+            "client frame not admitted: answered, not relayed"
+        );
+        let _ = to_client.send(inadmissible_error(&id, why).to_string());
+    }
+
+    /// A batch (JSON text admitted whole, but no single message): each request in it is
+    /// answered with the refusal under its own id, in one array, as JSON-RPC answers a batch;
+    /// a batch of notifications only gets no answer.
+    fn batch_refused(&self, frame: &[u8], to_client: &Lines) {
+        let items: Vec<Value> = serde_json::from_slice(frame).unwrap_or_default();
+        tracing::warn!(
+            items = items.len(),
+            "batch not admitted: answered, not relayed"
+        );
+        let errors: Vec<Value> = items
+            .iter()
+            .filter_map(|i| i.get("id").filter(|_| i.get("method").is_some()))
+            .map(|id| inadmissible_error(id, &Rejection::Batch))
+            .collect();
+        if !errors.is_empty() {
+            let _ = to_client.send(Value::Array(errors).to_string());
+        }
+    }
+
+    /// One admitted client message: a request is judged here (`tools/call`, the interposer's
+    /// own tasks) or forwarded under an id of the interposer's; a notification or a response to
+    /// the upstream's own request passes as it came (but a `tools/call` notification, never).
+    pub(crate) fn client_message(
+        self: Arc<Self>,
+        line: String,
+        m: Message,
+        to_client: &Lines,
+        to_upstream: &Lines,
+    ) {
+        let Some(id_at) = m.id.clone().filter(|_| m.kind == Kind::Request) else {
+            return match m.method.as_deref() {
+                Some("notifications/cancelled") => self.client_cancelled(line, to_upstream),
+                Some("tools/call") => self.drop_call_without_id(&line),
+                _ => {
+                    let _ = to_upstream.send(line);
+                }
+            };
+        };
+        let Ok(id) = serde_json::from_str::<Value>(&line[id_at.clone()]) else {
+            // Admission took it as a string or an integer: this does not happen.
+            return self.inadmissible(
+                line.as_bytes(),
+                &Rejection::NotAMessage("bad id"),
+                to_client,
+            );
+        };
+        if self.session().in_flight(&id_key(&id)) {
+            // Two requests under one id would make one of them get the other's answer.
+            return self.reply_error(&id, INVALID_REQUEST, ID_IN_FLIGHT, to_client);
+        }
+        let params = m.params.clone().map(|p| &line[p]);
+        match m.method.as_deref().unwrap_or_default() {
+            "tools/call" => {
+                // Allowed: decided and forwarded right here, in arrival order, with no task.
+                if let Some(call) = params.and_then(CallParams::read)
+                    && self.rule_now(&call.name) == Rule::Allow
+                {
+                    let tool = call.name.into_owned();
+                    let arguments = call.arguments.map_or("{}", RawValue::get).to_owned();
+                    return self.allow(line, id, id_at, tool, arguments, to_upstream);
+                }
+                self.call_arrived(line, id, to_client, to_upstream);
+            }
+            "tools/list" => {
+                self.forward_request(line, &id, Some(id_at), Track::List, to_upstream);
+            }
+            "initialize" => {
+                let params: Value = params
+                    .and_then(|p| serde_json::from_str(p).ok())
+                    .unwrap_or_default();
+                {
+                    let mut s = self.session();
+                    s.client.revision = params
+                        .get("protocolVersion")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
+                    s.client.url_elicitation = params
+                        .pointer("/capabilities/elicitation/url")
+                        .is_some_and(Value::is_object);
+                }
+                self.forward_request(line, &id, Some(id_at), Track::Initialize, to_upstream);
+            }
+            method @ ("tasks/get" | "tasks/result" | "tasks/cancel") => {
+                let frame: Value = serde_json::from_str(&line).unwrap_or_default();
+                if ours(&frame) {
+                    let method = method.to_owned();
+                    return self.task_request(&method, id, &frame, to_client, to_upstream);
+                }
+                self.forward_request(line, &id, Some(id_at), Track::Plain, to_upstream);
+            }
+            "tasks/list" if self.answers_task_list() => {
+                let list = self.session().tasks.list();
+                let frame = json!({"jsonrpc": "2.0", "id": id, "result": {"tasks": list}});
+                let _ = to_client.send(frame.to_string());
+            }
+            _ => self.forward_request(line, &id, Some(id_at), Track::Plain, to_upstream),
+        }
+    }
+
+    /// A held or refused `tools/call` (or one whose params do not read): registered before its
+    /// task is spawned (see [`Pending`]), then decided by [`Self::tools_call`].
+    fn call_arrived(
+        self: Arc<Self>,
+        line: String,
+        id: Value,
+        to_client: &Lines,
+        to_upstream: &Lines,
+    ) {
+        let (cancel_tx, cancel_rx) = oneshot::channel();
+        {
+            let mut s = self.session();
+            let frame: Value = serde_json::from_str(&line).unwrap_or_default();
+            let modern = modern(&frame, &s.client);
+            s.calls.insert(
+                id_key(&id),
+                Pending {
+                    cancel: Some(cancel_tx),
+                    cancelled: false,
+                    cancel_line: None,
+                    modern,
+                },
+            );
+        }
+        let to_client = to_client.clone();
+        let to_upstream = to_upstream.clone();
+        tokio::spawn(async move {
+            self.tools_call(line, id, cancel_rx, &to_client, &to_upstream)
+                .await;
+        });
+    }
+
+    /// The client's `notifications/cancelled`. A call not forwarded yet is cancelled here: the
+    /// upstream never saw it; only its answer is dropped (a parked retry stops parking, and its
+    /// approval stays pending: a client timeout is not a withdrawal). A forwarded request's
+    /// cancel goes upstream under the id the upstream knows it by. Any other cancel names no
+    /// request in flight and goes nowhere.
+    fn client_cancelled(&self, line: String, to_upstream: &Lines) {
+        let frame: Value = serde_json::from_str(&line).unwrap_or_default();
+        let target = frame
+            .pointer("/params/requestId")
+            .map(id_key)
+            .unwrap_or_default();
+        let mut s = self.session();
+        if let Some(call) = s.calls.get_mut(&target) {
+            call.cancelled = true;
+            call.cancel_line = Some(line);
+            if let Some(cancel) = call.cancel.take() {
+                let _ = cancel.send(());
+            }
+            return;
+        }
+        match s.outbound_by_client.get(&target) {
+            // Sent under the session lock, so it cannot overtake the request it cancels.
+            Some(upstream) => match with_request_id(&line, upstream) {
+                Some(line) => {
+                    let _ = to_upstream.send(line);
+                }
+                None => tracing::debug!("a cancel whose requestId cannot be rewritten: dropped"),
+            },
+            None => tracing::debug!(request = target, "cancel of no request in flight: dropped"),
+        }
+    }
+
+    /// The interposer's own JSON-RPC error for request `id`.
+    fn reply_error(&self, id: &Value, code: i64, message: &str, to_client: &Lines) {
+        let _ = to_client.send(rpc_error(id, code, message).to_string());
     }
 
     /// A `tools/call` sent as a notification (no `id`). MCP defines `tools/call` as a request
     /// only, and a notification cannot be answered, so it could neither be held nor refused to
     /// the client: relaying it would let a server that runs such calls execute a held tool with
     /// no approval. It is never forwarded; the log says it was refused, whatever the policy.
-    fn drop_call_without_id(&self, frame: &Value) {
+    fn drop_call_without_id(&self, line: &str) {
+        let frame: Value = serde_json::from_str(line).unwrap_or_default();
         let tool = frame
             .pointer("/params/name")
             .and_then(Value::as_str)
@@ -528,7 +731,15 @@ impl Interposer {
     }
 
     /// An allowed call: its intent line, then the original line to the upstream.
-    fn allow(&self, line: String, id: Value, tool: String, arguments: String, to_upstream: &Lines) {
+    fn allow(
+        &self,
+        line: String,
+        id: Value,
+        id_at: Range<usize>,
+        tool: String,
+        arguments: String,
+        to_upstream: &Lines,
+    ) {
         let call_id = self.next_call_id();
         // The op_hash only goes into the audit log: without one, it is not computed.
         let op_hash = if self.audit.enabled() {
@@ -550,128 +761,14 @@ impl Interposer {
             &op_hash,
             Rule::Allow.as_str(),
         );
-        self.forward(
-            line,
-            &id,
-            Forwarded {
-                call_id,
-                op_hash,
-                outcome: "allowed",
-                approval_ref: None,
-            },
-            to_upstream,
-        );
-    }
-
-    /// One client frame, read as a whole tree: every method the interposer decodes.
-    fn client_frame_general(self: Arc<Self>, line: String, to_client: &Lines, to_upstream: &Lines) {
-        let Ok(frame) = serde_json::from_str::<Value>(&line) else {
-            // Not ours to judge: the upstream answers its own parse errors.
-            let _ = to_upstream.send(line);
-            return;
-        };
-        if let Value::Array(items) = &frame {
-            // A batch carrying a tools/call would bypass the hold: refuse the whole batch.
-            if items.iter().any(|i| method(i) == Some("tools/call")) {
-                let errors: Vec<Value> = items
-                    .iter()
-                    .filter_map(|i| i.get("id"))
-                    .map(|id| {
-                        rpc_error(
-                            id,
-                            -32600,
-                            "tools/call inside a batch is not relayed by the interposer",
-                        )
-                    })
-                    .collect();
-                let _ = to_client.send(Value::Array(errors).to_string());
-                return;
-            }
-            let _ = to_upstream.send(line);
-            return;
-        }
-        let id = frame.get("id").cloned();
-        match (method(&frame), id) {
-            (Some("initialize"), Some(id)) => {
-                let params = frame.get("params");
-                let mut s = self.session();
-                s.client.revision = params
-                    .and_then(|p| p.get("protocolVersion"))
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-                s.client.url_elicitation = params
-                    .and_then(|p| p.pointer("/capabilities/elicitation/url"))
-                    .is_some_and(Value::is_object);
-                s.initialize_ids.push(id_key(&id));
-                drop(s);
-                let _ = to_upstream.send(line);
-            }
-            (Some("tools/list"), Some(id)) => {
-                self.session().list_ids.push(id_key(&id));
-                let _ = to_upstream.send(line);
-            }
-            (Some("tools/call"), Some(id)) => {
-                let to_client = to_client.clone();
-                let to_upstream = to_upstream.clone();
-                // Registered before the task is spawned: see `Pending`.
-                let (cancel_tx, cancel_rx) = oneshot::channel();
-                {
-                    let mut s = self.session();
-                    let modern = modern(&frame, &s.client);
-                    s.calls.insert(
-                        id_key(&id),
-                        Pending {
-                            cancel: Some(cancel_tx),
-                            cancelled: false,
-                            cancel_line: None,
-                            modern,
-                        },
-                    );
-                }
-                tokio::spawn(async move {
-                    self.tools_call(line, id, cancel_rx, &to_client, &to_upstream)
-                        .await;
-                });
-            }
-            (Some("notifications/cancelled"), None) => {
-                let target = frame
-                    .pointer("/params/requestId")
-                    .map(id_key)
-                    .unwrap_or_default();
-                let mut s = self.session();
-                match s.calls.get_mut(&target) {
-                    // Not forwarded (yet): the upstream never saw the request. Only the answer
-                    // is dropped: a parked retry stops parking and its approval stays pending
-                    // (a client timeout is not a withdrawal).
-                    Some(call) => {
-                        call.cancelled = true;
-                        call.cancel_line = Some(line);
-                        if let Some(cancel) = call.cancel.take() {
-                            let _ = cancel.send(());
-                        }
-                    }
-                    // Sent under the session lock, so it cannot overtake a call being forwarded.
-                    None => {
-                        let _ = to_upstream.send(line);
-                    }
-                }
-            }
-            (Some(m @ ("tasks/get" | "tasks/result" | "tasks/cancel")), Some(id))
-                if ours(&frame) =>
-            {
-                let method = m.to_owned();
-                self.task_request(&method, id, &frame, to_client, to_upstream);
-            }
-            (Some("tasks/list"), Some(id)) if self.answers_task_list() => {
-                let list = self.session().tasks.list();
-                let frame = json!({"jsonrpc": "2.0", "id": id, "result": {"tasks": list}});
-                let _ = to_client.send(frame.to_string());
-            }
-            (Some("tools/call"), None) => self.drop_call_without_id(&frame),
-            _ => {
-                let _ = to_upstream.send(line);
-            }
-        }
+        let track = Track::Call(Forwarded {
+            call_id,
+            op_hash,
+            outcome: "allowed",
+            approval_ref: None,
+            bound: None,
+        });
+        self.forward_request(line, &id, Some(id_at), track, to_upstream);
     }
 
     async fn upstream_loop<R: AsyncBufRead + Unpin>(
@@ -689,8 +786,9 @@ impl Interposer {
         Ok(())
     }
 
-    /// One frame from the upstream: responses to what the interposer tracks are read (and a
-    /// `tools/list` result may get the description suffix); everything else is passed as is.
+    /// One frame from the upstream. An answer to a request the interposer forwarded goes back
+    /// under the client's own id; on the way, the answers the interposer tracks are read (a
+    /// `tools/list` result may get the description suffix). Everything else passes as it is.
     pub(crate) fn upstream_frame(&self, line: String) -> String {
         // Most frames are answers to relayed calls: read without building a tree, and only the
         // ids the interposer tracks matter.
@@ -700,17 +798,21 @@ impl Interposer {
         if reply.method.is_some() {
             return line;
         }
-        let Some(id) = reply.id.and_then(raw_id) else {
+        let Some(raw) = reply.id else {
             return line;
         };
-        let id = id_key(&id);
-        let forwarded = {
+        let Some(id) = raw_id(raw) else {
+            return line;
+        };
+        let key = id_key(&id);
+        let id_at = crate::splice::range_of(&line, raw.get());
+        let (client, forwarded) = {
             let mut s = self.session();
-            if s.initialize_ids.contains(&id) || s.list_ids.contains(&id) {
+            if s.initialize_ids.contains(&key) || s.list_ids.contains(&key) {
                 drop(s);
                 return self.upstream_frame_general(line);
             }
-            s.forwarded.remove(&id)
+            (s.answered(&key), s.forwarded.remove(&key))
         };
         if let Some(f) = forwarded {
             let upstream = match reply.status() {
@@ -718,18 +820,12 @@ impl Interposer {
                 Some(status) => status,
                 None => serde_json::from_str::<Value>(&line).map_or("ok", |v| upstream_status(&v)),
             };
-            self.record(
-                &f.call_id,
-                &Outcome {
-                    outcome: f.outcome,
-                    op_hash: &f.op_hash,
-                    approval_ref: f.approval_ref.as_deref(),
-                    upstream: Some(upstream),
-                    ..Outcome::default()
-                },
-            );
+            self.record_answer(&f, upstream);
         }
-        line
+        match (client, id_at) {
+            (Some(client), Some(at)) => crate::splice::replace(&line, at, &client.raw),
+            _ => line,
+        }
     }
 
     /// An upstream frame read as a whole tree.
@@ -740,11 +836,27 @@ impl Interposer {
         if frame.get("method").is_some() {
             return line;
         }
-        let Some(id) = frame.get("id").map(id_key) else {
+        let Some(key) = frame.get("id").map(id_key) else {
             return line;
         };
         let mut s = self.session();
-        if let Some(at) = s.initialize_ids.iter().position(|i| *i == id) {
+        let client = s.answered(&key);
+        // The line itself with the client's id back, for an answer passed on unchanged.
+        let unchanged = |line: String| match &client {
+            Some(c) => with_id(&line, &c.raw).unwrap_or(line),
+            None => line,
+        };
+        // A frame rewritten as a tree carries the client's id too.
+        let rewritten = |mut frame: Value| {
+            if let Some(c) = &client
+                && let Ok(id) = serde_json::from_str::<Value>(&c.raw)
+                && let Some(o) = frame.as_object_mut()
+            {
+                o.insert("id".into(), id);
+            }
+            frame.to_string()
+        };
+        if let Some(at) = s.initialize_ids.iter().position(|i| *i == key) {
             s.initialize_ids.swap_remove(at);
             if let Some(v) = frame
                 .pointer("/result/protocolVersion")
@@ -758,39 +870,52 @@ impl Interposer {
                 && let Some(result) = frame.get_mut("result")
             {
                 tasks::add_capability(result);
-                return frame.to_string();
+                return rewritten(frame);
             }
-            return line;
+            return unchanged(line);
         }
-        if let Some(at) = s.list_ids.iter().position(|i| *i == id) {
+        if let Some(at) = s.list_ids.iter().position(|i| *i == key) {
             s.list_ids.swap_remove(at);
             drop(s);
-            return self.tools_listed(frame).unwrap_or(line);
+            return match self.tools_listed(&mut frame) {
+                true => rewritten(frame),
+                false => unchanged(line),
+            };
         }
-        if let Some(f) = s.forwarded.remove(&id) {
+        if let Some(f) = s.forwarded.remove(&key) {
             drop(s);
             let upstream = if self.asks_for_input(&f, &line) {
                 INPUT_REQUIRED
             } else {
                 upstream_status(&frame)
             };
-            self.record(
-                &f.call_id,
-                &Outcome {
-                    outcome: f.outcome,
-                    op_hash: &f.op_hash,
-                    approval_ref: f.approval_ref.as_deref(),
-                    upstream: Some(upstream),
-                    ..Outcome::default()
-                },
-            );
+            self.record_answer(&f, upstream);
         }
-        line
+        unchanged(line)
     }
 
-    /// Remember a `tools/list` result; with a description suffix configured, return the frame
-    /// with it appended to every tool that would be held.
-    fn tools_listed(&self, mut frame: Value) -> Option<String> {
+    /// The audit outcome of forwarded call `f`, now that the upstream answered it `upstream`.
+    fn record_answer(&self, f: &Forwarded, upstream: &str) {
+        self.record(
+            &f.call_id,
+            &Outcome {
+                outcome: f.outcome,
+                op_hash: &f.op_hash,
+                approval_ref: f.approval_ref.as_deref(),
+                upstream: Some(upstream),
+                ..Outcome::default()
+            },
+        );
+    }
+
+    /// Remember a `tools/list` result; with a description suffix configured, append it to every
+    /// tool that would be held (and offer tasks for them). Whether `frame` was changed.
+    fn tools_listed(&self, frame: &mut Value) -> bool {
+        self.list_read(frame).is_some()
+    }
+
+    /// [`Self::tools_listed`]; `Some` when the frame was changed.
+    fn list_read(&self, frame: &mut Value) -> Option<()> {
         let tools = frame.pointer("/result/tools")?.as_array()?;
         let mut catalog = HashMap::new();
         for t in tools {
@@ -847,7 +972,7 @@ impl Interposer {
                 }
             }
         }
-        Some(frame.to_string())
+        Some(())
     }
 
     /// Decide one `tools/call`: relay, refuse, or hold. `cancel` fires if the client cancels it.
@@ -895,17 +1020,14 @@ impl Interposer {
         }
         match rule {
             Rule::Allow => {
-                self.forward(
-                    line,
-                    &id,
-                    Forwarded {
-                        call_id,
-                        op_hash: op_hash_text,
-                        outcome: "allowed",
-                        approval_ref: None,
-                    },
-                    to_upstream,
-                );
+                let f = Forwarded {
+                    call_id,
+                    op_hash: op_hash_text,
+                    outcome: "allowed",
+                    approval_ref: None,
+                    bound: None,
+                };
+                self.forward(line, &id, false, f, to_upstream);
             }
             Rule::Deny => {
                 let ticket = Ticket::refused(op_hash_text.clone(), "policy_denied");
@@ -944,6 +1066,7 @@ impl Interposer {
                         request_state,
                         task,
                         cancel,
+                        own_id: false,
                     };
                     self.hold(held, to_client, to_upstream).await;
                 }
@@ -951,15 +1074,69 @@ impl Interposer {
         }
     }
 
-    fn forward(&self, line: String, id: &Value, f: Forwarded, to_upstream: &Lines) {
+    /// Forward client request `id` to the upstream under an id of the interposer's own
+    /// ([`Self::next_upstream_id`]), remembering whose it is: the upstream's answer goes back under
+    /// the client's id, exactly as the client wrote it. `id_at` is where the id is in `line`, if
+    /// known. Only the id's bytes change; every other byte of the line is the client's.
+    fn forward_request(
+        &self,
+        line: String,
+        id: &Value,
+        id_at: Option<Range<usize>>,
+        track: Track,
+        to_upstream: &Lines,
+    ) {
+        let Some(id_at) = id_at.or_else(|| crate::splice::member(&line, "id")) else {
+            // An admitted request has its id: this does not happen.
+            tracing::error!("a request without a readable id was not forwarded");
+            return;
+        };
+        let upstream = self.next_upstream_id();
+        let client = ClientId {
+            key: id_key(id),
+            raw: line[id_at.clone()].to_owned(),
+        };
+        let line = crate::splice::replace(&line, id_at, &upstream);
         let mut s = self.session();
-        let call = s.calls.remove(&id_key(id));
-        s.forwarded.insert(id_key(id), f);
+        let call = s.calls.remove(&client.key);
+        s.outbound_by_client
+            .insert(client.key.clone(), upstream.clone());
+        s.outbound.insert(upstream.clone(), client);
+        match track {
+            Track::Plain => {}
+            Track::Initialize => s.initialize_ids.push(upstream.clone()),
+            Track::List => s.list_ids.push(upstream.clone()),
+            Track::Call(f) => {
+                s.forwarded.insert(upstream.clone(), f);
+            }
+        }
         // Under the lock: a cancel read from now on is forwarded after the call, never before.
         let _ = to_upstream.send(line);
-        if let Some(cancel) = call.and_then(|c| c.cancel_line) {
+        if let Some(cancel) = call.and_then(|c| c.cancel_line)
+            && let Some(cancel) = with_request_id(&cancel, &upstream)
+        {
             let _ = to_upstream.send(cancel);
         }
+    }
+
+    /// Forward a `tools/call` the interposer decided to run: the client's under a new id of the
+    /// interposer's, or a task's, whose line already carries the interposer's own id.
+    fn forward(&self, line: String, id: &Value, own_id: bool, f: Forwarded, to_upstream: &Lines) {
+        if !own_id {
+            return self.forward_request(line, id, None, Track::Call(f), to_upstream);
+        }
+        let mut s = self.session();
+        s.forwarded.insert(id_key(id), f);
+        let _ = to_upstream.send(line);
+    }
+
+    /// A fresh id for a request the interposer forwards: never one a client chose, never one
+    /// given before in this process. Its JSON text, which is also its key.
+    fn next_upstream_id(&self) -> String {
+        format!(
+            "\"{UPSTREAM_ID_PREFIX}{}\"",
+            self.counter.fetch_add(1, Ordering::Relaxed) + 1
+        )
     }
 
     /// Send the interposer's own answer to call `id`, unless the client cancelled the call (it
@@ -1274,23 +1451,22 @@ impl Interposer {
         if let Err(refusal) = self.gateway.collect_grant(&approval, &h.call).await {
             return self.refuse_held(&h, approval_id, &refusal, to_client);
         }
+        let bound = Bound::of(&h.call);
         let Held {
             call_id,
             id,
             op_hash,
+            own_id,
             ..
         } = h;
-        self.forward(
-            line,
-            &id,
-            Forwarded {
-                call_id,
-                op_hash,
-                outcome: "executed",
-                approval_ref: Some(approval_id.to_owned()),
-            },
-            to_upstream,
-        );
+        let f = Forwarded {
+            call_id,
+            op_hash,
+            outcome: "executed",
+            approval_ref: Some(approval_id.to_owned()),
+            bound: Some(bound),
+        };
+        self.forward(line, &id, own_id, f, to_upstream);
     }
 
     /// Write an outcome line. Only the outcome of an allowed call may wait in the writer's
@@ -1358,34 +1534,47 @@ impl Interposer {
 
     /// A forwarded request whose answer will never come (the upstream could not be reached, or
     /// the session ended): its audit outcome says so.
+    /// `id` is the client's: the id the request went upstream under is looked up.
     pub(crate) fn no_answer(&self, id: &Value) {
-        let forwarded = self.session().forwarded.remove(&id_key(id));
+        let upstream = {
+            let mut s = self.session();
+            let Some(upstream) = s.outbound_by_client.get(&id_key(id)).cloned() else {
+                return;
+            };
+            s.answered(&upstream);
+            upstream
+        };
+        self.no_answer_upstream(&upstream);
+    }
+
+    /// [`Self::no_answer`] for a request sent under an id of the interposer's own (a task's call).
+    pub(crate) fn no_answer_own(&self, id: &Value) {
+        self.no_answer_upstream(&id_key(id));
+    }
+
+    fn no_answer_upstream(&self, key: &str) {
+        let forwarded = {
+            let mut s = self.session();
+            s.answered(key);
+            s.initialize_ids.retain(|i| i != key);
+            s.list_ids.retain(|i| i != key);
+            s.forwarded.remove(key)
+        };
         if let Some(f) = forwarded {
-            self.record(
-                &f.call_id,
-                &Outcome {
-                    outcome: f.outcome,
-                    op_hash: &f.op_hash,
-                    approval_ref: f.approval_ref.as_deref(),
-                    upstream: Some("no_answer"),
-                    ..Outcome::default()
-                },
-            );
+            self.record_answer(&f, "no_answer");
         }
     }
 
     /// The session is over: parked responses are dropped (their approvals stay pending) and
     /// forwarded calls still unanswered are audited `no_answer`.
     pub(crate) fn end_session(&self) {
-        let ids: Vec<String> = {
+        let keys: Vec<String> = {
             let mut s = self.session();
             s.drop_pending_answers();
             s.forwarded.keys().cloned().collect()
         };
-        for id in ids {
-            if let Ok(id) = serde_json::from_str::<Value>(&id) {
-                self.no_answer(&id);
-            }
+        for key in keys {
+            self.no_answer_upstream(&key);
         }
     }
 
@@ -1503,6 +1692,7 @@ impl Interposer {
         // task's stop signal in place of the client's request (answered now).
         let client_id = std::mem::replace(&mut h.id, Value::from(upstream_id));
         h.line = line;
+        h.own_id = true;
         h.cancel = stopped;
         if !self.reply(&client_id, frame, to_client) {
             // The client cancelled its call before it learnt of the task: nobody would ever
@@ -1814,7 +2004,7 @@ impl Interposer {
     /// Whether the upstream's answer to forwarded call `f` asks for input (a held call's only:
     /// an allowed call needs no pass); if so its `requestState` becomes the pass for the answer.
     fn asks_for_input(&self, f: &Forwarded, line: &str) -> bool {
-        let Some(approval_id) = &f.approval_ref else {
+        let (Some(approval_id), Some(bound)) = (&f.approval_ref, &f.bound) else {
             return false;
         };
         let Ok(frame) = serde_json::from_str::<Value>(line) else {
@@ -1831,6 +2021,7 @@ impl Interposer {
             state.to_owned(),
             Continuation {
                 op_hash: f.op_hash.clone(),
+                bound: bound.clone(),
                 approval_id: approval_id.clone(),
                 at: std::time::Instant::now(),
             },
@@ -1857,8 +2048,11 @@ impl Interposer {
             return;
         };
         let mut ticket = self.ticket(&h, &pass.approval_id, None);
-        if pass.op_hash != h.op_hash {
-            // The upstream's state moved onto another call (other arguments, tool or agent).
+        if pass.op_hash != h.op_hash || pass.bound != Bound::of(&h.call) {
+            // The upstream's state moved onto another call (other arguments, tool or agent), or
+            // onto another spelling of it: the op_hash reads text in its NFC form, and an upstream
+            // given the NFD spelling of an approved path opens another file. What goes on is the
+            // approved call byte for byte, as an approved retry is.
             ticket.denied = Some(ReasonCode::BindingMismatch.as_str().into());
             return self.refuse(&h.call_id, &h.id, &h.call.tool_name, ticket, to_client);
         }
@@ -1871,19 +2065,17 @@ impl Interposer {
             id,
             line,
             op_hash,
+            own_id,
             ..
         } = h;
-        self.forward(
-            line,
-            &id,
-            Forwarded {
-                call_id,
-                op_hash,
-                outcome: "continued",
-                approval_ref: Some(pass.approval_id),
-            },
-            to_upstream,
-        );
+        let f = Forwarded {
+            call_id,
+            op_hash,
+            outcome: "continued",
+            approval_ref: Some(pass.approval_id),
+            bound: Some(pass.bound),
+        };
+        self.forward(line, &id, own_id, f, to_upstream);
     }
 }
 
@@ -1899,6 +2091,8 @@ const MAX_CONTINUATIONS: usize = 4096;
 #[derive(Debug, Clone)]
 struct Continuation {
     op_hash: String,
+    /// The approved call's tool and argument bytes: the continuation must repeat them.
+    bound: Bound,
     approval_id: String,
     at: std::time::Instant,
 }
@@ -1956,6 +2150,8 @@ struct Held {
     task: Option<Option<u64>>,
     /// Fires when the client cancels this call (or leaves).
     cancel: oneshot::Receiver<()>,
+    /// `line` carries an id of the interposer's own (a task's call), not the client's.
+    own_id: bool,
 }
 
 /// The line to forward for an approved held call: `line` itself, or, when the client answered
@@ -2024,10 +2220,6 @@ fn ours(frame: &Value) -> bool {
         .is_some_and(|t| t.starts_with(tasks::TASK_ID_PREFIX))
 }
 
-fn method(frame: &Value) -> Option<&str> {
-    frame.get("method").and_then(Value::as_str)
-}
-
 fn rpc_error(id: &Value, code: i64, message: &str) -> Value {
     serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
@@ -2056,6 +2248,88 @@ async fn write_lines<W: AsyncWrite + Unpin>(
     }
     out.flush().await?;
     out.shutdown().await
+}
+
+/// The prefix of the ids the interposer forwards client requests under.
+const UPSTREAM_ID_PREFIX: &str = "cs-";
+
+/// The error for a request whose id the client is still awaiting an answer under.
+const ID_IN_FLIGHT: &str = "this request id is already in flight in this session: a client's \
+     requests awaiting an answer must have distinct ids";
+
+/// Read one line of at most [`admission::MAX_FRAME_BYTES`] into `frame` (cleared first), without
+/// its LF or the CR of a CRLF (every common reader ends a line so). `None` at the end of input;
+/// `Some(Err(..))` for a line past the cap, read to its end and dropped.
+async fn read_frame<R: AsyncBufRead + Unpin>(
+    input: &mut R,
+    frame: &mut Vec<u8>,
+) -> std::io::Result<Option<Result<(), Rejection>>> {
+    frame.clear();
+    let (mut bytes, mut any) = (0usize, false);
+    loop {
+        let available = input.fill_buf().await?;
+        if available.is_empty() {
+            if !any {
+                return Ok(None);
+            }
+            break;
+        }
+        any = true;
+        let end = available.iter().position(|b| *b == b'\n');
+        let chunk = available
+            .get(..end.unwrap_or(available.len()))
+            .unwrap_or_default();
+        bytes = bytes.saturating_add(chunk.len());
+        // One byte of slack for the CR of a CRLF; past that, only the count goes on.
+        if bytes <= admission::MAX_FRAME_BYTES + 1 {
+            frame.extend_from_slice(chunk);
+        }
+        let used = chunk.len() + usize::from(end.is_some());
+        input.consume(used);
+        if end.is_some() {
+            break;
+        }
+    }
+    if frame.last() == Some(&b'\r') && bytes <= admission::MAX_FRAME_BYTES + 1 {
+        frame.pop();
+        bytes -= 1;
+    }
+    if bytes > admission::MAX_FRAME_BYTES {
+        frame.clear();
+        return Ok(Some(Err(Rejection::TooLarge {
+            bytes,
+            max: admission::MAX_FRAME_BYTES,
+        })));
+    }
+    Ok(Some(Ok(())))
+}
+
+/// The answer to a frame that failed admission: its code, what broke, and the reason word in
+/// `data` for tools.
+pub(crate) fn inadmissible_error(id: &Value, why: &Rejection) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {
+            "code": why.code(),
+            "message": format!("not relayed: {why}"),
+            "data": {"reason": why.reason()},
+        },
+    })
+}
+
+/// `line` with its top-level `id` replaced by the JSON text `id`.
+fn with_id(line: &str, id: &str) -> Option<String> {
+    let at = crate::splice::member(line, "id")?;
+    Some(crate::splice::replace(line, at, id))
+}
+
+/// A `notifications/cancelled` line with `params.requestId` replaced by the JSON text `id`.
+fn with_request_id(line: &str, id: &str) -> Option<String> {
+    let params = crate::splice::member(line, "params")?;
+    let inner = crate::splice::member(&line[params.clone()], "requestId")?;
+    let at = params.start + inner.start..params.start + inner.end;
+    Some(crate::splice::replace(line, at, id))
 }
 
 /// RFC 3339 of now (for tests and logs).
@@ -2098,24 +2372,80 @@ mod tests {
             upstream_status(&serde_json::from_str(twice).unwrap()),
             "tool_error"
         );
-        assert!(Request::read(r#"{"id":1,"method":"a","method":"tools/call"}"#).is_none());
         // A batch is no single message, even where a struct reader would take an array.
-        assert!(Request::read(r#"["tools/call",1,{}]"#).is_none());
         assert!(Reply::read(r#"[{"id":1,"result":{}}]"#).is_none());
-        assert!(Request::read("not json").is_none());
+        assert!(Reply::read("not json").is_none());
     }
 
     #[test]
     fn a_present_null_id_is_an_id() {
-        let r = Request::read(r#"{"id":null,"method":"tools/call"}"#).unwrap();
+        let r = Reply::read(r#"{"jsonrpc":"2.0","id":null,"error":{}}"#).unwrap();
         assert_eq!(r.id.and_then(raw_id), Some(Value::Null));
-        let r = Request::read(r#"{"method":"notifications/initialized"}"#).unwrap();
+        let r = Reply::read(r#"{"method":"notifications/initialized"}"#).unwrap();
         assert!(r.id.is_none());
         // Ids are keyed by value: spacing does not make another id.
-        let spaced = Request::read(r#"{"id" : "a" ,"method":"x"}"#).unwrap();
+        let spaced = Reply::read(r#"{"id" : "a" ,"result":{}}"#).unwrap();
         assert_eq!(
             spaced.id.and_then(raw_id).map(|v| id_key(&v)),
             Some(id_key(&Value::from("a")))
+        );
+    }
+
+    #[test]
+    fn ids_are_swapped_in_the_text_and_nothing_else_changes() {
+        let line = r#"{"jsonrpc":"2.0", "id" : 7 ,"method":"x","params":{"id":1}}"#;
+        assert_eq!(
+            with_id(line, r#""cs-1""#).unwrap(),
+            r#"{"jsonrpc":"2.0", "id" : "cs-1" ,"method":"x","params":{"id":1}}"#
+        );
+        let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a","reason":"r"}}"#;
+        assert_eq!(
+            with_request_id(cancel, r#""cs-9""#).unwrap(),
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"cs-9","reason":"r"}}"#
+        );
+        assert_eq!(with_request_id(r#"{"params":{}}"#, "1"), None);
+    }
+
+    /// Lines as `read_frame` cuts them from a byte stream, in whatever pieces it arrives.
+    async fn frames(input: &[u8]) -> Vec<Result<Vec<u8>, &'static str>> {
+        let mut reader = tokio::io::BufReader::with_capacity(3, input);
+        let mut frame = Vec::new();
+        let mut out = Vec::new();
+        while let Some(read) = read_frame(&mut reader, &mut frame).await.unwrap() {
+            out.push(read.map(|()| frame.clone()).map_err(|e| e.reason()));
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn a_frame_ends_at_lf_and_only_a_crlf_loses_its_cr() {
+        let read = frames(b"{\"a\":1}\r\n{\"b\":2}\n\r{\"c\":3}\r\n\nlast").await;
+        let want: Vec<Result<Vec<u8>, &str>> = vec![
+            Ok(b"{\"a\":1}".to_vec()),
+            Ok(b"{\"b\":2}".to_vec()),
+            // A CR that ends no line stays: admission refuses the frame that carries it.
+            Ok(b"\r{\"c\":3}".to_vec()),
+            Ok(Vec::new()),
+            Ok(b"last".to_vec()),
+        ];
+        assert_eq!(read, want);
+        assert!(frames(b"").await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_line_past_the_cap_is_dropped_whole_and_the_next_one_read() {
+        let mut input = vec![b'x'; admission::MAX_FRAME_BYTES + 1];
+        input.extend_from_slice(b"\n{}\n");
+        let read = frames(&input).await;
+        assert_eq!(read, vec![Err("frame_too_large"), Ok(b"{}".to_vec())]);
+        // Exactly at the cap, with a CRLF: admitted length.
+        let mut input = vec![b'x'; admission::MAX_FRAME_BYTES];
+        input.extend_from_slice(b"\r\n");
+        let read = frames(&input).await;
+        assert_eq!(read.len(), 1);
+        assert_eq!(
+            read[0].as_ref().map(Vec::len),
+            Ok(admission::MAX_FRAME_BYTES)
         );
     }
 }

@@ -41,6 +41,22 @@ fn members(text: &str) -> Option<Vec<(String, Range<usize>)>> {
         .collect()
 }
 
+/// Where `part`, a slice borrowed from `text` (a `RawValue` read from it), lies in `text`.
+pub(crate) fn range_of(text: &str, part: &str) -> Option<Range<usize>> {
+    let start = (part.as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
+    let end = start.checked_add(part.len())?;
+    (end <= text.len()).then_some(start..end)
+}
+
+/// `text` with the bytes in `at` replaced by `with`.
+pub(crate) fn replace(text: &str, at: Range<usize>, with: &str) -> String {
+    let mut out = String::with_capacity(text.len() + with.len());
+    out.push_str(&text[..at.start]);
+    out.push_str(with);
+    out.push_str(&text[at.end..]);
+    out
+}
+
 /// The byte range of member `key`'s value in object `text` (the last one, as serde_json reads
 /// duplicates).
 pub(crate) fn member(text: &str, key: &str) -> Option<Range<usize>> {

@@ -128,6 +128,15 @@ impl Approver {
     }
 }
 
+/// `upstream_line` as the client sent it: the id the interposer forwarded it under (its own,
+/// `"cs-…"`) swapped back for the client's id text. Every other byte must be the client's.
+fn as_client_sent(upstream_line: &str, client_id: &str) -> String {
+    let v: Value = serde_json::from_str(upstream_line).unwrap();
+    let ours = v["id"].as_str().expect("an id of the interposer's own");
+    assert!(ours.starts_with("cs-"), "{upstream_line}");
+    upstream_line.replacen(&format!("\"{ours}\""), client_id, 1)
+}
+
 /// What the scripted upstream saw: every line, exactly.
 #[derive(Default)]
 struct Upstream {
@@ -151,6 +160,7 @@ impl Upstream {
 async fn upstream(io: DuplexStream, seen: Arc<Upstream>) {
     let (r, mut w) = tokio::io::split(io);
     let mut lines = BufReader::new(r).lines();
+    let mut parked = Vec::new();
     while let Ok(Some(line)) = lines.next_line().await {
         seen.lines.lock().unwrap().push(line.clone());
         let v: Value = serde_json::from_str(&line).unwrap_or_default();
@@ -162,6 +172,7 @@ async fn upstream(io: DuplexStream, seen: Arc<Upstream>) {
             Some("tools/list") => json!({"tools": [
                 {"name": "read_file", "description": "Read.", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}},
                 {"name": "write_file", "description": "Write.", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": true}},
+                {"name": "read_slow", "description": "Read, slowly.", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}},
             ]}),
             // A 2026-07-28 tool that asks the client a question before it runs (its own multi
             // round trip), and runs once the client answers with its state.
@@ -175,6 +186,20 @@ async fn upstream(io: DuplexStream, seen: Arc<Upstream>) {
                            "inputRequests": {"q": {"method": "elicitation/create",
                              "params": {"mode": "form", "message": "Sure?", "requestedSchema": {"type": "object"}}}}})
                 }
+            }
+            // An allowed call the upstream answers only when told to (`vendor/release`): a
+            // call that stays in flight while others come.
+            Some("tools/call") if v["params"]["name"] == "read_slow" => {
+                parked.push(id.clone());
+                continue;
+            }
+            Some("vendor/release") => {
+                for id in parked.drain(..) {
+                    let text = json!([{"type": "text", "text": "ran read_slow"}]);
+                    let frame = json!({"jsonrpc": "2.0", "id": id, "result": {"content": text}});
+                    w.write_all(format!("{frame}\n").as_bytes()).await.unwrap();
+                }
+                json!({})
             }
             Some("tools/call") => {
                 let note = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "p", "progress": 1}});
@@ -393,49 +418,56 @@ async fn allowed_calls_and_other_frames_pass_through_unchanged() {
     assert_eq!(outcomes[0]["upstream"], "ok");
 }
 
-/// The relay reads most frames without building a tree. Whatever that quick reading does not
-/// take (a duplicated member, escapes, a null id, a batch) is judged by the full one, so no
-/// spelling of a held call reaches the upstream, and an allowed call still passes however it is
-/// spaced.
+/// Every spelling of a held call that reads as one message is held however it is escaped or
+/// spaced, and an allowed one passes; a frame that readers could take for different messages
+/// (a duplicated member, a null id, a batch) is not admitted: answered with its error under the
+/// id that can be read, and nothing of it reaches the upstream.
 #[tokio::test]
 async fn every_spelling_of_a_held_call_is_held_and_allowed_ones_pass() {
     let mut rig = rig("spellings", plain_client()).await;
     let held = [
-        // The last `method` is the one a JSON reader keeps.
-        r#"{"jsonrpc":"2.0","id":101,"method":"tools/list","method":"tools/call","params":{"name":"write_file","arguments":{}}}"#,
         r#"{"jsonrpc":"2.0","id":102,"method":"tools\/call","params":{"name":"write_\u0066ile","arguments":{"a":1}}}"#,
         r#" { "params" : {"arguments":{"k":1},"name":"write_file"} , "method" : "tools/call" , "id" : 103 , "jsonrpc":"2.0" }"#,
     ];
-    for (id, line) in (101..).zip(held) {
+    for (id, line) in (102..).zip(held) {
         rig.client.send_line(line).await;
         let r = rig.client.response(id).await;
         assert_eq!(r["result"]["isError"], true, "{line}: {r}");
         assert!(ticket(&r)["approval_id"].is_string(), "held: {r}");
     }
-    // A null id is an id: the call is judged, and answered under it.
+    // Two `method`s (readers keep the first, the last, or either) and two `name`s: which call
+    // is meant depends on the reader, so none is made.
+    for (id, line) in [
+        (
+            101,
+            r#"{"jsonrpc":"2.0","id":101,"method":"tools/list","method":"tools/call","params":{"name":"write_file","arguments":{}}}"#,
+        ),
+        (
+            104,
+            r#"{"jsonrpc":"2.0","id":104,"method":"tools/call","params":{"name":"read_file","name":"write_file","arguments":{}}}"#,
+        ),
+    ] {
+        rig.client.send_line(line).await;
+        let r = rig.client.response(id).await;
+        assert_eq!(r["error"]["code"], -32600, "{r}");
+        assert_eq!(r["error"]["data"]["reason"], "duplicate_member", "{r}");
+    }
+    // MCP ids are never null: refused, and answered under the null id.
     rig.client
         .send_line(r#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"write_file","arguments":{"n":2}}}"#)
         .await;
-    let r = loop {
-        let v = rig.client.recv().await;
-        if v.get("id") == Some(&Value::Null) {
-            break v;
-        }
-    };
-    assert!(ticket(&r)["approval_id"].is_string(), "held: {r}");
-    // Two `name`s: no reading can say which tool is meant, so the call is refused.
+    let r = rig.client.recv().await;
+    assert_eq!(r["id"], Value::Null, "{r}");
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+    // A batch is refused whole, each request answered under its id.
     rig.client
-        .send_line(r#"{"jsonrpc":"2.0","id":104,"method":"tools/call","params":{"name":"read_file","name":"write_file","arguments":{}}}"#)
-        .await;
-    assert_eq!(rig.client.response(104).await["error"]["code"], -32602);
-    // A batch carrying a call is refused whole.
-    rig.client
-        .send_line(r#"[{"jsonrpc":"2.0","id":105,"method":"tools/call","params":{"name":"read_file","arguments":{}}}]"#)
+        .send_line(r#"[{"jsonrpc":"2.0","id":105,"method":"tools/call","params":{"name":"read_file","arguments":{}}},{"jsonrpc":"2.0","method":"notifications/initialized"}]"#)
         .await;
     let r = rig.client.recv().await;
+    assert_eq!(r.as_array().map(Vec::len), Some(1), "{r}");
     assert_eq!(r[0]["id"], 105, "{r}");
     assert_eq!(r[0]["error"]["code"], -32600, "{r}");
-    // Allowed, spaced and with a string id: forwarded as sent.
+    // Allowed, spaced and with a string id: forwarded as sent, under the interposer's own id.
     let line = r#"{ "id" : "s-1" , "jsonrpc" : "2.0" , "method" : "tools/call" , "params" : { "name" : "read_file" , "arguments" : { } } }"#;
     rig.client.send_line(line).await;
     let r = loop {
@@ -449,12 +481,16 @@ async fn every_spelling_of_a_held_call_is_held_and_allowed_ones_pass() {
         "{r}"
     );
     let seen = rig.upstream.lines.lock().unwrap().clone();
-    assert!(seen.contains(&line.to_owned()), "the exact line: {seen:?}");
     let calls: Vec<_> = seen
         .iter()
         .filter(|l| l.contains("tools") && l.contains("call"))
         .collect();
-    assert_eq!(calls, [line], "nothing else reached the upstream");
+    assert_eq!(
+        calls.len(),
+        1,
+        "nothing else reached the upstream: {seen:?}"
+    );
+    assert_eq!(as_client_sent(calls[0], r#""s-1""#), line, "the exact line");
     let (lines, _) = close(rig).await;
     let outcomes: Vec<_> = lines
         .iter()
@@ -466,7 +502,7 @@ async fn every_spelling_of_a_held_call_is_held_and_allowed_ones_pass() {
             .iter()
             .filter(|o| o.0 == "pending_approval")
             .count(),
-        4
+        2
     );
     assert!(outcomes.contains(&("allowed", Some("ok"))), "{outcomes:?}");
 }
@@ -480,11 +516,10 @@ async fn a_tools_call_without_an_id_never_reaches_the_upstream() {
     for line in [
         r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"write_file","arguments":{"p":"/x"}}}"#,
         r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"read_file","arguments":{}}}"#,
-        r#"{"jsonrpc":"2.0","method":"tools/call","method":"tools/call","params":{"name":"write_file","arguments":{}}}"#,
     ] {
         rig.client.send_line(line).await;
     }
-    // A request after them is answered, so the three were read before it.
+    // A request after them is answered, so both were read before it.
     let r = rig.client.call_raw("read_file", "{}").await;
     assert_eq!(r["result"]["content"][0]["text"], "ran \"read_file\"");
     assert!(rig.upstream.calls_of("write_file").is_empty());
@@ -498,7 +533,7 @@ async fn a_tools_call_without_an_id_never_reaches_the_upstream() {
         .iter()
         .filter(|l| l["kind"] == "mcp_outcome" && l["reason_code"] == "tools_call_without_id")
         .collect();
-    assert_eq!(refused.len(), 3, "{lines:?}");
+    assert_eq!(refused.len(), 2, "{lines:?}");
     assert!(refused.iter().all(|l| l["outcome"] == "denied"));
 }
 
@@ -934,7 +969,8 @@ async fn an_approved_mrtr_retry_reaches_the_upstream_without_the_interposers_mem
         "{{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"tools/call\",\"params\":{{\"name\":\"write_file\",\"arguments\":{args},\"inputResponses\":{{ \"upstream.ask\":{{\"action\":\"accept\",\"content\":{{\"ok\":true}}}}}},\"_meta\":{{\"io.modelcontextprotocol/clientCapabilities\":{{\"elicitation\":{{\"url\":{{}}}}}}}}}}}}"
     );
     assert_eq!(
-        sent[0], expected,
+        as_client_sent(&sent[0], "77"),
+        expected,
         "only the interposer's members are cut out"
     );
 
@@ -1029,6 +1065,10 @@ async fn a_cancel_that_overtakes_an_approved_retry_collects_nothing() {
 // `countersign mcp http`: the same life cycle over Streamable HTTP.
 #[path = "it/http.rs"]
 mod http;
+
+// The second external review's findings at the stdio edge.
+#[path = "it/edge.rs"]
+mod edge;
 
 #[tokio::test]
 async fn cancel_on_disconnect_withdraws_what_the_client_left_pending_and_only_that() {
