@@ -10,7 +10,9 @@ use axum::response::{IntoResponse as _, Response};
 use countersign::Decision;
 use countersign_mcp::Config;
 use countersign_mcp::answer::APPROVAL_KEY;
-use countersign_mcp::http::{AgentEntry, Agents, HttpRelay, UNAUTHORIZED_CODE};
+use countersign_mcp::http::{
+    AgentEntry, Agents, HEADER_MISMATCH_CODE, HttpRelay, UNAUTHORIZED_CODE,
+};
 use countersign_server::audit::{AuditSealer, verify_log};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -798,4 +800,260 @@ async fn http_an_upstream_redirect_is_not_followed() {
         4,
         "initialize, initialized, tools/list, this"
     );
+}
+
+impl HttpRig {
+    /// A POST as agent A in `session` with `headers` added.
+    async fn post_with(
+        &self,
+        session: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> reqwest::Response {
+        let mut r = self
+            .http
+            .post(&self.url)
+            .bearer_auth(TOKEN_A)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", session)
+            .body(body.to_owned());
+        for (name, value) in headers {
+            r = r.header(*name, *value);
+        }
+        r.send().await.unwrap()
+    }
+}
+
+/// The review's frames over `mcp http`: a body the interposer cannot read as one message is
+/// answered 400 with its JSON-RPC error (under its id when one can be read), and nothing of it
+/// reaches the upstream.
+#[tokio::test]
+async fn http_bodies_other_readers_take_differently_get_400_and_go_nowhere() {
+    let rig = http_rig("http-edge-admission").await;
+    let session = rig.open(TOKEN_A).await;
+    let before = rig.upstream.count();
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let call = |id: u64, params: &str| {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}}}"#)
+    };
+    let cases = [
+        (
+            call(
+                11,
+                &format!(r#"{{"name":"write_file","arguments":{{"pad":{deep}}}}}"#),
+            ),
+            json!(11),
+            -32700,
+        ),
+        (
+            call(
+                12,
+                r#"{"name":"write_file","arguments":{"path":"x\ud800"}}"#,
+            ),
+            json!(12),
+            -32700,
+        ),
+        (
+            call(13, r#"{"name":"write_file","arguments":{"n":1e400}}"#),
+            json!(13),
+            -32700,
+        ),
+        (
+            call(
+                14,
+                r#"{"name":"read_file","Name":"write_file","arguments":{}}"#,
+            ),
+            json!(14),
+            -32600,
+        ),
+        (
+            format!(
+                "{}\n{}",
+                call(15, r#"{"name":"read_file"}"#),
+                call(16, r#"{"name":"write_file"}"#)
+            ),
+            json!(15),
+            -32700,
+        ),
+        ("[1,2".to_owned(), Value::Null, -32700),
+    ];
+    for (body, id, code) in &cases {
+        let r = rig.post(Some(TOKEN_A), Some(&session), body).await;
+        assert_eq!(r.status(), 400, "{body:.80}");
+        let answer: Value = r.json().await.unwrap();
+        assert_eq!(answer["id"], *id, "{answer}");
+        assert_eq!(answer["error"]["code"], *code, "{answer}");
+    }
+    assert_eq!(rig.upstream.count(), before, "nothing reached the upstream");
+    // One trailing line break is no second frame.
+    let r = rig
+        .post(
+            Some(TOKEN_A),
+            Some(&session),
+            &format!("{}\r\n", call(17, r#"{"name":"read_file","arguments":{}}"#)),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(rig.upstream.count(), before + 1);
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn http_routing_headers_must_restate_the_body_on_every_post() {
+    let rig = http_rig("http-edge-headers").await;
+    let session = rig.open(TOKEN_A).await;
+    let before = rig.upstream.count();
+    let write = r#"{"jsonrpc":"2.0","id":21,"method":"tools/call","params":{"name":"write_file","arguments":{}}}"#;
+    let list = r#"{"jsonrpc":"2.0","id":22,"method":"tools/list"}"#;
+    let read = r#"{"jsonrpc":"2.0","id":23,"method":"tools/call","params":{"name":"read_file","arguments":{}}}"#;
+    let refused: [(&str, &[(&str, &str)]); 5] = [
+        // A gateway that routes on Mcp-Method sees a harmless list; the body is a write.
+        (write, &[("mcp-method", "tools/list")]),
+        (
+            list,
+            &[("mcp-method", "tools/call"), ("mcp-name", "write_file")],
+        ),
+        // A name header on a message that names nothing.
+        (list, &[("mcp-name", "write_file")]),
+        (write, &[("mcp-name", "read_file")]),
+        (
+            read,
+            &[("mcp-method", "tools/call"), ("mcp-method", "tools/call")],
+        ),
+    ];
+    for (body, headers) in refused {
+        let r = rig.post_with(&session, headers, body).await;
+        assert_eq!(r.status(), 400, "{headers:?}");
+        let answer: Value = r.json().await.unwrap();
+        assert_eq!(answer["error"]["code"], HEADER_MISMATCH_CODE, "{answer}");
+    }
+    assert_eq!(rig.upstream.count(), before, "nothing reached the upstream");
+    let r = rig
+        .post_with(
+            &session,
+            &[("mcp-method", "tools/call"), ("mcp-name", "read_file")],
+            read,
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(rig.upstream.count(), before + 1);
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn http_a_host_that_is_not_the_relays_is_refused_with_or_without_origin() {
+    let rig = http_rig("http-edge-host").await;
+    let init = r#"{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    // A page on an attacker's name that resolves to 127.0.0.1 (DNS rebinding), no Origin.
+    for host in [
+        "attacker.example",
+        "attacker.example:8080",
+        "127.0.0.1.attacker.example",
+    ] {
+        let r = rig
+            .http
+            .post(&rig.url)
+            .bearer_auth(TOKEN_A)
+            .header("host", host)
+            .header("content-type", "application/json")
+            .body(init)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 403, "{host}");
+        let r = rig
+            .http
+            .get(&rig.url)
+            .bearer_auth(TOKEN_A)
+            .header("host", host)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 403, "GET {host}");
+    }
+    assert_eq!(rig.upstream.count(), 0, "nothing reached the upstream");
+    for host in ["localhost", "localhost:1234", "127.0.0.1", "[::1]:9"] {
+        let r = rig
+            .http
+            .post(&rig.url)
+            .bearer_auth(TOKEN_A)
+            .header("host", host)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(init)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{host}");
+    }
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn http_allowed_hosts_lets_a_named_host_in() {
+    let rig = http_rig_with("http-edge-named-host", |c| {
+        c.allowed_hosts = vec!["mcp.internal.example".into()];
+    })
+    .await;
+    let init = r#"{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    for (host, status) in [
+        ("MCP.internal.example:443", 200),
+        ("other.internal.example", 403),
+    ] {
+        let r = rig
+            .http
+            .post(&rig.url)
+            .bearer_auth(TOKEN_A)
+            .header("host", host)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(init)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), status, "{host}");
+    }
+    rig.stop().await;
+}
+
+/// Over HTTP each POST is its own exchange, but the interposer's books are per session: a
+/// second request under an id still in flight there is refused, and the upstream never sees a
+/// client's id.
+#[tokio::test]
+async fn http_a_request_id_in_flight_is_not_taken_twice() {
+    let rig = http_rig("http-edge-inflight").await;
+    let session = rig.open(TOKEN_A).await;
+    let slow = rig
+        .http
+        .post(&rig.url)
+        .bearer_auth(TOKEN_A)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .body(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read_slowly","arguments":{}}}"#)
+        .send();
+    let slow = tokio::spawn(slow);
+    // Wait until the slow call is upstream (its events are flowing).
+    while rig.upstream.calls_of("read_slowly").is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let again = rig
+        .post(
+            Some(TOKEN_A),
+            Some(&session),
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read_file","arguments":{}}}"#,
+        )
+        .await;
+    let answer: Value = again.json().await.unwrap();
+    assert_eq!(answer["id"], 7, "{answer}");
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert!(rig.upstream.calls_of("read_file").is_empty());
+    rig.upstream.gate.notify_one();
+    let slow = slow.await.unwrap().unwrap().text().await.unwrap();
+    assert!(slow.contains("\"id\":7"), "{slow}");
+    let sent = rig.upstream.calls_of("read_slowly");
+    let v: Value = serde_json::from_str(&sent[0]).unwrap();
+    assert!(v["id"].as_str().unwrap().starts_with("cs-"), "{}", sent[0]);
+    rig.stop().await;
 }
