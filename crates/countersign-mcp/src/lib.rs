@@ -69,8 +69,9 @@ pub fn relay_options(
 /// How long one call to the service may take (create, grant); long-polls add their wait.
 const SERVICE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Build the interposer: the gateway connection with its own trust (registry and policy) and the
-/// audit log with the tickets it still has open.
+/// Build the interposer: the gateway connection with its own trust (registry, policy and the
+/// per-tool approver rules, checked here against the registry) and the audit log with the
+/// tickets it still has open.
 pub async fn interposer(
     service: Url,
     token: GatewayToken,
@@ -79,6 +80,8 @@ pub async fn interposer(
     config: Config,
 ) -> anyhow::Result<Interposer> {
     use anyhow::Context as _;
+    // A configuration assembled in code gets the checks a file gets.
+    config.check().context("config")?;
     let gateway_config = GatewayConfig::new(service.clone(), token, SERVICE_TIMEOUT);
     let mut policy = Policy::new(config.rp_id.clone(), config.origins.iter().cloned());
     if config.origins.is_empty() {
@@ -98,6 +101,9 @@ pub async fn interposer(
         }
         None => None,
     };
+    if let Some(registry) = &registry {
+        check_enrolled(&config, registry)?;
+    }
     let replay = match &config.state_dir {
         Some(dir) => ReplayStore::sqlite(dir).context("opening the replay store")?,
         None => ReplayStore::memory(),
@@ -111,6 +117,7 @@ pub async fn interposer(
             .fetch_registry()
             .await
             .map_err(|r| anyhow::anyhow!("fetching the registry from the service: {r}"))?;
+        check_enrolled(&config, &fetched)?;
         gateway.set_registry(fetched);
     }
     let (audit, tickets) = match &config.audit_log {
@@ -134,6 +141,14 @@ pub async fn interposer(
         config,
     };
     Ok(Interposer::new(settings, gateway, audit, tickets))
+}
+
+/// Refuse approver rules whose quorum the trusted registry cannot meet.
+fn check_enrolled(config: &Config, registry: &CredentialRegistry) -> anyhow::Result<()> {
+    config
+        .approver_rules()
+        .check_enrolled(registry)
+        .map_err(|e| anyhow::anyhow!("config: approver rules against the registry: {e}"))
 }
 
 /// The gateway token in `path`.

@@ -1030,6 +1030,9 @@ async fn a_cancel_that_overtakes_an_approved_retry_collects_nothing() {
 #[path = "it/http.rs"]
 mod http;
 
+#[path = "it/approvers.rs"]
+mod approvers;
+
 #[tokio::test]
 async fn cancel_on_disconnect_withdraws_what_the_client_left_pending_and_only_that() {
     // Off (the default): the client goes away, the approval stays pending for its next retry.
