@@ -343,3 +343,35 @@ async fn a_quorum_the_trusted_registry_cannot_meet_refuses_the_start() {
             .is_ok()
     );
 }
+
+/// The first TOML block of `section` in docs/MCP.md.
+fn documented_toml(section: &str) -> String {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/MCP.md"),
+    )
+    .unwrap();
+    let from = doc.find(&format!("\n## {section}\n")).unwrap();
+    let block = &doc[from..];
+    let start = block.find("```toml\n").unwrap() + "```toml\n".len();
+    let end = start + block[start..].find("```").unwrap();
+    block[start..end].to_owned()
+}
+
+#[test]
+fn the_documented_rules_are_read_as_documented() {
+    let rules = Config::from_toml(&documented_toml("Who may approve")).unwrap();
+    let pay = rules.approver_policy("payments.transfer");
+    assert_eq!(pay.approvers, Some(vec!["alice".into(), "bob".into()]));
+    assert_eq!(pay.quorum, 2);
+    assert_eq!(pay.min_assurance, Some(countersign::AssuranceLevel::Aal3));
+    assert_eq!(
+        rules.approver_policy("anything_else").approvers,
+        Some(vec!["carol".into()])
+    );
+    let reference = Config::from_toml(&documented_toml("Configuration reference")).unwrap();
+    assert_eq!(
+        reference.approver_policy("move_file").approvers,
+        Some(vec!["alice".into(), "bob".into()])
+    );
+    assert_eq!(reference.held_as, countersign_mcp::HeldAs::ToolError);
+}
