@@ -18,15 +18,13 @@
 //! The replay state (spent nonces, counters) is a [`ReplayStore`], durable by default: a gateway
 //! restarted over the same directory still refuses evidence it already accepted.
 
-mod approvers;
 mod replay;
 
-pub use approvers::{ApproverPolicy, ApproverRule, Groups, RuleError, ToolRules};
 pub use replay::{REPLAY_FILE, ReplayStore, ReplayStoreError};
 
 use countersign::{
-    Action, ApprovalResult, ApprovalStatus, CredentialRegistry, Decision, Policy, ReasonCode,
-    Verdict, b64, verify_evidence,
+    Action, ApprovalResult, ApprovalStatus, ApproverPolicy, CredentialRegistry, Decision, Policy,
+    ReasonCode, Verdict, b64, verify_evidence,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -472,7 +470,7 @@ impl Gateway {
     }
 
     /// As [`Gateway::verify_result`], with who may approve `call`'s tool and how strongly taken
-    /// from `approvers` (the rule of that tool, [`ToolRules::policy_for`]) instead of the
+    /// from `approvers` (the rule of that tool, [`countersign::ToolRules::policy_for`]) instead of the
     /// gateway's policy. Everything else (relying party, origins, ages, profiles) stays the
     /// gateway's.
     pub fn verify_result_under(

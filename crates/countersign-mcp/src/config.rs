@@ -2,7 +2,7 @@
 //! held (docs/MCP.md, "Which calls are held") and who may approve each held tool (docs/MCP.md,
 //! "Who may approve").
 
-use countersign_client::{ApproverPolicy, ApproverRule, Groups, RuleError, ToolRules};
+use countersign::{ApproverPolicy, ApproverRule, Groups, ToolRuleError, ToolRules};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -166,7 +166,7 @@ pub enum ConfigError {
     #[error("pattern {0:?} in {1}: empty patterns match nothing useful")]
     EmptyPattern(String, &'static str),
     #[error("approver rules: {0}")]
-    Rules(#[from] RuleError),
+    Rules(#[from] ToolRuleError),
     #[error(
         "tool {tool:?} has a [[tools]] approver rule, but allow pattern {pattern:?} relays it \
          without approval: remove one, or add it to hold"

@@ -1,17 +1,17 @@
-//! Who may approve a tool's calls, and how strongly, decided by the gateway itself.
+//! Per-tool approver rules: who may approve a tool's calls, and how strongly.
 //!
-//! The rule language is the service's (`[groups]`, `[default_tool]`, `[[tools]]` with
-//! `approvers` naming groups, `min_assurance`, `require_user_verification`), plus `quorum`. A
-//! gateway that verifies evidence without rules of its own accepts an approval by any enrolled
+//! The rule language is the service's configuration (`[groups]`, `[default_tool]`, `[[tools]]`
+//! with `approvers` naming groups, `min_assurance`, `require_user_verification`), plus `quorum`.
+//! A gateway that verifies evidence without rules of its own accepts an approval by any enrolled
 //! principal for any tool: whether the approver was eligible would be the service's word, not a
-//! check. [`ToolRules`] resolves the rule of each call's tool into an [`ApproverPolicy`], which
-//! [`crate::Gateway::verify_result_under`] applies to the gateway's verifier policy.
+//! check. [`ToolRules`] resolves the rule of each call's tool into an [`ApproverPolicy`], whose
+//! [`ApproverPolicy::apply_to`] sets those members of the verifier [`Policy`].
 //!
 //! Rules are checked where they are loaded ([`ToolRules::check`]): a rule that names a group
 //! nobody defined, that nobody could satisfy, or that is given twice refuses the configuration
 //! instead of failing every call later.
 
-use countersign::{AssuranceLevel, CredentialRegistry, Policy};
+use crate::{AssuranceLevel, CredentialRegistry, Policy};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -45,8 +45,11 @@ pub struct ApproverRule {
 pub struct ApproverPolicy {
     /// The principals who may approve, sorted and distinct; `None`: every enrolled principal.
     pub approvers: Option<Vec<String>>,
+    /// The weakest identity assurance an approval may have.
     pub min_assurance: Option<AssuranceLevel>,
+    /// How many distinct eligible principals must approve.
     pub quorum: u32,
+    /// Whether every counted assertion needs user verification.
     pub require_user_verification: bool,
 }
 
@@ -87,35 +90,62 @@ pub struct ToolRules<'a> {
 /// is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum RuleError {
+pub enum ToolRuleError {
+    /// `approvers` names a group `[groups]` does not define.
     #[error("{rule} names approver group {group:?}, which is not defined in [groups]")]
-    UnknownGroup { rule: String, group: String },
+    UnknownGroup {
+        /// The rule.
+        rule: String,
+        /// The undefined group.
+        group: String,
+    },
+    /// The groups `approvers` names have nobody in them.
     #[error("{rule}: its approver groups {groups:?} have no members, so nobody could approve")]
-    NoMembers { rule: String, groups: Vec<String> },
+    NoMembers {
+        /// The rule.
+        rule: String,
+        /// Its groups.
+        groups: Vec<String>,
+    },
+    /// `quorum = 0`.
     #[error("{rule}: quorum must be at least 1")]
-    ZeroQuorum { rule: String },
+    ZeroQuorum {
+        /// The rule.
+        rule: String,
+    },
+    /// More approvers required than the groups name.
     #[error(
         "{rule}: quorum {quorum} is more than the {eligible} principal(s) its approver groups \
          name, so it could never be met"
     )]
     QuorumAboveEligible {
+        /// The rule.
         rule: String,
+        /// Its quorum.
         quorum: u32,
+        /// The distinct principals its groups name.
         eligible: usize,
     },
+    /// More approvers required than eligible principals hold a credential in the registry.
     #[error(
         "{rule}: quorum {quorum} is more than the {enrolled} eligible principal(s) with a \
          credential in the registry, so it could never be met"
     )]
     QuorumAboveEnrolled {
+        /// The rule.
         rule: String,
+        /// Its quorum.
         quorum: u32,
+        /// The eligible principals with an unrevoked credential.
         enrolled: usize,
     },
+    /// Two `[[tools]]` entries for one tool.
     #[error("tool {0:?} appears twice in [[tools]]")]
     DuplicateTool(String),
+    /// A `[[tools]]` entry without `name`.
     #[error("a [[tools]] entry has no name")]
     UnnamedTool,
+    /// `[default_tool]` with a `name`.
     #[error("[default_tool] has name {0:?}: it is the rule of every tool without its own entry")]
     NamedDefault(String),
 }
@@ -179,17 +209,17 @@ impl<'a> ToolRules<'a> {
     /// Refuse rules that contradict themselves or each other: an entry without a name (or a
     /// default with one), a tool given twice, a group that is not defined, groups with nobody in
     /// them, a quorum of 0 or above the principals the groups name.
-    pub fn check(&self) -> Result<(), RuleError> {
+    pub fn check(&self) -> Result<(), ToolRuleError> {
         if !self.default_tool.name.is_empty() {
-            return Err(RuleError::NamedDefault(self.default_tool.name.clone()));
+            return Err(ToolRuleError::NamedDefault(self.default_tool.name.clone()));
         }
         let mut seen = BTreeSet::new();
         for rule in self.tools {
             if rule.name.is_empty() {
-                return Err(RuleError::UnnamedTool);
+                return Err(ToolRuleError::UnnamedTool);
             }
             if !seen.insert(rule.name.as_str()) {
-                return Err(RuleError::DuplicateTool(rule.name.clone()));
+                return Err(ToolRuleError::DuplicateTool(rule.name.clone()));
             }
         }
         for rule in self.all() {
@@ -199,24 +229,25 @@ impl<'a> ToolRules<'a> {
                 .iter()
                 .find(|g| !self.groups.contains_key(*g))
             {
-                return Err(RuleError::UnknownGroup {
+                return Err(ToolRuleError::UnknownGroup {
                     rule: label,
                     group: group.clone(),
                 });
             }
-            let policy = self.resolve(rule);
+            // Core reads a quorum of 0 as 1; in a configuration it is a mistake, not a request.
             if rule.quorum == Some(0) {
-                return Err(RuleError::ZeroQuorum { rule: label });
+                return Err(ToolRuleError::ZeroQuorum { rule: label });
             }
+            let policy = self.resolve(rule);
             match &policy.approvers {
                 Some(eligible) if eligible.is_empty() => {
-                    return Err(RuleError::NoMembers {
+                    return Err(ToolRuleError::NoMembers {
                         rule: label,
                         groups: rule.approvers.clone(),
                     });
                 }
                 Some(eligible) if count(eligible.len()) < policy.quorum => {
-                    return Err(RuleError::QuorumAboveEligible {
+                    return Err(ToolRuleError::QuorumAboveEligible {
                         rule: label,
                         quorum: policy.quorum,
                         eligible: eligible.len(),
@@ -232,7 +263,7 @@ impl<'a> ToolRules<'a> {
     /// holds unrevoked credentials for: checkable only once the trusted registry is known. A
     /// quorum of one is not held against a registry nobody eligible has enrolled in yet: that is
     /// a deployment still being set up, not a rule that contradicts itself.
-    pub fn check_enrolled(&self, registry: &CredentialRegistry) -> Result<(), RuleError> {
+    pub fn check_enrolled(&self, registry: &CredentialRegistry) -> Result<(), ToolRuleError> {
         let enrolled: BTreeSet<&str> = registry
             .iter()
             .filter(|c| !c.record().revoked)
@@ -251,7 +282,7 @@ impl<'a> ToolRules<'a> {
                     .count(),
             };
             if count(eligible) < policy.quorum {
-                return Err(RuleError::QuorumAboveEnrolled {
+                return Err(ToolRuleError::QuorumAboveEnrolled {
                     rule: label(rule),
                     quorum: policy.quorum,
                     enrolled: eligible,
@@ -344,6 +375,28 @@ mod tests {
     }
 
     #[test]
+    fn a_quorum_above_one_needs_that_many_eligible_principals_in_the_registry() {
+        let groups = groups();
+        let default = ApproverRule::default();
+        let tools = [rule("pay", &["finance"], Some(2))];
+        let rules = ToolRules::new(&groups, &default, &tools);
+        let empty = CredentialRegistry::from_json(br#"{"credentials":[]}"#).unwrap();
+        // Only `pay` asks for two: a default of one is not held against an empty registry.
+        assert_eq!(
+            rules.check_enrolled(&empty),
+            Err(ToolRuleError::QuorumAboveEnrolled {
+                rule: "tool \"pay\"".into(),
+                quorum: 2,
+                enrolled: 0
+            })
+        );
+        assert_eq!(
+            ToolRules::new(&groups, &default, &[]).check_enrolled(&empty),
+            Ok(())
+        );
+    }
+
+    #[test]
     fn contradictory_rules_are_refused_naming_the_rule() {
         let groups = groups();
         let default = ApproverRule::default();
@@ -352,18 +405,18 @@ mod tests {
         };
         assert_eq!(
             refused(&[rule("t", &["nobody"], None)], &default),
-            Some(RuleError::UnknownGroup {
+            Some(ToolRuleError::UnknownGroup {
                 rule: "tool \"t\"".into(),
                 group: "nobody".into()
             })
         );
         assert!(matches!(
             refused(&[rule("t", &["empty"], None)], &default),
-            Some(RuleError::NoMembers { .. })
+            Some(ToolRuleError::NoMembers { .. })
         ));
         assert_eq!(
             refused(&[rule("t", &["finance"], Some(3))], &default),
-            Some(RuleError::QuorumAboveEligible {
+            Some(ToolRuleError::QuorumAboveEligible {
                 rule: "tool \"t\"".into(),
                 quorum: 3,
                 eligible: 2
@@ -372,23 +425,23 @@ mod tests {
         // Two groups naming alice twice count her once.
         assert!(matches!(
             refused(&[rule("t", &["finance", "ops"], Some(4))], &default),
-            Some(RuleError::QuorumAboveEligible { eligible: 3, .. })
+            Some(ToolRuleError::QuorumAboveEligible { eligible: 3, .. })
         ));
         assert!(matches!(
             refused(&[rule("t", &[], Some(0))], &default),
-            Some(RuleError::ZeroQuorum { .. })
+            Some(ToolRuleError::ZeroQuorum { .. })
         ));
         assert_eq!(
             refused(&[rule("t", &[], None), rule("t", &[], None)], &default),
-            Some(RuleError::DuplicateTool("t".into()))
+            Some(ToolRuleError::DuplicateTool("t".into()))
         );
         assert_eq!(
             refused(&[rule("", &[], None)], &default),
-            Some(RuleError::UnnamedTool)
+            Some(ToolRuleError::UnnamedTool)
         );
         assert_eq!(
             refused(&[], &rule("x", &[], None)),
-            Some(RuleError::NamedDefault("x".into()))
+            Some(ToolRuleError::NamedDefault("x".into()))
         );
         let unknown = refused(&[], &rule("", &["nobody"], None));
         assert_eq!(
