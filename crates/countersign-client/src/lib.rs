@@ -470,8 +470,8 @@ impl Gateway {
     }
 
     /// As [`Gateway::verify_result`], with who may approve `call`'s tool and how strongly taken
-    /// from `approvers` (the rule of that tool, [`countersign::ToolRules::policy_for`]) instead of the
-    /// gateway's policy. Everything else (relying party, origins, ages, profiles) stays the
+    /// from `approvers` (that tool's rule, [`countersign::ToolRules::policy_for`]) instead of
+    /// the gateway's policy. Everything else (relying party, origins, ages, profiles) stays the
     /// gateway's.
     pub fn verify_result_under(
         &self,

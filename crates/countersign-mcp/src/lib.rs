@@ -2,7 +2,8 @@
 //! holds sensitive `tools/call`s until an enrolled human approves them with a passkey, then
 //! forwards each approved call exactly once.
 //!
-//! - [`config`]: the per-upstream TOML and the allow / hold / deny rule;
+//! - [`config`]: the per-upstream TOML, the allow / hold / deny rule and who may approve each
+//!   held tool;
 //! - [`answer`]: what a client sees when a call is held or refused;
 //! - [`audit`]: the interposer's own signed, hash-chained log;
 //! - [`relay`]: the relay and the held-call life cycle;
