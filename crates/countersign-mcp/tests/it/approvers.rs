@@ -9,7 +9,7 @@ use super::{
 };
 use countersign::{ApprovalStatus, CredentialRecord, Decision, ReasonCode};
 use countersign_client::{Gateway, GatewayConfig, GatewayToken, ReplayStore, ToolCall};
-use countersign_mcp::Config;
+use countersign_mcp::{Config, Interposer};
 use countersign_testkit::{ORIGIN, RP_ID};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -52,14 +52,23 @@ fn config_with(name: &str, registry: &[CredentialRecord], rules: &str) -> Config
 
 /// A permissive service, the interposer under `rules`, and a client that has listed the tools.
 async fn rig(name: &str, rules: &str, init: Value) -> (People, Service, Arc<Upstream>, Client) {
+    let (people, svc, upstream, client, _interposer) = rig_with_interposer(name, rules, init).await;
+    (people, svc, upstream, client)
+}
+
+async fn rig_with_interposer(
+    name: &str,
+    rules: &str,
+    init: Value,
+) -> (People, Service, Arc<Upstream>, Client, Arc<Interposer>) {
     let people = People::new();
     let svc = service(&people.records()).await;
     let config = config_with(name, &people.records(), rules);
     let upstream = Arc::new(Upstream::default());
-    let (mut client, _interposer, _run) = start_interposer(&svc, config, upstream.clone()).await;
+    let (mut client, interposer, _run) = start_interposer(&svc, config, upstream.clone()).await;
     client.request("initialize", init).await;
     client.request("tools/list", json!({})).await;
-    (people, svc, upstream, client)
+    (people, svc, upstream, client, interposer)
 }
 
 fn text(r: &Value) -> &str {
@@ -106,6 +115,29 @@ async fn an_enrolled_principal_outside_the_tools_approvers_releases_nothing() {
         upstream.calls_of("write_file").is_empty(),
         "the tool never ran"
     );
+}
+
+#[tokio::test]
+async fn the_rule_in_force_at_release_decides_not_the_one_at_hold() {
+    let (people, svc, upstream, mut client, interposer) =
+        rig_with_interposer("rule-now", WRITERS_ONLY, plain_client()).await;
+    let args = r#"{"path":"/n"}"#;
+    let held = client.call_raw("write_file", args).await;
+    let id = approval_id(&held);
+    people.alice.decide(&svc, &id, Decision::Approved).await;
+    // Between the verdict and the retry the operator moves write_file to bob.
+    let records = people.records();
+    interposer.set_config(config_with(
+        "rule-now-2",
+        &records,
+        "[groups]\nwriters = [\"bob\"]\n[[tools]]\nname = \"write_file\"\napprovers = [\"writers\"]\n",
+    ));
+    let r = client.call_raw("write_file", args).await;
+    assert!(
+        text(&r).starts_with("Not run: refused (approver_ineligible)"),
+        "{r}"
+    );
+    assert!(upstream.calls_of("write_file").is_empty());
 }
 
 #[tokio::test]
