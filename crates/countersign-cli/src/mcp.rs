@@ -35,8 +35,9 @@ configuration error.")]
         /// A stable name for the upstream server, signed with every held call.
         #[arg(long, value_name = "ID")]
         server_id: String,
-        /// The interposer's TOML configuration: allow / hold / deny patterns, trust
-        /// (rp_id, origins, registry), held_as, park_seconds, audit_log.
+        /// The interposer's TOML configuration: allow / hold / deny patterns, who may approve
+        /// each held tool ([groups], [default_tool], [[tools]]), trust (rp_id, origins,
+        /// registry), held_as, park_seconds, audit_log.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
         /// The upstream MCP server's command line.
@@ -80,8 +81,8 @@ Exit codes: 0 stopped by SIGINT or SIGTERM; 1 the listener or the service failed
         #[arg(long, value_name = "ID")]
         server_id: String,
         /// The interposer's TOML configuration: `[[agents]]` (required in this mode), allow /
-        /// hold / deny patterns, trust (rp_id, origins, registry), held_as, park_seconds,
-        /// audit_log.
+        /// hold / deny patterns, who may approve each held tool ([groups], [default_tool],
+        /// [[tools]]), trust (rp_id, origins, registry), held_as, park_seconds, audit_log.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },

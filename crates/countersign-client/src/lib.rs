@@ -23,8 +23,8 @@ mod replay;
 pub use replay::{REPLAY_FILE, ReplayStore, ReplayStoreError};
 
 use countersign::{
-    Action, ApprovalResult, ApprovalStatus, CredentialRegistry, Decision, Policy, ReasonCode,
-    Verdict, b64, verify_evidence,
+    Action, ApprovalResult, ApprovalStatus, ApproverPolicy, CredentialRegistry, Decision, Policy,
+    ReasonCode, Verdict, b64, verify_evidence,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -390,7 +390,7 @@ impl Gateway {
                 format!("asked about {asked}, the answer is about {got}"),
             ));
         }
-        self.verify(call, result, id.as_deref())
+        self.verify(call, result, id.as_deref(), None)
     }
 
     /// Create the approval request for `call` and return the service's first answer at once
@@ -466,22 +466,40 @@ impl Gateway {
         result: ApprovalResult,
     ) -> Result<Approval, Refusal> {
         let id = result.approval_id.clone();
-        self.verify(call, result, id.as_deref())
+        self.verify(call, result, id.as_deref(), None)
     }
 
-    /// Verify a settled result against this gateway's trust, for `call`.
+    /// As [`Gateway::verify_result`], with who may approve `call`'s tool and how strongly taken
+    /// from `approvers` (that tool's rule, [`countersign::ToolRules::policy_for`]) instead of
+    /// the gateway's policy. Everything else (relying party, origins, ages, profiles) stays the
+    /// gateway's.
+    pub fn verify_result_under(
+        &self,
+        call: &ToolCall,
+        result: ApprovalResult,
+        approvers: &ApproverPolicy,
+    ) -> Result<Approval, Refusal> {
+        let id = result.approval_id.clone();
+        self.verify(call, result, id.as_deref(), Some(approvers))
+    }
+
+    /// Verify a settled result against this gateway's trust, for `call`, under the tool's
+    /// `approvers` when given.
     fn verify(
         &self,
         call: &ToolCall,
         result: ApprovalResult,
         id: Option<&str>,
+        approvers: Option<&ApproverPolicy>,
     ) -> Result<Approval, Refusal> {
         let trust = self.trust.read().unwrap_or_else(|p| p.into_inner());
+        let tool_policy = approvers.map(|a| a.apply_to(trust.policy.clone()));
+        let policy = tool_policy.as_ref().unwrap_or(&trust.policy);
         let mut replay = self.replay.lock().unwrap_or_else(|p| p.into_inner());
         let action = call.action();
         let (verdict, spent) = replay.verify_and_spend(|state| {
             verify_evidence(
-                &trust.policy,
+                policy,
                 &action,
                 &result,
                 &trust.registry,

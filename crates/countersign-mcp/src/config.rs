@@ -1,6 +1,8 @@
-//! The interposer's configuration (one file per upstream) and the rule that says which calls are
-//! held: docs/MCP.md, "Which calls are held".
+//! The interposer's configuration (one file per upstream), the rule that says which calls are
+//! held (docs/MCP.md, "Which calls are held") and who may approve each held tool (docs/MCP.md,
+//! "Who may approve").
 
+use countersign::{ApproverPolicy, ApproverRule, Groups, ToolRuleError, ToolRules};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -49,9 +51,19 @@ pub struct Config {
     #[serde(default)]
     pub deny: Vec<String>,
     /// Relay tools in no list that declare `readOnlyHint: true` (annotations are the server's
-    /// claim: trust them only for a server you trust).
+    /// claim: trust them only for a server you trust). Never a tool with a `[[tools]]` rule.
     #[serde(default)]
     pub trust_annotations: bool,
+    /// Approver groups: name to principals (as in the service's configuration).
+    #[serde(default)]
+    pub groups: Groups,
+    /// Who may approve a held tool without a `[[tools]]` rule, and how strongly.
+    #[serde(default)]
+    pub default_tool: ApproverRule,
+    /// Per-tool approver rules: the interposer's own, checked against the evidence whatever the
+    /// service decided.
+    #[serde(default)]
+    pub tools: Vec<ApproverRule>,
     #[serde(default)]
     pub held_as: HeldAs,
     /// How long a retry of a still-pending call waits for the verdict before answering.
@@ -125,6 +137,9 @@ impl Default for Config {
             hold: Vec::new(),
             deny: Vec::new(),
             trust_annotations: false,
+            groups: Groups::new(),
+            default_tool: ApproverRule::default(),
+            tools: Vec::new(),
             held_as: HeldAs::ToolError,
             park_seconds: DEFAULT_PARK_SECONDS,
             cancel_on_disconnect: false,
@@ -156,28 +171,63 @@ pub enum ConfigError {
     HttpThreads(usize),
     #[error("pattern {0:?} in {1}: empty patterns match nothing useful")]
     EmptyPattern(String, &'static str),
+    #[error("approver rules: {0}")]
+    Rules(#[from] ToolRuleError),
+    #[error(
+        "tool {tool:?} has a [[tools]] approver rule, but allow pattern {pattern:?} relays it \
+         without approval: remove one, or add it to hold"
+    )]
+    AllowedToolWithRule { tool: String, pattern: String },
 }
 
 impl Config {
     /// Parse and check a configuration text.
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
         let config: Self = toml::from_str(text)?;
-        if !(1..=MAX_PARK_SECONDS).contains(&config.park_seconds) {
-            return Err(ConfigError::Park(config.park_seconds));
+        config.check()?;
+        Ok(config)
+    }
+
+    /// The checks serde cannot express; [`crate::interposer`] runs them again, for a
+    /// configuration assembled in code.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        if !(1..=MAX_PARK_SECONDS).contains(&self.park_seconds) {
+            return Err(ConfigError::Park(self.park_seconds));
         }
-        if !(1..=MAX_HTTP_THREADS).contains(&config.http_threads) {
-            return Err(ConfigError::HttpThreads(config.http_threads));
+        if !(1..=MAX_HTTP_THREADS).contains(&self.http_threads) {
+            return Err(ConfigError::HttpThreads(self.http_threads));
         }
         for (list, name) in [
-            (&config.allow, "allow"),
-            (&config.hold, "hold"),
-            (&config.deny, "deny"),
+            (&self.allow, "allow"),
+            (&self.hold, "hold"),
+            (&self.deny, "deny"),
         ] {
             if let Some(p) = list.iter().find(|p| p.is_empty()) {
                 return Err(ConfigError::EmptyPattern(p.clone(), name));
             }
         }
-        Ok(config)
+        self.approver_rules().check()?;
+        // A rule nobody consults is a rule the operator believes in and the relay ignores.
+        for tool in self.tools.iter().map(|r| r.name.as_str()) {
+            let relayed = self.rule(tool, Some(&ListedTool::default())) == Rule::Allow;
+            if let Some(pattern) = self.allow.iter().find(|p| relayed && glob_match(p, tool)) {
+                return Err(ConfigError::AllowedToolWithRule {
+                    tool: tool.to_owned(),
+                    pattern: pattern.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The approver rules: `[groups]`, `[default_tool]`, `[[tools]]`.
+    pub fn approver_rules(&self) -> ToolRules<'_> {
+        ToolRules::new(&self.groups, &self.default_tool, &self.tools)
+    }
+
+    /// Who may approve a call of `tool`, and how strongly: what its evidence is verified under.
+    pub fn approver_policy(&self, tool: &str) -> ApproverPolicy {
+        self.approver_rules().policy_for(tool)
     }
 
     /// Read a configuration file; relative paths in it are resolved against its directory.
@@ -234,7 +284,12 @@ impl Config {
         if matches(&self.allow) {
             return Rule::Allow;
         }
-        if self.trust_annotations && listed.read_only_hint {
+        // An approver rule of its own says the operator wants this tool approved: the server's
+        // claim that it only reads does not override that.
+        if self.trust_annotations
+            && listed.read_only_hint
+            && !self.approver_rules().has_own_rule(tool)
+        {
             return Rule::Allow;
         }
         Rule::Hold(HoldReason::Unlisted)
@@ -378,6 +433,21 @@ mod tests {
             trusting.rule("write_file", Some(&rw)),
             Rule::Hold(HoldReason::Unlisted)
         );
+    }
+
+    #[test]
+    fn a_tool_with_its_own_approver_rule_is_held_whatever_its_annotations_say() {
+        let ro = ListedTool {
+            read_only_hint: true,
+        };
+        let c = config(
+            "trust_annotations = true\n[[tools]]\nname = \"read_secrets\"\nmin_assurance = \"AAL3\"",
+        );
+        assert_eq!(
+            c.rule("read_secrets", Some(&ro)),
+            Rule::Hold(HoldReason::Unlisted)
+        );
+        assert_eq!(c.rule("read_file", Some(&ro)), Rule::Allow);
     }
 
     #[test]

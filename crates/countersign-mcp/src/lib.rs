@@ -2,7 +2,8 @@
 //! holds sensitive `tools/call`s until an enrolled human approves them with a passkey, then
 //! forwards each approved call exactly once.
 //!
-//! - [`config`]: the per-upstream TOML and the allow / hold / deny rule;
+//! - [`config`]: the per-upstream TOML, the allow / hold / deny rule and who may approve each
+//!   held tool;
 //! - [`admission`]: the strict reading a client frame must pass before anything else happens;
 //! - [`answer`]: what a client sees when a call is held or refused;
 //! - [`audit`]: the interposer's own signed, hash-chained log;
@@ -71,8 +72,9 @@ pub fn relay_options(
 /// How long one call to the service may take (create, grant); long-polls add their wait.
 const SERVICE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Build the interposer: the gateway connection with its own trust (registry and policy) and the
-/// audit log with the tickets it still has open.
+/// Build the interposer: the gateway connection with its own trust (registry, policy and the
+/// per-tool approver rules, checked here against the registry) and the audit log with the
+/// tickets it still has open.
 pub async fn interposer(
     service: Url,
     token: GatewayToken,
@@ -81,6 +83,8 @@ pub async fn interposer(
     config: Config,
 ) -> anyhow::Result<Interposer> {
     use anyhow::Context as _;
+    // A configuration assembled in code gets the checks a file gets.
+    config.check().context("config")?;
     let gateway_config = GatewayConfig::new(service.clone(), token, SERVICE_TIMEOUT);
     let mut policy = Policy::new(config.rp_id.clone(), config.origins.iter().cloned());
     if config.origins.is_empty() {
@@ -100,6 +104,9 @@ pub async fn interposer(
         }
         None => None,
     };
+    if let Some(registry) = &registry {
+        check_enrolled(&config, registry)?;
+    }
     let replay = match &config.state_dir {
         Some(dir) => ReplayStore::sqlite(dir).context("opening the replay store")?,
         None => ReplayStore::memory(),
@@ -113,6 +120,7 @@ pub async fn interposer(
             .fetch_registry()
             .await
             .map_err(|r| anyhow::anyhow!("fetching the registry from the service: {r}"))?;
+        check_enrolled(&config, &fetched)?;
         gateway.set_registry(fetched);
     }
     let (audit, tickets) = match &config.audit_log {
@@ -136,6 +144,14 @@ pub async fn interposer(
         config,
     };
     Ok(Interposer::new(settings, gateway, audit, tickets))
+}
+
+/// Refuse approver rules whose quorum the trusted registry cannot meet.
+fn check_enrolled(config: &Config, registry: &CredentialRegistry) -> anyhow::Result<()> {
+    config
+        .approver_rules()
+        .check_enrolled(registry)
+        .map_err(|e| anyhow::anyhow!("config: approver rules against the registry: {e}"))
 }
 
 /// The gateway token in `path`.

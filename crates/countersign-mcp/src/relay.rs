@@ -1406,9 +1406,14 @@ impl Interposer {
             ticket.denied = Some(reason);
             return self.refuse(&h.call_id, &h.id, &h.call.tool_name, ticket, to_client);
         }
-        // Verify before collecting: forged or mismatched evidence must not burn the grant.
+        // Verify before collecting: forged or mismatched evidence must not burn the grant. Who
+        // may approve this tool is the interposer's own rule in force now, not the service's.
         let expires_at = result.expires_at.clone();
-        let approval = match self.gateway.verify_result(&h.call, result) {
+        let approvers = self.config().approver_policy(&h.call.tool_name);
+        let approval = match self
+            .gateway
+            .verify_result_under(&h.call, result, &approvers)
+        {
             Ok(a) => a,
             Err(refusal) => return self.refuse_held(&h, approval_id, &refusal, to_client),
         };

@@ -1070,6 +1070,10 @@ mod http;
 #[path = "it/edge.rs"]
 mod edge;
 
+// Who may approve each held tool: the interposer's own approver rules.
+#[path = "it/approvers.rs"]
+mod approvers;
+
 #[tokio::test]
 async fn cancel_on_disconnect_withdraws_what_the_client_left_pending_and_only_that() {
     // Off (the default): the client goes away, the approval stays pending for its next retry.

@@ -27,6 +27,7 @@ pub mod replay;
 mod result;
 pub mod scope;
 mod tool_call;
+mod tool_rules;
 mod verify;
 pub mod webauthn;
 
@@ -59,6 +60,7 @@ pub use scope::{OutOfScope, Scope, ScopeError};
 pub use tool_call::{
     CallFieldsError, MCP_TOOL_CALL_PROFILE, TOOL_CALL_PROFILE, ToolCallParts, call_fields_json,
 };
+pub use tool_rules::{ApproverPolicy, ApproverRule, Groups, ToolRuleError, ToolRules};
 pub use verify::{
     Action, Approver, Effect, EvidenceError, Finding, Verdict, VerifyError, grant_fields_of_scope,
     scope_of_grant_fields, verify_evidence, verify_evidence_with,
