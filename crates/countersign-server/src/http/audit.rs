@@ -122,6 +122,8 @@ async fn inclusion_proof(
             let proof = state
                 .inclusion_proof_with_line(q.seq, q.size, &reader)
                 .await?;
+            // Who read which line: the span names the gateway or auditor.
+            tracing::info!(seq = q.seq, "audit line read");
             Ok(([NO_STORE], Json(proof)).into_response())
         }
     }

@@ -198,9 +198,9 @@ impl AppState {
         Ok(EnrolledSummary::of(&record))
     }
 
-    /// Rebuild the in-memory registry, group members, gateways and auditors from the store, all from one
-    /// read, and only then record the version they reflect: a read that fails part way (the
-    /// database restarting) leaves the old version in place, so the next refresh reloads
+    /// Rebuild the in-memory registry, group members, gateways and auditors from the store, all
+    /// from one read, and only then record the version they reflect: a read that fails part way
+    /// (the database restarting) leaves the old version in place, so the next refresh reloads
     /// everything rather than believing a half-done reload complete.
     pub async fn reload_credentials(&self) -> Result<(), ApiError> {
         // The version is read first: a change committed while reading is loaded now or, at the

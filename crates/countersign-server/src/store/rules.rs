@@ -561,7 +561,7 @@ fn collect_grant(
     })
 }
 
-// ---- credentials, gateways, auditors, invites ----------------------------------------------------------
+// ---- credentials, gateways, auditors, invites ---------------------------------------------------
 
 fn record_json(record: &CredentialRecord) -> Result<String, StoreError> {
     serde_json::to_string(record).map_err(|e| StoreError::Corrupt(e.to_string()))

@@ -223,6 +223,9 @@ async fn an_auditor_reads_every_line_and_the_whole_log() {
         paged.push_str(&page);
     }
     assert_eq!(paged, log);
+    let (status, _, beyond) =
+        raw(auditor.get(app.url(&format!("/v1/audit/lines?after={}", u64::MAX)))).await;
+    assert_eq!((status, beyond.as_str()), (200, ""));
     // Out of bounds, or an unknown parameter: 400.
     for (query, expected) in [
         ("limit=0", "bad_range"),
