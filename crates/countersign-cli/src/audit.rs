@@ -96,10 +96,12 @@ pub(crate) enum AuditCommand {
     ///
     /// Exit codes: 0 downloaded (the count on stderr), 2 unusable (unreadable token file,
     /// service unreachable, token refused).
-    #[command(after_help = "Example:
-  curl -s https://approvals.example/v1/audit/checkpoint > today.cp
-                              countersign audit fetch --service http://127.0.0.1:8080                             --auditor-token-file compliance.token --out audit.jsonl
-                              countersign audit verify audit.jsonl --key service-key.pub                             --checkpoint today.cp")]
+    #[command(after_help = "Example:\n  \
+                            curl -s http://127.0.0.1:8080/v1/audit/checkpoint > today.cp\n  \
+                            countersign audit fetch --service http://127.0.0.1:8080 \
+                            --auditor-token-file compliance.token --out audit.jsonl\n  \
+                            countersign audit verify audit.jsonl --key service-key.pub \
+                            --checkpoint today.cp")]
     Fetch {
         /// The service's base URL (as `countersign mcp --service`; plain HTTP: reach a remote
         /// service through a TLS tunnel).

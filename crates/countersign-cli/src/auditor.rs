@@ -29,7 +29,7 @@ pub(crate) enum AuditorCommand {
     /// (nothing changed), 2 unusable input (bad name, no data directory, database unreachable).
     #[command(after_help = "Example:\n  countersign auditor add compliance \
                             --data-dir /var/lib/countersign > compliance.token\n  \
-                            countersign audit fetch --service https://approvals.example \
+                            countersign audit fetch --service http://127.0.0.1:8080 \
                             --auditor-token-file compliance.token > audit.jsonl")]
     Add {
         /// The auditor's name (e.g. compliance).
