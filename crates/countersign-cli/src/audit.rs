@@ -1,4 +1,5 @@
-//! `countersign audit`: verify a log, check Merkle proofs, replay a log under a new config.
+//! `countersign audit`: verify a log, download it as an auditor, check Merkle proofs, replay a
+//! log under a new config.
 
 use crate::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE, proofs, read_input, recheck};
 use anyhow::Context as _;
@@ -26,7 +27,8 @@ pub(crate) enum AuditCommand {
     /// or key; a checkpoint that is malformed or not signed by KEY; a bad witness key; a quorum
     /// above the keys given).
     Verify {
-        /// The audit log (JSON lines), or - for stdin.
+        /// The audit log (JSON lines), or - for stdin: the service's audit file, or what
+        /// `countersign audit fetch` downloads with an auditor token.
         file: PathBuf,
         /// The service's Ed25519 public key: base64url, or a file containing it
         /// (DATA_DIR/service-key.pub).
@@ -83,6 +85,38 @@ pub(crate) enum AuditCommand {
         #[arg(long, value_name = "KEY", requires = "interposer_log")]
         interposer_key: Option<String>,
     },
+    /// Download the whole audit log with an auditor token (GET /v1/audit/lines, page by page).
+    ///
+    /// The log names every gateway's tool arguments, agents, approvers and enrolled
+    /// credentials, so the service hands it only to auditors: `countersign auditor add NAME`
+    /// prints a token; put it in a file only you can read. A gateway token is refused. The
+    /// lines are written exactly as the service holds them, so the output is the log file that
+    /// `audit verify` and `audit recheck` read; verify it against a checkpoint you fetched
+    /// earlier (or one a gateway kept) to know it is the log the service signed.
+    ///
+    /// Exit codes: 0 downloaded (the count on stderr), 2 unusable (unreadable token file,
+    /// service unreachable, token refused).
+    #[command(after_help = "Example:\n  \
+                            curl -s http://127.0.0.1:8080/v1/audit/checkpoint > today.cp\n  \
+                            countersign audit fetch --service http://127.0.0.1:8080 \
+                            --auditor-token-file compliance.token --out audit.jsonl\n  \
+                            countersign audit verify audit.jsonl --key service-key.pub \
+                            --checkpoint today.cp")]
+    Fetch {
+        /// The service's base URL (as `countersign mcp --service`; plain HTTP: reach a remote
+        /// service through a TLS tunnel).
+        #[arg(long, value_name = "URL")]
+        service: String,
+        /// A file holding the auditor token `countersign auditor add NAME` printed.
+        #[arg(long, value_name = "FILE")]
+        auditor_token_file: PathBuf,
+        /// Start after this line (to extend a copy of the first N lines); default: the first.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        after: u64,
+        /// Write to this file instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
     /// Check a Merkle proof offline against signed checkpoints (exit 0 it holds, 1 it does not,
     /// 2 unusable input).
     Prove {
@@ -125,12 +159,21 @@ pub(crate) enum ProveCommand {
     ///
     /// PROOF is the JSON of GET /v1/audit/proof/inclusion?seq=N&size=S (S the checkpoint's
     /// size). The line's leaf hash, SHA-256(0x00 || line), is walked up the audit path to a root
-    /// that must equal the checkpoint's. With --line, the line is read from that file (the copy
-    /// you kept, e.g. your Decision's line) instead of the proof.
+    /// that must equal the checkpoint's, and must equal the proof's `leaf_hash`.
+    ///
+    /// The proof anyone may fetch carries hashes only, never the line: pass the line with
+    /// --line (the copy you kept, or one `audit fetch` downloaded). A proof fetched with
+    /// &include=line carries the line; the service gives it to the gateway whose approval the
+    /// line records (its gateway token) and to auditors (an auditor token), and --line then
+    /// defaults to it.
     #[command(
         after_help = "Example:\n  curl -s 'https://approvals.example/v1/audit/proof/inclusion?seq=42&size=100' \
                             > p.json\n  countersign audit prove inclusion --proof p.json \
-                            --checkpoint cp100.txt --key service-key.pub"
+                            --line line42.json --checkpoint cp100.txt --key service-key.pub\n\
+                            With the line in the proof (the line's gateway, or an auditor):\n  \
+                            curl -s -H \"Authorization: Bearer $(cat billing-agent.token)\" \
+                            'https://approvals.example/v1/audit/proof/inclusion?seq=42&size=100&include=line' \
+                            > p.json"
     )]
     Inclusion {
         /// The inclusion proof (JSON).
@@ -142,7 +185,8 @@ pub(crate) enum ProveCommand {
         /// The service's Ed25519 public key (base64url, or a file holding it).
         #[arg(long)]
         key: String,
-        /// The line to prove (a file holding it); default: the proof's `line`.
+        /// The line to prove (a file holding it); default: the proof's `line`, which only a
+        /// proof fetched with &include=line has.
         #[arg(long)]
         line: Option<PathBuf>,
     },
@@ -203,6 +247,12 @@ pub(crate) fn run(command: AuditCommand) -> anyhow::Result<u8> {
                 Ok(EXIT_UNUSABLE)
             }
         },
+        AuditCommand::Fetch {
+            service,
+            auditor_token_file,
+            after,
+            out,
+        } => crate::fetch::run(&service, &auditor_token_file, after, out.as_deref()),
         AuditCommand::Prove { command } => Ok(proofs::prove(command)),
         AuditCommand::Recheck {
             file,

@@ -95,33 +95,50 @@ fn add(name: &str, store: &StoreArgs) -> anyhow::Result<u8> {
     }
 }
 
-/// One row of `gateway list`.
+/// One row of `gateway list` (and `auditor list`).
 #[derive(serde::Serialize)]
-struct GatewayRow {
-    name: String,
-    created_at: String,
-    revoked_at: Option<String>,
+pub(crate) struct TokenRow {
+    pub(crate) name: String,
+    pub(crate) created_at: String,
+    pub(crate) revoked_at: Option<String>,
+}
+
+impl TokenRow {
+    /// A row from stored times (ms since the epoch).
+    pub(crate) fn new(name: String, created_at: i64, revoked_at: Option<i64>) -> Self {
+        use countersign_server::clock::{from_ms, rfc3339};
+        Self {
+            name,
+            created_at: rfc3339(from_ms(created_at)),
+            revoked_at: revoked_at.map(|t| rfc3339(from_ms(t))),
+        }
+    }
 }
 
 fn list(store: &StoreArgs, json: bool) -> anyhow::Result<u8> {
-    use countersign_server::clock::{from_ms, rfc3339};
     let store = store.open()?;
-    let rows: Vec<GatewayRow> = store
+    let rows: Vec<TokenRow> = store
         .gateways()?
         .into_iter()
-        .map(|g| GatewayRow {
-            name: g.name,
-            created_at: rfc3339(from_ms(g.created_at)),
-            revoked_at: g.revoked_at.map(|t| rfc3339(from_ms(t))),
-        })
+        .map(|g| TokenRow::new(g.name, g.created_at, g.revoked_at))
         .collect();
+    print_rows(
+        &rows,
+        json,
+        "no gateway added (countersign gateway add NAME)",
+    )
+}
+
+/// Print `rows` as a table (NAME, CREATED, REVOKED) or a JSON array; `empty` goes to stderr when
+/// there is no row.
+pub(crate) fn print_rows(rows: &[TokenRow], json: bool, empty: &str) -> anyhow::Result<u8> {
     let mut out = std::io::stdout().lock();
     if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+        writeln!(out, "{}", serde_json::to_string_pretty(rows)?)?;
         return Ok(EXIT_ALLOW);
     }
     if rows.is_empty() {
-        eprintln!("countersign: no gateway added (countersign gateway add NAME)");
+        eprintln!("countersign: {empty}");
         return Ok(EXIT_ALLOW);
     }
     let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(0).max(4);
@@ -132,7 +149,7 @@ fn list(store: &StoreArgs, json: bool) -> anyhow::Result<u8> {
         .unwrap_or(0)
         .max(7);
     writeln!(out, "{:<width$}  {:<created$}  REVOKED", "NAME", "CREATED")?;
-    for r in &rows {
+    for r in rows {
         writeln!(
             out,
             "{:<width$}  {:<created$}  {}",

@@ -3,8 +3,10 @@
 //! One module per subcommand; this file only declares the command line and dispatches.
 
 mod audit;
+mod auditor;
 mod credential;
 mod enroll;
+mod fetch;
 mod gateway;
 mod harness;
 mod logging;
@@ -115,6 +117,11 @@ enum Command {
         #[command(subcommand)]
         command: gateway::GatewayCommand,
     },
+    /// Auditor credentials: the bearer tokens that read the whole audit log.
+    Auditor {
+        #[command(subcommand)]
+        command: auditor::AuditorCommand,
+    },
     /// A C2SP tlog-witness: cosign audit checkpoints, never two histories of one log.
     Witness {
         #[command(subcommand)]
@@ -171,6 +178,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Credential { command } => credential::run(command),
         Command::Enroll { command } => enroll::run(command),
         Command::Gateway { command } => gateway::run(command),
+        Command::Auditor { command } => auditor::run(command),
         Command::Witness { command } => witness::run(command),
         Command::Mcp { command } => mcp::run(command),
         Command::Preauth { command } => preauth::run(command),

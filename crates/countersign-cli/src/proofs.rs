@@ -60,13 +60,16 @@ fn hashes(v: &Value, member: &str) -> anyhow::Result<Vec<Hash>> {
         .and_then(Value::as_array)
         .with_context(|| format!("the proof has no {member:?} array"))?
         .iter()
-        .map(|h| {
-            h.as_str()
-                .and_then(|s| STANDARD.decode(s).ok())
-                .and_then(|b| <[u8; 32]>::try_from(b).ok())
-                .with_context(|| format!("{member}: {h} is not base64 of 32 bytes"))
-        })
+        .map(|h| hash(h, member))
         .collect()
+}
+
+/// One standard-base64 hash of `member`.
+fn hash(h: &Value, member: &str) -> anyhow::Result<Hash> {
+    h.as_str()
+        .and_then(|s| STANDARD.decode(s).ok())
+        .and_then(|b| <[u8; 32]>::try_from(b).ok())
+        .with_context(|| format!("{member}: {h} is not base64 of 32 bytes"))
 }
 
 fn number(v: &Value, member: &str) -> anyhow::Result<u64> {
@@ -117,7 +120,11 @@ fn check(command: ProveCommand) -> anyhow::Result<Result<String, String>> {
                 None => p
                     .get("line")
                     .and_then(Value::as_str)
-                    .context("the proof has no \"line\" (pass --line)")?
+                    .context(
+                        "the proof carries no \"line\" (a public proof never does): pass --line \
+                         FILE with the line you kept, or fetch the proof with &include=line as \
+                         the gateway whose approval the line records, or as an auditor",
+                    )?
                     .to_owned(),
             };
             anyhow::ensure!(seq >= 1, "seq starts at 1");
@@ -130,6 +137,16 @@ fn check(command: ProveCommand) -> anyhow::Result<Result<String, String>> {
                 );
             }
             let leaf = merkle::leaf_hash(line.as_bytes());
+            // The proof's own leaf hash (absent from proofs of older services) must be this
+            // line's: otherwise the proof is of another line.
+            if let Some(stated) = p.get("leaf_hash")
+                && hash(stated, "leaf_hash")? != leaf
+            {
+                return Ok(Err(format!(
+                    "the line given is not line {seq} of the proof: its leaf hash differs from \
+                     the proof's leaf_hash"
+                )));
+            }
             Ok(
                 match merkle::verify_inclusion(seq - 1, size, &leaf, &path, &cp.hash) {
                     Ok(()) => Ok(format!(

@@ -56,7 +56,7 @@ error_codes! {
     /// An audit proof asked for a size the log has not reached.
     BeyondLog => "beyond_log",
     // 401: who is calling is not established.
-    /// No, malformed, unknown or revoked gateway token.
+    /// No, malformed, unknown or revoked gateway token (or auditor token, where one is asked).
     Unauthenticated => "unauthenticated",
     /// No or bad approver session, or a failed login.
     Unauthorized => "unauthorized",
@@ -69,6 +69,8 @@ error_codes! {
     NotYourChallenge => "not_your_challenge",
     /// Only the approver who signed a standing grant may revoke it.
     NotYourGrant => "not_your_grant",
+    /// An audit line's text asked for by a gateway whose approval it does not record.
+    NotYourLine => "not_your_line",
     /// A browser call without an `Origin` header.
     OriginRequired => "origin_required",
     /// A browser call from an origin the service does not serve.

@@ -23,6 +23,14 @@ pub fn token_hash(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
+/// A fresh bearer token: `prefix` then 256 random bits in base64url (gateway and auditor tokens
+/// alike; only the prefix tells a reader which kind it is, the service never relies on it).
+pub(crate) fn mint_token(prefix: &str) -> Result<String, String> {
+    let mut raw = [0u8; 32];
+    getrandom::fill(&mut raw).map_err(|e| e.to_string())?;
+    Ok(format!("{prefix}{}", b64::encode(&raw)))
+}
+
 /// Why a gateway could not be added.
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
@@ -55,9 +63,7 @@ pub fn check_name(name: &str) -> Result<(), GatewayError> {
 /// shown this once and never stored.
 pub fn add(store: &dyn Store, name: &str, now: i64) -> Result<String, GatewayError> {
     check_name(name)?;
-    let mut raw = [0u8; 32];
-    getrandom::fill(&mut raw).map_err(|e| GatewayError::Random(e.to_string()))?;
-    let token = format!("{TOKEN_PREFIX}{}", b64::encode(&raw));
+    let token = mint_token(TOKEN_PREFIX).map_err(GatewayError::Random)?;
     let record = GatewayRecord {
         name: name.to_owned(),
         token_hash: token_hash(&token),

@@ -8,6 +8,7 @@
 //! recorded in a hash-chained, signed audit log. See docs/spec/service.md.
 
 pub mod audit;
+pub mod auditors;
 pub mod clock;
 pub mod config;
 pub mod enroll;
@@ -29,8 +30,9 @@ pub use http::{Display, Mark, Row, Segment, build_router};
 pub use notify::Notification;
 pub use serve::{ServeOptions, files, open_state, serve, serve_http, shutdown_signal};
 pub use service::{
-    AppState, AssertionBody, ConsistencyProof, CreateRequest, DEFAULT_PROFILE, DecisionChallenge,
-    EnrollFinish, EnrollOptions, EnrollStart, GrantReceipt, GrantRequest, Inbox, InboxItem,
-    InclusionProof, LoginChallenge, LoginResponse, MAX_AGENT_TOOL_BYTES, NotNfc, ReviewView,
-    StandingProposal, StandingView, StateParts, WaiterStats,
+    AUDIT_PAGE_DEFAULT, AUDIT_PAGE_MAX, AppState, AssertionBody, ConsistencyProof, CreateRequest,
+    DEFAULT_PROFILE, DecisionChallenge, EnrollFinish, EnrollOptions, EnrollStart, GrantReceipt,
+    GrantRequest, Inbox, InboxItem, InclusionProof, LineReader, LoginChallenge, LoginResponse,
+    MAX_AGENT_TOOL_BYTES, NotNfc, ReviewView, StandingProposal, StandingView, StateParts,
+    WaiterStats,
 };

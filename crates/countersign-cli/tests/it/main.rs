@@ -11,6 +11,7 @@
 )]
 
 mod audit;
+mod auditor;
 mod browser;
 mod contract;
 mod credential;

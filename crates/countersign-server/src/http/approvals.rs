@@ -5,7 +5,7 @@ use crate::error::{ApiError, ErrorCode};
 use crate::service::{AppState, CreateRequest, GrantReceipt, GrantRequest};
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -35,24 +35,36 @@ pub(super) struct Unauthenticated {
 
 impl Unauthenticated {
     fn missing() -> Self {
+        Self::needs(
+            "this call needs a gateway token: Authorization: Bearer TOKEN \
+             (countersign gateway add NAME prints one)",
+        )
+    }
+
+    fn invalid() -> Self {
+        Self::refused("the bearer token is not a live gateway token")
+    }
+
+    /// No credential was sent; `message` says which one this call needs.
+    pub(super) fn needs(message: &'static str) -> Self {
         Self {
             error: ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 ErrorCode::Unauthenticated,
-                "this call needs a gateway token: Authorization: Bearer TOKEN \
-                 (countersign gateway add NAME prints one)",
+                message,
             ),
             challenge: "Bearer",
         }
     }
 
-    fn invalid() -> Self {
+    /// A credential was sent and is not one this call takes. One message for malformed,
+    /// unknown, revoked and other-kind tokens alike.
+    pub(super) fn refused(message: &'static str) -> Self {
         Self {
-            // One message for malformed, unknown and revoked tokens alike.
             error: ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 ErrorCode::Unauthenticated,
-                "the bearer token is not a live gateway token",
+                message,
             ),
             challenge: "Bearer error=\"invalid_token\"",
         }
@@ -72,8 +84,8 @@ impl IntoResponse for Unauthenticated {
 
 /// The token of an `Authorization: Bearer TOKEN` header (the scheme is case-insensitive,
 /// RFC 9110 §11.1); `Err` when there is no such header or it is not a bearer credential.
-fn bearer(parts: &Parts) -> Result<Option<&str>, Unauthenticated> {
-    let Some(value) = parts.headers.get(header::AUTHORIZATION) else {
+pub(super) fn bearer(headers: &HeaderMap) -> Result<Option<&str>, Unauthenticated> {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
         return Ok(None);
     };
     let text = value.to_str().map_err(|_| Unauthenticated::invalid())?;
@@ -91,7 +103,7 @@ impl FromRequestParts<AppState> for Gateway {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Unauthenticated> {
-        let token = bearer(parts)?.ok_or_else(Unauthenticated::missing)?;
+        let token = bearer(&parts.headers)?.ok_or_else(Unauthenticated::missing)?;
         let name = state
             .gateway_of_token(token)
             .ok_or_else(Unauthenticated::invalid)?;

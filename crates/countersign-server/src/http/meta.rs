@@ -1,4 +1,5 @@
-//! Service metadata: health, the OpenAPI document, the registry to trust, the audit key.
+//! Service metadata: health, the OpenAPI document, the registry to trust, the audit key. The
+//! audit log's own endpoints are in `audit`.
 
 use super::approvals::RegistryReader;
 use crate::error::{ApiError, ErrorCode};
@@ -22,56 +23,6 @@ pub(super) fn router() -> Router<AppState> {
         .route("/openapi.json", get(openapi))
         .route("/v1/registry", get(registry))
         .route("/v1/service-key", get(service_key))
-        .route("/v1/audit/head", get(audit_head))
-        .route("/v1/audit/checkpoint", get(audit_checkpoint))
-        .route("/v1/audit/checkpoint/witnessed", get(witnessed_checkpoint))
-        .route("/v1/audit/proof/inclusion", get(inclusion_proof))
-        .route("/v1/audit/proof/consistency", get(consistency_proof))
-}
-
-#[derive(serde::Deserialize)]
-struct InclusionQuery {
-    seq: u64,
-    size: u64,
-}
-
-#[derive(serde::Deserialize)]
-struct ConsistencyQuery {
-    from: u64,
-    to: u64,
-}
-
-/// An RFC 9162 inclusion proof of line `seq` in the tree of the first `size` lines.
-async fn inclusion_proof(
-    State(state): State<AppState>,
-    axum::extract::Query(q): axum::extract::Query<InclusionQuery>,
-) -> Result<Json<crate::service::InclusionProof>, ApiError> {
-    Ok(Json(state.inclusion_proof(q.seq, q.size).await?))
-}
-
-/// An RFC 9162 consistency proof between the trees of the first `from` and `to` lines.
-async fn consistency_proof(
-    State(state): State<AppState>,
-    axum::extract::Query(q): axum::extract::Query<ConsistencyQuery>,
-) -> Result<Json<crate::service::ConsistencyProof>, ApiError> {
-    Ok(Json(state.consistency_proof(q.from, q.to).await?))
-}
-
-/// The latest checkpoint sent to the witnesses, with their cosignature lines (404 until one was
-/// witnessed, or when no witness is configured).
-async fn witnessed_checkpoint(
-    State(state): State<AppState>,
-) -> Result<impl IntoResponse, ApiError> {
-    let note = state
-        .witnessed_checkpoint()
-        .ok_or_else(|| ApiError::not_found("witnessed checkpoint"))?;
-    Ok((
-        [
-            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
-            (header::CACHE_CONTROL, "no-store"),
-        ],
-        note,
-    ))
 }
 
 /// Readiness, unlike `/healthz` (the process answers): the store is reachable, its schema is
@@ -135,24 +86,4 @@ async fn service_key(State(state): State<AppState>) -> Json<Value> {
         // witness takes (`countersign witness serve --log-key`).
         "checkpoint_vkey": state.checkpoint_vkey(),
     }))
-}
-
-/// The audit chain head: compare with `audit verify`'s `head` to detect a truncated tail.
-async fn audit_head(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let (seq, hash) = state.blocking(|s| s.audit_head()).await?;
-    Ok(Json(
-        json!({"seq": seq, "head": countersign::b64::encode(&hash)}),
-    ))
-}
-
-/// The latest signed checkpoint of the audit log: a C2SP signed note, as text.
-async fn audit_checkpoint(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
-    let note = state.checkpoint().await?;
-    Ok((
-        [
-            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
-            (header::CACHE_CONTROL, "no-store"),
-        ],
-        note,
-    ))
 }

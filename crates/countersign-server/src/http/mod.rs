@@ -3,6 +3,7 @@
 
 mod approvals;
 mod approver;
+mod audit;
 mod body_deadline;
 mod display;
 mod enroll;
@@ -27,6 +28,7 @@ pub fn build_router(state: AppState) -> Router {
     Router::new()
         .merge(approvals::router())
         .merge(approver::router())
+        .merge(audit::router())
         .merge(meta::router())
         .merge(standing::router())
         .merge(web::router())

@@ -1,10 +1,10 @@
 //! One tracing span per request, so every log line a request causes names its approval.
 //!
 //! The span carries the matched route (a template such as `/v1/approvals/{id}`, never the raw
-//! path), the method, the gateway the bearer token authenticated as, and the approval id: from
-//! the path when the route has one, recorded by the handler when the request creates it. Values
-//! from the request reach the log only after a check of their shape, so a crafted path cannot
-//! forge log lines.
+//! path), the method, the gateway (or auditor) the bearer token authenticated as, and the
+//! approval id: from the path when the route has one, recorded by the handler when the request
+//! creates it. Values from the request reach the log only after a check of their shape, so a
+//! crafted path cannot forge log lines.
 
 use axum::extract::rejection::RawPathParamsRejection;
 use axum::extract::{MatchedPath, RawPathParams, Request};
@@ -38,6 +38,11 @@ pub(crate) fn record_gateway(name: &str) {
     tracing::Span::current().record("gateway", name);
 }
 
+/// Record the auditor a bearer token authenticated as (an operator-chosen name).
+pub(crate) fn record_auditor(name: &str) {
+    tracing::Span::current().record("auditor", name);
+}
+
 /// One line for what a request did to an approval: its status and, when settled, the reason.
 pub(crate) fn log_result(event: &'static str, result: &countersign::ApprovalResult) {
     tracing::info!(
@@ -61,6 +66,7 @@ pub(crate) async fn request_span(
         method = %request.method(),
         route = %route,
         gateway = tracing::field::Empty,
+        auditor = tracing::field::Empty,
         approval_id = tracing::field::Empty,
     );
     if let Some(id) = params

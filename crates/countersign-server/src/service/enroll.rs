@@ -198,20 +198,20 @@ impl AppState {
         Ok(EnrolledSummary::of(&record))
     }
 
-    /// Rebuild the in-memory registry, group members and gateways from the store, all from one
-    /// read, and only then record the version they reflect: a read that fails part way (the
-    /// database restarting) leaves the old version in place, so the next refresh reloads
+    /// Rebuild the in-memory registry, group members, gateways and auditors from the store, all
+    /// from one read, and only then record the version they reflect: a read that fails part way
+    /// (the database restarting) leaves the old version in place, so the next refresh reloads
     /// everything rather than believing a half-done reload complete.
     pub async fn reload_credentials(&self) -> Result<(), ApiError> {
         // The version is read first: a change committed while reading is loaded now or, at the
         // latest, on the next refresh, never missed.
-        let (version, credentials, memberships, gateways) = self
+        let (version, credentials, memberships, (gateways, auditors)) = self
             .blocking(|s| {
                 Ok((
                     s.credentials_version()?,
                     s.credentials()?,
                     s.memberships()?,
-                    s.gateways()?,
+                    (s.gateways()?, s.auditors()?),
                 ))
             })
             .await?;
@@ -231,6 +231,7 @@ impl AppState {
             .write()
             .unwrap_or_else(|p| p.into_inner()) = members;
         self.set_gateways(gateways);
+        self.set_auditors(auditors);
         self.inner
             .registry_version
             .store(version, std::sync::atomic::Ordering::Release);

@@ -5,6 +5,8 @@
 //! struct of handles.
 
 mod approver;
+mod audit_read;
+mod auditor_auth;
 mod enroll;
 mod gateway;
 mod gateway_auth;
@@ -15,6 +17,7 @@ mod standing;
 mod waiters;
 
 pub use approver::{AssertionBody, DecisionChallenge, LoginChallenge, LoginResponse, ReviewView};
+pub use audit_read::{AUDIT_PAGE_DEFAULT, AUDIT_PAGE_MAX, LineReader};
 pub use enroll::{EnrollFinish, EnrollOptions, EnrollStart};
 pub use gateway::{
     CreateRequest, DEFAULT_PROFILE, GrantReceipt, GrantRequest, MAX_AGENT_TOOL_BYTES, NotNfc,
@@ -72,6 +75,8 @@ struct Inner {
     profiles: ProfileRegistry,
     /// Live gateway credentials: token hash to gateway name (see `gateway_auth`).
     gateways: RwLock<Arc<gateway_auth::Gateways>>,
+    /// Live auditor credentials: token hash to auditor name (see `auditor_auth`).
+    auditors: RwLock<Arc<auditor_auth::Auditors>>,
     /// The Merkle tree over the audit lines, checked against the store's lines and grown as the
     /// log grows (see `proofs`).
     tree: Arc<Mutex<proofs::TreeSlot>>,
@@ -171,6 +176,7 @@ impl AppState {
             .map(|url| Notifier::new(url, parts.public_url.clone()));
         let policies = Policies::new(&parts.config, &members);
         let gateways = gateway_auth::Gateways::from_records(parts.store.gateways()?);
+        let auditors = auditor_auth::Auditors::from_records(parts.store.auditors()?);
         let public_url = parts.public_url.trim_end_matches('/').to_owned();
         let audit_origin = parts
             .config
@@ -220,6 +226,7 @@ impl AppState {
                 policies: RwLock::new(Arc::new(policies)),
                 profiles: ProfileRegistry::builtin(),
                 gateways: RwLock::new(Arc::new(gateways)),
+                auditors: RwLock::new(Arc::new(auditors)),
                 witnessed: Mutex::new(None),
             }),
         })
@@ -325,8 +332,9 @@ impl AppState {
         Ok(outcome)
     }
 
-    /// Reload the registry, group memberships and gateways when the store's credentials version
-    /// moved (another process or replica enrolled, revoked, or added or revoked a gateway), and
+    /// Reload the registry, group memberships, gateways and auditors when the store's credentials
+    /// version moved (another process or replica enrolled, revoked, or added or revoked a gateway
+    /// or an auditor), and
     /// bring the audit file up to date with the lines it wrote. The sweeper calls this every
     /// 500 ms; returns whether it reloaded.
     pub async fn refresh_registry(&self) -> Result<bool, ApiError> {

@@ -26,15 +26,22 @@ use std::path::PathBuf;
 /// Lines read from the store per batch while the tree grows.
 const GROW_BATCH: usize = 4096;
 
-/// `GET /v1/audit/proof/inclusion?seq=N&size=S`.
+/// `GET /v1/audit/proof/inclusion?seq=N&size=S`: hashes only, served to anyone.
 #[derive(Debug, Clone, Serialize)]
 pub struct InclusionProof {
     /// The line's sequence number (its leaf index is `seq - 1`).
     pub seq: u64,
     /// The tree size the proof is for (a checkpoint's size).
     pub size: u64,
-    /// The line itself, without its newline (its leaf hash is SHA-256(0x00 || line)).
-    pub line: String,
+    /// The line's leaf hash, SHA-256(0x00 || line), standard base64: what the path starts from.
+    /// It does not give the line away: every line ends with a signature only the service key
+    /// can make, so no guess of a line's text (an account number, say) can be checked against
+    /// it.
+    pub leaf_hash: String,
+    /// The line itself, without its newline: only with `include=line`, to the gateway whose
+    /// approval the line records or to an auditor (see `audit_read`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<String>,
     /// The audit path, leaf side first, standard base64.
     pub proof: Vec<String>,
     /// The Merkle root of the first `size` lines, standard base64 (compare with a checkpoint).
@@ -163,8 +170,18 @@ impl AppState {
             .map_err(ApiError::internal)
     }
 
-    /// An inclusion proof of line `seq` in the tree of the first `size` lines.
+    /// An inclusion proof of line `seq` in the tree of the first `size` lines, without the line.
     pub async fn inclusion_proof(&self, seq: u64, size: u64) -> Result<InclusionProof, ApiError> {
+        Ok(self.proof_and_line(seq, size).await?.0)
+    }
+
+    /// The proof of line `seq` (its `line` unset) and the line, which is read to check the
+    /// proof before it is served.
+    pub(super) async fn proof_and_line(
+        &self,
+        seq: u64,
+        size: u64,
+    ) -> Result<(InclusionProof, String), ApiError> {
         if seq == 0 || seq > size {
             return Err(ApiError::bad_request(
                 ErrorCode::BadRange,
@@ -188,16 +205,19 @@ impl AppState {
             .filter(|(n, _)| *n == seq)
             .map(|(_, line)| line)
             .ok_or_else(|| ApiError::internal(format!("audit line {seq} unreadable")))?;
-        if verify_inclusion(seq - 1, size, &leaf_hash(line.as_bytes()), &proof, &root).is_err() {
+        let leaf = leaf_hash(line.as_bytes());
+        if verify_inclusion(seq - 1, size, &leaf, &proof, &root).is_err() {
             return Err(self.distrust_tree("inclusion"));
         }
-        Ok(InclusionProof {
+        let proof = InclusionProof {
             seq,
             size,
-            line,
+            leaf_hash: b64(&leaf),
+            line: None,
             proof: proof.iter().map(b64).collect(),
             root: b64(&root),
-        })
+        };
+        Ok((proof, line))
     }
 
     /// A consistency proof between the trees of the first `from` and `to` lines.

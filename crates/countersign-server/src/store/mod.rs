@@ -168,6 +168,18 @@ pub struct GatewayRecord {
     pub revoked_at: Option<i64>,
 }
 
+/// An auditor credential as stored (`countersign auditor add`), kept apart from the gateways in
+/// its own table: a token is looked up among the auditors or among the gateways, never both, so
+/// one kind of token can never stand for the other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditorRecord {
+    /// The operator's name for the auditor, unique for the life of the database.
+    pub name: String,
+    pub token_hash: [u8; 32],
+    pub created_at: i64,
+    pub revoked_at: Option<i64>,
+}
+
 /// A nonce to spend and a counter to advance with a verdict.
 #[derive(Debug, Clone)]
 pub struct Spend {
@@ -264,12 +276,12 @@ pub enum RedeemOutcome {
     CredentialExists,
 }
 
-/// What revoking a credential (or a gateway) did.
+/// What revoking a credential (or a gateway, or an auditor) did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RevokeOutcome {
     /// Marked revoked (for a credential, with its `revocation` line appended).
     Revoked,
-    /// No credential with that id (no gateway with that name); nothing changed.
+    /// No credential with that id (no gateway or auditor with that name); nothing changed.
     NotFound,
     /// Revoked earlier; nothing changed.
     AlreadyRevoked,
@@ -454,7 +466,8 @@ pub trait Store: standing::StandingStore + Send + Sync + std::fmt::Debug + 'stat
     /// PostgreSQL, `julianday('now')` on SQLite): what [`crate::clock::DatabaseTime`] follows.
     fn database_now_ms(&self) -> Result<i64, StoreError>;
     /// A counter raised by every transaction that changes the credentials, memberships or
-    /// gateways (redeemed invite, import, revocation, gateway added or revoked): a process compares it with the value it loaded
+    /// gateways or auditors (redeemed invite, import, revocation, gateway or auditor added or
+    /// revoked): a process compares it with the value it loaded
     /// its registry at to notice changes made by another process or replica.
     fn credentials_version(&self) -> Result<u64, StoreError>;
     /// Every enrolled credential.
@@ -467,6 +480,15 @@ pub trait Store: standing::StandingStore + Send + Sync + std::fmt::Debug + 'stat
     fn revoke_gateway(&self, name: &str, now: i64) -> Result<RevokeOutcome, StoreError>;
     /// Every gateway, live and revoked, by name.
     fn gateways(&self) -> Result<Vec<GatewayRecord>, StoreError>;
+
+    /// Add an auditor credential; false (and nothing stored) when the name is taken, by a live
+    /// or a revoked auditor. Raises the credentials version, so running services pick it up.
+    fn put_auditor(&self, auditor: &AuditorRecord) -> Result<bool, StoreError>;
+    /// Revoke an auditor by name (its token stops authenticating); raises the credentials
+    /// version.
+    fn revoke_auditor(&self, name: &str, now: i64) -> Result<RevokeOutcome, StoreError>;
+    /// Every auditor, live and revoked, by name.
+    fn auditors(&self) -> Result<Vec<AuditorRecord>, StoreError>;
 
     /// Remember an enrollment invite (by the hash of its token).
     fn put_invite(&self, invite: &crate::enroll::Invite) -> Result<(), StoreError>;

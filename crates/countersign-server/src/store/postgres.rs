@@ -162,6 +162,15 @@ CREATE TABLE audit_unsealed (
     tag BYTEA NOT NULL
 );
 ",
+    // Auditor credentials (`countersign auditor add`), apart from the gateways.
+    "
+CREATE TABLE auditors (
+    name TEXT PRIMARY KEY,
+    token_hash BYTEA NOT NULL UNIQUE,
+    created_at BIGINT NOT NULL,
+    revoked_at BIGINT
+);
+",
 ];
 
 /// Most events one sealing transaction chains.

@@ -16,13 +16,13 @@
 //! `FOR UPDATE`.
 
 use super::preauth::stamp_use;
-use super::seam::{Dialect, Param, Row, Tx, params};
+use super::seam::{Dialect, Param, Row, Sql, Tx, params};
 use super::standing::{NewStandingGrant, StandingGrantRecord, StandingStore, UseRecords};
 use super::{
-    ApprovalRecord, DisableOutcome, GatewayRecord, GrantOutcome, Import, IssuedChallenge,
-    NewApproval, PreauthChange, PreauthDefinition, PreauthUse, RedeemOutcome, RevokeOutcome,
-    Session, SettleKind, SettleOutcome, Settlement, Store, StoreError, StoredPreauth, plan_import,
-    plan_reconcile, postgres, sqlite,
+    ApprovalRecord, AuditorRecord, DisableOutcome, GatewayRecord, GrantOutcome, Import,
+    IssuedChallenge, NewApproval, PreauthChange, PreauthDefinition, PreauthUse, RedeemOutcome,
+    RevokeOutcome, Session, SettleKind, SettleOutcome, Settlement, Store, StoreError,
+    StoredPreauth, plan_import, plan_reconcile, postgres, sqlite,
 };
 use crate::audit::{AuditEvent, AuditSealer, GENESIS_HASH};
 use crate::clock::{from_ms, rfc3339};
@@ -561,7 +561,7 @@ fn collect_grant(
     })
 }
 
-// ---- credentials, gateways, invites ----------------------------------------------------------
+// ---- credentials, gateways, auditors, invites ---------------------------------------------------
 
 fn record_json(record: &CredentialRecord) -> Result<String, StoreError> {
     serde_json::to_string(record).map_err(|e| StoreError::Corrupt(e.to_string()))
@@ -643,16 +643,88 @@ fn revoke_credential(
     Ok(RevokeOutcome::Revoked)
 }
 
-fn revoke_gateway(tx: &mut dyn Tx, name: &str, now: i64) -> Result<RevokeOutcome, StoreError> {
-    let Some(mut row) = tx.query_opt(&GATEWAY_FOR_UPDATE, params![name])? else {
+/// The statements of one kind of named bearer credential (gateways, auditors): each kind has
+/// its own table, and these rules are the same for both.
+struct TokenTable {
+    insert: &'static Sql,
+    for_update: &'static Sql,
+    revoke: &'static Sql,
+    all: &'static Sql,
+}
+
+const GATEWAY_TABLE: TokenTable = TokenTable {
+    insert: &INSERT_GATEWAY,
+    for_update: &GATEWAY_FOR_UPDATE,
+    revoke: &REVOKE_GATEWAY,
+    all: &GATEWAYS,
+};
+
+const AUDITOR_TABLE: TokenTable = TokenTable {
+    insert: &INSERT_AUDITOR,
+    for_update: &AUDITOR_FOR_UPDATE,
+    revoke: &REVOKE_AUDITOR,
+    all: &AUDITORS,
+};
+
+/// Insert a named token; false when the name or the token hash is taken (either conflict
+/// inserts nothing: a token-hash collision is refused rather than letting one token
+/// authenticate under two names).
+fn put_token(
+    tx: &mut dyn Tx,
+    table: &TokenTable,
+    name: &str,
+    token_hash: &[u8; 32],
+    created_at: i64,
+    revoked_at: Option<i64>,
+) -> Result<bool, StoreError> {
+    let inserted = tx.execute(
+        table.insert,
+        params![name, token_hash, created_at, revoked_at],
+    )? == 1;
+    if inserted {
+        bump_credentials_version(tx)?;
+    }
+    Ok(inserted)
+}
+
+fn revoke_token(
+    tx: &mut dyn Tx,
+    table: &TokenTable,
+    name: &str,
+    now: i64,
+) -> Result<RevokeOutcome, StoreError> {
+    let Some(mut row) = tx.query_opt(table.for_update, params![name])? else {
         return Ok(RevokeOutcome::NotFound);
     };
     if row.opt_int(0)?.is_some() {
         return Ok(RevokeOutcome::AlreadyRevoked);
     }
-    tx.execute(&REVOKE_GATEWAY, params![name, now])?;
+    tx.execute(table.revoke, params![name, now])?;
     bump_credentials_version(tx)?;
     Ok(RevokeOutcome::Revoked)
+}
+
+/// One row of a token table.
+struct StoredToken {
+    name: String,
+    token_hash: [u8; 32],
+    created_at: i64,
+    revoked_at: Option<i64>,
+}
+
+/// Every row of a token table, by name.
+fn tokens(tx: &mut dyn Tx, table: &TokenTable) -> Result<Vec<StoredToken>, StoreError> {
+    tx.query(table.all, params![])?
+        .into_iter()
+        .map(|mut r| {
+            Ok(StoredToken {
+                name: r.text(0)?,
+                token_hash: r.hash(1, "token hash")?,
+                created_at: r.int(2)?,
+                revoked_at: r.opt_int(3)?,
+            })
+        })
+        .collect()
 }
 
 fn redeem_invite(

@@ -115,6 +115,15 @@ CREATE TABLE IF NOT EXISTS standing_uses (
     UNIQUE (grant_id, use_number)
 );
 ",
+    // 2: auditor credentials (`countersign auditor add`), apart from the gateways.
+    "
+CREATE TABLE auditors (
+    name TEXT PRIMARY KEY,
+    token_hash BLOB NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
+",
 ];
 
 /// Columns that releases before numbered migrations added to an existing `approvals` table one

@@ -628,6 +628,86 @@ fn gateways_are_unique_revocable_once_and_raise_the_version() {
     }
 }
 
+fn auditor(name: &str, hash: u8, at: i64) -> AuditorRecord {
+    AuditorRecord {
+        name: name.into(),
+        token_hash: [hash; 32],
+        created_at: at,
+        revoked_at: None,
+    }
+}
+
+#[test]
+fn auditors_are_unique_revocable_once_and_raise_the_version() {
+    for (s, _guard) in stores("auditors") {
+        let v0 = s.credentials_version().unwrap();
+        assert!(s.put_auditor(&auditor("compliance", 1, 10)).unwrap());
+        let v1 = s.credentials_version().unwrap();
+        assert!(v1 > v0, "adding an auditor raises the version");
+        // A taken name, or a token hash already in use, stores nothing.
+        assert!(!s.put_auditor(&auditor("compliance", 2, 11)).unwrap());
+        assert!(!s.put_auditor(&auditor("other", 1, 11)).unwrap());
+        assert_eq!(s.credentials_version().unwrap(), v1);
+        assert!(s.put_auditor(&auditor("alpha", 3, 12)).unwrap());
+        let names: Vec<String> = s.auditors().unwrap().into_iter().map(|a| a.name).collect();
+        assert_eq!(names, ["alpha", "compliance"]);
+
+        assert_eq!(
+            s.revoke_auditor("compliance", 20).unwrap(),
+            RevokeOutcome::Revoked
+        );
+        let v2 = s.credentials_version().unwrap();
+        assert!(v2 > v1, "revoking an auditor raises the version");
+        assert_eq!(
+            s.revoke_auditor("compliance", 21).unwrap(),
+            RevokeOutcome::AlreadyRevoked
+        );
+        assert_eq!(
+            s.revoke_auditor("nobody", 21).unwrap(),
+            RevokeOutcome::NotFound
+        );
+        assert_eq!(s.credentials_version().unwrap(), v2);
+        let compliance = s
+            .auditors()
+            .unwrap()
+            .into_iter()
+            .find(|a| a.name == "compliance");
+        assert_eq!(
+            compliance,
+            Some(AuditorRecord {
+                revoked_at: Some(20),
+                ..auditor("compliance", 1, 10)
+            })
+        );
+        // A revoked name is never reused.
+        assert!(!s.put_auditor(&auditor("compliance", 4, 30)).unwrap());
+        // Nothing of this is in the audit log (gateway credentials are not either).
+        assert_eq!(s.audit_head().unwrap().0, 0);
+    }
+}
+
+#[test]
+fn auditors_and_gateways_are_kept_apart() {
+    for (s, _guard) in stores("auditors_apart") {
+        assert!(s.put_gateway(&gateway("shared-name", 1, 10)).unwrap());
+        assert!(s.put_auditor(&auditor("shared-name", 2, 10)).unwrap());
+        assert!(s.put_auditor(&auditor("auditor-only", 3, 10)).unwrap());
+        // Each list holds its own kind only; revoking one kind leaves the other live.
+        let gateways: Vec<String> = s.gateways().unwrap().into_iter().map(|g| g.name).collect();
+        assert_eq!(gateways, ["shared-name"]);
+        assert_eq!(s.auditors().unwrap().len(), 2);
+        assert_eq!(
+            s.revoke_auditor("shared-name", 20).unwrap(),
+            RevokeOutcome::Revoked
+        );
+        assert_eq!(s.gateways().unwrap()[0].revoked_at, None);
+        assert_eq!(
+            s.revoke_gateway("auditor-only", 20).unwrap(),
+            RevokeOutcome::NotFound
+        );
+    }
+}
+
 #[test]
 fn an_approval_remembers_its_gateway() {
     for (s, _guard) in stores("approval_gateway") {
@@ -769,7 +849,7 @@ fn sqlite_upgrades_a_database_from_before_numbered_migrations_in_place() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(versions, vec![1]);
+    assert_eq!(versions, vec![1, 2]);
     drop(conn);
     let _ = std::fs::remove_dir_all(&dir);
 }

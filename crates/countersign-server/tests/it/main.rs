@@ -9,6 +9,7 @@
 #![allow(unreachable_pub)]
 
 mod admission;
+mod auditlog;
 mod auditproof;
 mod client;
 mod enroll;

@@ -144,6 +144,18 @@ impl TestApp {
         (token, client)
     }
 
+    /// An auditor: its name's token, and a client sending it.
+    pub async fn auditor(&self, name: &str) -> (String, reqwest::Client) {
+        let token = self.state.add_auditor(name).await.unwrap();
+        let client = Self::client_with(&token);
+        (token, client)
+    }
+
+    /// GET `path` with `client`'s credentials.
+    pub async fn get_as(&self, client: &reqwest::Client, path: &str) -> Reply {
+        self.send(client.get(self.url(path))).await
+    }
+
     pub async fn default_with(enrolled: &[&Approver]) -> Self {
         Self::start(config(), enrolled).await
     }

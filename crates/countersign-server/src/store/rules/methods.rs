@@ -198,37 +198,66 @@ impl Store for SqlStore {
     fn put_gateway(&self, g: &GatewayRecord) -> Result<bool, StoreError> {
         let g = g.clone();
         self.write(move |tx, _| {
-            // Unique name and unique token hash: either conflict inserts nothing (a token-hash
-            // collision is refused rather than letting one token authenticate as two gateways).
-            let inserted = tx.execute(
-                &INSERT_GATEWAY,
-                params![&g.name, &g.token_hash, g.created_at, g.revoked_at],
-            )? == 1;
-            if inserted {
-                bump_credentials_version(tx)?;
-            }
-            Ok(inserted)
+            put_token(
+                tx,
+                &GATEWAY_TABLE,
+                &g.name,
+                &g.token_hash,
+                g.created_at,
+                g.revoked_at,
+            )
         })
     }
 
     fn revoke_gateway(&self, name: &str, now: i64) -> Result<RevokeOutcome, StoreError> {
         let name = name.to_owned();
-        self.write(move |tx, _| revoke_gateway(tx, &name, now))
+        self.write(move |tx, _| revoke_token(tx, &GATEWAY_TABLE, &name, now))
     }
 
     fn gateways(&self) -> Result<Vec<GatewayRecord>, StoreError> {
         self.one(|tx| {
-            tx.query(&GATEWAYS, params![])?
+            Ok(tokens(tx, &GATEWAY_TABLE)?
                 .into_iter()
-                .map(|mut r| {
-                    Ok(GatewayRecord {
-                        name: r.text(0)?,
-                        token_hash: r.hash(1, "gateway token hash")?,
-                        created_at: r.int(2)?,
-                        revoked_at: r.opt_int(3)?,
-                    })
+                .map(|t| GatewayRecord {
+                    name: t.name,
+                    token_hash: t.token_hash,
+                    created_at: t.created_at,
+                    revoked_at: t.revoked_at,
                 })
-                .collect()
+                .collect())
+        })
+    }
+
+    fn put_auditor(&self, a: &AuditorRecord) -> Result<bool, StoreError> {
+        let a = a.clone();
+        self.write(move |tx, _| {
+            put_token(
+                tx,
+                &AUDITOR_TABLE,
+                &a.name,
+                &a.token_hash,
+                a.created_at,
+                a.revoked_at,
+            )
+        })
+    }
+
+    fn revoke_auditor(&self, name: &str, now: i64) -> Result<RevokeOutcome, StoreError> {
+        let name = name.to_owned();
+        self.write(move |tx, _| revoke_token(tx, &AUDITOR_TABLE, &name, now))
+    }
+
+    fn auditors(&self) -> Result<Vec<AuditorRecord>, StoreError> {
+        self.one(|tx| {
+            Ok(tokens(tx, &AUDITOR_TABLE)?
+                .into_iter()
+                .map(|t| AuditorRecord {
+                    name: t.name,
+                    token_hash: t.token_hash,
+                    created_at: t.created_at,
+                    revoked_at: t.revoked_at,
+                })
+                .collect())
         })
     }
 

@@ -221,6 +221,21 @@ pub(super) const GATEWAYS: Sql = Sql::each(
     "SELECT name, token_hash, created_at, revoked_at FROM gateways ORDER BY name",
     "SELECT name, token_hash, created_at, revoked_at FROM gateways ORDER BY name COLLATE \"C\"",
 );
+pub(super) const INSERT_AUDITOR: Sql = Sql::same(
+    "INSERT INTO auditors (name, token_hash, created_at, revoked_at) VALUES (?1, ?2, ?3, ?4) \
+     ON CONFLICT DO NOTHING",
+);
+pub(super) const AUDITOR_FOR_UPDATE: Sql = Sql::each(
+    "SELECT revoked_at FROM auditors WHERE name = ?1",
+    "SELECT revoked_at FROM auditors WHERE name = ?1 FOR UPDATE",
+);
+pub(super) const REVOKE_AUDITOR: Sql =
+    Sql::same("UPDATE auditors SET revoked_at = ?2 WHERE name = ?1");
+/// Byte order of names on both, as for the gateways.
+pub(super) const AUDITORS: Sql = Sql::each(
+    "SELECT name, token_hash, created_at, revoked_at FROM auditors ORDER BY name",
+    "SELECT name, token_hash, created_at, revoked_at FROM auditors ORDER BY name COLLATE \"C\"",
+);
 pub(super) const INSERT_INVITE: Sql = Sql::same(
     "INSERT INTO invites (token_hash, principal, grp, created_at, expires_at) \
      VALUES (?1, ?2, ?3, ?4, ?5)",
