@@ -158,6 +158,8 @@ impl Default for Config {
 /// A configuration that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    #[error("allowed_hosts entry {0:?} is no host name (a name or an IP, with or without a port)")]
+    AllowedHost(String),
     #[error("reading {path}: {source}")]
     Read {
         path: String,
@@ -205,6 +207,13 @@ impl Config {
             if let Some(p) = list.iter().find(|p| p.is_empty()) {
                 return Err(ConfigError::EmptyPattern(p.clone(), name));
             }
+        }
+        if let Some(h) = self
+            .allowed_hosts
+            .iter()
+            .find(|h| !crate::http::is_host_name(h))
+        {
+            return Err(ConfigError::AllowedHost(h.clone()));
         }
         self.approver_rules().check()?;
         // A rule nobody consults is a rule the operator believes in and the relay ignores.
@@ -386,6 +395,15 @@ mod tests {
 
     fn config(text: &str) -> Config {
         Config::from_toml(text).unwrap()
+    }
+
+    #[test]
+    fn allowed_hosts_must_name_hosts() {
+        config("allowed_hosts = [\"mcp.example\", \"10.0.0.5:7300\", \"[fd00::1]\"]");
+        for bad in ["\"\"", "\"user@mcp.example\"", "\"mcp.example/x\""] {
+            let e = Config::from_toml(&format!("allowed_hosts = [{bad}]")).unwrap_err();
+            assert!(matches!(e, ConfigError::AllowedHost(_)), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -388,10 +388,19 @@ fn origin_allowed(headers: &HeaderMap) -> bool {
 /// an IP), in the form a URL parser gives it: lower case, IPs canonical, IPv6 in brackets.
 fn host_name(value: &str) -> Option<String> {
     let url = Url::parse(&format!("http://{}/", value.trim())).ok()?;
-    if url.path() != "/" || url.username() != "" || url.query().is_some() {
+    if url.path() != "/"
+        || url.username() != ""
+        || url.query().is_some()
+        || url.fragment().is_some()
+    {
         return None;
     }
     url.host_str().map(str::to_owned)
+}
+
+/// Whether an `allowed_hosts` entry names a host (`name`, `name:port`, an IP, `[v6]:port`).
+pub(crate) fn is_host_name(entry: &str) -> bool {
+    !entry.trim().is_empty() && host_name(entry).is_some()
 }
 
 /// `localhost`, a name under it, 127.0.0.0/8 or `[::1]`.
@@ -1274,6 +1283,42 @@ mod tests {
             Agents::from_entries(&[both]),
             Err(AgentsError::Credential(_))
         ));
+    }
+
+    #[test]
+    fn host_values_are_read_as_a_url_parser_reads_them() {
+        for (value, host) in [
+            ("localhost", Some("localhost")),
+            ("LOCALHOST:8080", Some("localhost")),
+            ("127.0.0.1:9", Some("127.0.0.1")),
+            ("[::1]:7300", Some("[::1]")),
+            ("Mcp.Example", Some("mcp.example")),
+            ("evil@localhost", None),
+            ("localhost/x", None),
+            ("localhost?x", None),
+            ("localhost#x", None),
+            ("", None),
+        ] {
+            assert_eq!(host_name(value).as_deref(), host, "{value:?}");
+        }
+        for loopback in [
+            "localhost",
+            "app.localhost",
+            "127.0.0.1",
+            "127.9.9.9",
+            "[::1]",
+        ] {
+            assert!(is_loopback_host(loopback), "{loopback}");
+        }
+        for other in [
+            "localhost.example",
+            "10.0.0.1",
+            "[::2]",
+            "0.0.0.0",
+            "example",
+        ] {
+            assert!(!is_loopback_host(other), "{other}");
+        }
     }
 
     #[test]
