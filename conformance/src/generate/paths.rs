@@ -1,4 +1,4 @@
-//! Evidence vectors for the `path` rule of a standing grant (SPEC §14, "Path constraints"): the
+//! Evidence vectors for the `path` rule of a standing grant (SPEC §14.4): the
 //! grant signs a directory; each call's path argument is read as an absolute POSIX path, names
 //! compared whole, and what two readers of a path could read two ways is refused. A string
 //! `prefix` holding a separator makes the grant unreadable, so the traversal that a string prefix

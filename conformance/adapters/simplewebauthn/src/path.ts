@@ -1,4 +1,4 @@
-// The scope language's `path` rule and its `prefix` text (docs/SPEC.md §14, "Path constraints"),
+// The scope language's `path` rule and its `prefix` text (docs/SPEC.md §14.4, "Path constraints"),
 // for this adapter's standing-grant checks.
 //
 // A path argument is read as an absolute POSIX path and compared name by name; whatever two

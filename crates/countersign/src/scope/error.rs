@@ -202,7 +202,7 @@ pub enum OutOfScope {
         /// The argument as the call has it.
         got: String,
     },
-    /// A `path` argument cannot be read as a path without guessing (docs/SPEC.md §14, "Path constraints").
+    /// A `path` argument cannot be read as a path without guessing (docs/SPEC.md §14.4).
     #[error("constraint {rule} (path): {arg} = {got:?} {why}")]
     PathRefused {
         /// Which constraint refused, from 0 in the scope's order.
