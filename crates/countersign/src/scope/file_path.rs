@@ -29,7 +29,13 @@
 //! spells a name in another case is refused, which on a case-insensitive file system is the safe
 //! side. What the rule cannot see: a symbolic link under the directory that points elsewhere.
 //! That is the host's to prevent (docs/THREAT-MODEL.md §10).
+//!
+//! [`NormalPath`] is a path read this way; [`PathUnder`] is a rule's directory, which must be
+//! written in its normal form; docs/SPEC.md §14.4 is the normative text.
 
+use super::error::ScopeError;
+use super::excerpt_path;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// The longest path accepted, in bytes (Linux's `PATH_MAX`).
@@ -130,6 +136,56 @@ impl fmt::Display for NormalPath {
             write!(f, "/{name}")?;
         }
         Ok(())
+    }
+}
+
+/// The directory of a `path` rule: an absolute path written in its normal form (no `.`, `..` or
+/// empty name, no trailing `/` but for `/` itself), so the text signed is the directory compared.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct PathUnder {
+    text: String,
+    path: NormalPath,
+}
+
+impl PathUnder {
+    /// Validate a directory: readable as a path, and already in its normal form.
+    pub fn new(text: &str) -> Result<Self, ScopeError> {
+        let path = NormalPath::parse(text).map_err(|why| ScopeError::BadPathUnder {
+            under: excerpt_path(text),
+            why,
+        })?;
+        let normal = path.to_string();
+        if normal != text {
+            return Err(ScopeError::PathUnderNotNormal {
+                under: excerpt_path(text),
+                normal: excerpt_path(&normal),
+            });
+        }
+        Ok(Self { text: normal, path })
+    }
+
+    /// The directory as written (its normal form).
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The directory, read.
+    pub fn path(&self) -> &NormalPath {
+        &self.path
+    }
+}
+
+impl TryFrom<String> for PathUnder {
+    type Error = ScopeError;
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        Self::new(&text)
+    }
+}
+
+impl From<PathUnder> for String {
+    fn from(u: PathUnder) -> Self {
+        u.text
     }
 }
 

@@ -28,7 +28,7 @@ mod tests;
 
 pub use amount::{Amount, MAX_DECIMAL_CHARS, MaxAmount};
 pub use error::{OutOfScope, ScopeError};
-pub use file_path::{MAX_FILE_PATH_BYTES, NormalPath, PathRefusal};
+pub use file_path::{MAX_FILE_PATH_BYTES, NormalPath, PathRefusal, PathUnder};
 pub use path::{ArgPath, MAX_PATH_BYTES, MAX_PATH_DEPTH};
 pub use pattern::{MAX_PATTERN_BYTES, Pattern};
 
@@ -388,56 +388,6 @@ impl TryFrom<String> for PrefixText {
 impl From<PrefixText> for String {
     fn from(t: PrefixText) -> Self {
         t.0
-    }
-}
-
-/// The directory of a `path` rule: an absolute path written in its normal form (no `.`, `..` or
-/// empty name, no trailing `/` but for `/` itself), so the text signed is the directory compared.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct PathUnder {
-    text: String,
-    path: NormalPath,
-}
-
-impl PathUnder {
-    /// Validate a directory: readable as a path, and already in its normal form.
-    pub fn new(text: &str) -> Result<Self, ScopeError> {
-        let path = NormalPath::parse(text).map_err(|why| ScopeError::BadPathUnder {
-            under: excerpt_path(text),
-            why,
-        })?;
-        let normal = path.to_string();
-        if normal != text {
-            return Err(ScopeError::PathUnderNotNormal {
-                under: excerpt_path(text),
-                normal: excerpt_path(&normal),
-            });
-        }
-        Ok(Self { text: normal, path })
-    }
-
-    /// The directory as written (its normal form).
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-
-    /// The directory, read.
-    pub fn path(&self) -> &NormalPath {
-        &self.path
-    }
-}
-
-impl TryFrom<String> for PathUnder {
-    type Error = ScopeError;
-    fn try_from(text: String) -> Result<Self, Self::Error> {
-        Self::new(&text)
-    }
-}
-
-impl From<PathUnder> for String {
-    fn from(u: PathUnder) -> Self {
-        u.text
     }
 }
 
