@@ -22,6 +22,7 @@ if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
 "$venv/bin/pip" install -q --disable-pip-version-check -r conformance/adapters/py_webauthn/requirements.txt
+"$venv/bin/python" -m unittest discover -s conformance/adapters/py_webauthn -p 'test_*.py'
 adapter="$venv/bin/python conformance/adapters/py_webauthn/harness.py"
 "$runner" run --impl "$adapter" --junit target/conformance-py_webauthn.xml
 

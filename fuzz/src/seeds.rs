@@ -166,7 +166,7 @@ fn service_bodies(cases: &[Value], entries: &[&Value]) -> BTreeSet<Vec<u8>> {
             "constraints": [{"kind": "max", "arg": "/amount", "max": "100.00"},
                 {"kind": "currency", "arg": "/currency", "allowed": ["EUR"]},
                 {"kind": "one_of", "arg": "/to", "values": ["a", "b"]},
-                {"kind": "prefix", "arg": "/path", "prefix": "/srv/"}],
+                {"kind": "path", "arg": "/path", "under": "/srv"}],
             "max_uses": 3, "expires_at": "2100-01-01T00:00:00Z", "severity": "high"}),
     ));
     out.insert(with_route(4, json!({"invite": "inv_0123456789abcdef"})));

@@ -530,11 +530,17 @@ def verify_case(raw):
         result = {"status": result}
     if not isinstance(result, dict) or result.get("status") not in ("APPROVED", "DENIED", "PENDING"):
         return verdict("DENY", None, "result_malformed")
+    # The transport's informational strings: null reads as absent (SPEC §2.1), except the
+    # approval_id of a PENDING result, which is what the gateway asks again with.
     for k in ("approval_id", "expires_at", "redrive_url", "reason_code"):
-        if k in result and not isinstance(result[k], str):
+        informational = k != "approval_id" or result["status"] != "PENDING"
+        if k in result and not isinstance(result[k], str) and not (informational and result[k] is None):
             return verdict("DENY", None, "result_malformed")
-    # Optional envelope members are absent or of their type: null is refused, not "absent".
-    if "identity_assurance" in result and result["identity_assurance"] is None:
+    # Members that carry meaning are absent or of their type: null is refused, not "absent".
+    for k in ("identity_assurance", "authority"):
+        if k in result and result[k] is None:
+            return verdict("DENY", None, "result_malformed")
+    if "revises" in result and not isinstance(result["revises"], str):
         return verdict("DENY", None, "result_malformed")
     evidence = result.get("approver_evidence")
     # Absent means none; anything else, null included, must be an array.

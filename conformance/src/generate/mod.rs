@@ -14,6 +14,7 @@ mod binding;
 mod case;
 mod near;
 mod ophash;
+mod paths;
 mod policy;
 mod rules;
 mod standing;
@@ -95,6 +96,7 @@ pub fn files() -> anyhow::Result<Vec<(String, String)>> {
     near::near_misses(&mut evidence);
     near::client_data(&mut evidence);
     standing::standing(&mut evidence);
+    paths::paths(&mut evidence);
 
     let mut op_hash = Out::default();
     ophash::op_hash(&mut op_hash);

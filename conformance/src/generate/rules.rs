@@ -745,13 +745,54 @@ pub(crate) fn null_members(out: &mut Out) {
             unusable_case("registry"),
         );
     }
-    for member in [
-        "approval_id",
-        "expires_at",
-        "redrive_url",
-        "reason_code",
-        "identity_assurance",
-    ] {
+    // The transport's informational strings restrict nothing a verifier decides: `null` there
+    // reads as absent (SPEC §2.1), and the verdict is the one the same result without it gets.
+    for member in ["approval_id", "expires_at", "redrive_url", "reason_code"] {
+        for status in ["APPROVED", "DENIED"] {
+            let (mut c, verdict) = if status == "APPROVED" {
+                (approve(a), allow("AAL2"))
+            } else {
+                (refuse(a), deny_as("DENIED", "approver_refused", "AAL2"))
+            };
+            c.result[member] = Value::Null;
+            out.ev(
+                &format!(
+                    "null::result-{}-{}",
+                    member.replace('_', "-"),
+                    status.to_lowercase()
+                ),
+                &format!(
+                    "a valid {status} result whose envelope has {member} null: an informational \
+                     transport member, so null reads as absent"
+                ),
+                &["null-informational"],
+                c,
+                verdict,
+            );
+        }
+    }
+    let mut c = Case::new(pay(ACCOUNT_A), "DENIED", vec![], &[a]);
+    c.result = json!({"status": "DENIED", "reason_code": null});
+    out.ev(
+        "null::result-reason-code-denied-without-evidence",
+        "DENIED without evidence and reason_code null: read as absent, so the reason is \
+         approver_refused, not a transport reason",
+        &["null-informational", "transport-reason"],
+        c,
+        deny_as("DENIED", "approver_refused", "declared"),
+    );
+    let mut c = Case::new(pay(ACCOUNT_A), "PENDING", vec![], &[a]);
+    c.result = json!({"status": "PENDING", "approval_id": null});
+    out.ev(
+        "null::result-approval-id-pending",
+        "PENDING with approval_id null: the id to ask again with is not informational; null is \
+         refused and the envelope is unusable",
+        &["null-informational", "null-member", "result-malformed"],
+        c,
+        expect("DENY", None, Some("result_malformed"), "declared"),
+    );
+    // Members that carry meaning keep the rule: null is refused, never read as absent.
+    for member in ["identity_assurance", "authority", "revises"] {
         for status in ["APPROVED", "DENIED"] {
             let mut c = if status == "APPROVED" {
                 approve(a)
@@ -775,6 +816,16 @@ pub(crate) fn null_members(out: &mut Out) {
             );
         }
     }
+    let mut c = approve(a);
+    c.result["status"] = Value::Null;
+    out.ev(
+        "null::result-status",
+        "a valid approval whose envelope has status null: the status is required; the envelope \
+         is unusable",
+        &["null-member", "result-malformed"],
+        c,
+        expect("DENY", None, Some("result_malformed"), "declared"),
+    );
 }
 
 pub(crate) fn contradictory(out: &mut Out) {

@@ -37,13 +37,13 @@ fn params() -> Value {
 }
 
 /// The call agent-7 makes with `params`, run by `payments.transfer`.
-fn call(agent: &str, tool: &str, params: Value) -> Action {
+pub(super) fn call(agent: &str, tool: &str, params: Value) -> Action {
     tk::tool_call_action(agent, tool, params).with_tool(tool)
 }
 
 /// A CASE: `call` approved under the grant `fields`, signed (`decision`) by alice a day before
 /// `now` (older than `max_age_seconds`, which does not apply to a grant), as use `use_number`.
-fn under_grant(
+pub(super) fn under_grant(
     call: Action,
     fields: &Value,
     decision: countersign::Decision,

@@ -7,6 +7,10 @@
 //! producer that writes `null` meaning "none" would silently get "anything". Refusing `null`
 //! leaves one spelling for each reading: omit the member, or give it a value of its type.
 //!
+//! The one place that reads `null` as absent is the result envelope's transport strings that
+//! restrict nothing (`reason_code`, `expires_at`, `redrive_url`, a non-PENDING `approval_id`:
+//! `result::informational_string`, docs/SPEC.md §2.1). Nothing here does.
+//!
 //! Use: `#[serde(default, deserialize_with = "path::to::member_fn")]` on the `Option<T>` field,
 //! where `member_fn` comes from [`refuse_null!`] so the error names the member.
 

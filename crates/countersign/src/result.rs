@@ -1,7 +1,8 @@
 //! The wire objects an approval callback returns: `ApprovalResult` and its evidence entries.
 //!
 //! Parsing is split in two on purpose. A result whose *envelope* is unusable (not JSON, unknown
-//! status, a duplicate member anywhere, `approver_evidence` not an array) is a [`ResultError`]. An evidence entry that is malformed does not make the envelope
+//! status, a duplicate member anywhere, `approver_evidence` not an array, `null` where a member
+//! carries meaning) is a [`ResultError`]. An evidence entry that is malformed does not make the envelope
 //! unusable: it is kept as [`EvidenceSlot::Malformed`] so the verifier can answer a specific
 //! `evidence_malformed` DENY instead of refusing to look at the result at all.
 
@@ -211,12 +212,18 @@ impl ApprovalResult {
             Some(Value::Array(entries)) => entries.iter().map(EvidenceSlot::from_value).collect(),
             Some(_) => return Err(invalid("approver_evidence", "must be an array")),
         };
+        // A PENDING result's approval_id is what the gateway asks about again: `null` there is
+        // refused. On any other status it only names the request, like the three members below.
+        let approval_id = match status {
+            ApprovalStatus::Pending => optional_string(object, "approval_id")?,
+            _ => informational_string(object, "approval_id")?,
+        };
         let result = Self {
             status,
-            approval_id: optional_string(object, "approval_id")?,
-            expires_at: optional_string(object, "expires_at")?,
-            redrive_url: optional_string(object, "redrive_url")?,
-            reason_code: optional_string(object, "reason_code")?,
+            approval_id,
+            expires_at: informational_string(object, "expires_at")?,
+            redrive_url: informational_string(object, "redrive_url")?,
+            reason_code: informational_string(object, "reason_code")?,
             identity_assurance: match object.get("identity_assurance") {
                 Some(Value::Null) => return Err(null_member("identity_assurance")),
                 other => other.cloned(),
@@ -228,7 +235,8 @@ impl ApprovalResult {
                 .get("standing_grant")
                 .map(StandingGrantUse::from_value)
                 .transpose()?,
-            // Informational, but held to the envelope's rule: `null` is refused, not absent.
+            // Informational to a verifier, but it states what the approval grants (§12.1), and
+            // `null` could be read as "no bound": refused, not absent.
             authority: match object.get("authority") {
                 None => None,
                 Some(Value::Null) => return Err(null_member("authority")),
@@ -261,7 +269,8 @@ fn invalid(field: &'static str, detail: &str) -> ResultError {
 
 /// An optional envelope member written as `null`. Absent is the only way to say "none": a
 /// `null` read as absent would give a second spelling that some readers take differently (the
-/// rule of `crate::absent_or_value`, applied to the envelope's hand-written reader).
+/// rule of `crate::absent_or_value`, applied to the envelope's hand-written reader). The
+/// transport's informational strings are the exception ([`informational_string`]).
 fn null_member(field: &'static str) -> ResultError {
     invalid(field, "is null: null is refused, omit the member instead")
 }
@@ -273,6 +282,26 @@ fn optional_string(
     match object.get(field) {
         None => Ok(None),
         Some(Value::Null) => Err(null_member(field)),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(invalid(field, "must be a string")),
+    }
+}
+
+/// A transport member that no check reads as a restriction (`reason_code`, `expires_at`,
+/// `redrive_url`, and `approval_id` unless the status is PENDING): `null` reads as absent.
+///
+/// The exception to `null_member`, and why it is safe here: the rule against `null` exists
+/// because absence can mean "no restriction" where `null` may mean "none". None of these members
+/// restricts or widens anything a verifier decides — an absent `reason_code` on a DENIED result
+/// already gives `approver_refused` — while many callback implementations write every optional
+/// member, `null` when unset, and refusing them made a whole result unusable for a field nobody
+/// reads (docs/SPEC.md §2.1). Any other type is still refused.
+fn informational_string(
+    object: &serde_json::Map<String, Value>,
+    field: &'static str,
+) -> Result<Option<String>, ResultError> {
+    match object.get(field) {
+        None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(_) => Err(invalid(field, "must be a string")),
     }
@@ -460,16 +489,46 @@ mod tests {
     }
 
     #[test]
-    fn null_optional_envelope_members_are_refused_and_absent_ones_are_not() {
+    fn null_informational_transport_members_read_as_absent() {
+        // What a callback that writes every optional member sends on a plain approval.
+        let r = ApprovalResult::from_json(
+            br#"{"status":"APPROVED","approval_id":null,"expires_at":null,"redrive_url":null,"reason_code":null}"#,
+        );
+        assert_eq!(r, Ok(ApprovalResult::bare(ApprovalStatus::Approved)));
+        for status in ["APPROVED", "DENIED"] {
+            for member in ["approval_id", "expires_at", "redrive_url", "reason_code"] {
+                let text = format!(r#"{{"status":"{status}","{member}":null}}"#);
+                let r = ApprovalResult::from_json(text.as_bytes());
+                assert_eq!(
+                    r,
+                    Ok(ApprovalResult::bare(
+                        parse_status(status).unwrap_or(ApprovalStatus::Pending)
+                    )),
+                    "{status} {member}"
+                );
+            }
+        }
+        // A wrong type is not null: still refused.
+        assert!(matches!(
+            ApprovalResult::from_json(br#"{"status":"APPROVED","reason_code":7}"#),
+            Err(ResultError::InvalidField {
+                field: "reason_code",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn null_members_that_carry_meaning_are_still_refused() {
         assert!(ApprovalResult::from_json(br#"{"status":"DENIED"}"#).is_ok());
         for member in [
-            "approval_id",
-            "expires_at",
-            "redrive_url",
-            "reason_code",
             "identity_assurance",
+            "authority",
+            "revises",
+            "standing_grant",
+            "approver_evidence",
         ] {
-            let text = format!(r#"{{"status":"DENIED","{member}":null}}"#);
+            let text = format!(r#"{{"status":"APPROVED","{member}":null}}"#);
             assert!(
                 matches!(
                     ApprovalResult::from_json(text.as_bytes()),
@@ -478,6 +537,21 @@ mod tests {
                 "{member}"
             );
         }
+        assert!(matches!(
+            ApprovalResult::from_json(br#"{"status":null}"#),
+            Err(ResultError::InvalidField {
+                field: "status",
+                ..
+            })
+        ));
+        // The one approval_id a gateway needs: a PENDING result's.
+        assert!(matches!(
+            ApprovalResult::from_json(br#"{"status":"PENDING","approval_id":null}"#),
+            Err(ResultError::InvalidField {
+                field: "approval_id",
+                ..
+            })
+        ));
     }
 
     #[test]

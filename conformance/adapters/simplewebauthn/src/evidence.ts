@@ -482,11 +482,18 @@ async function verify(policy: Policy, action: Action, resultNode: Node, registry
   } else return malformed;
   const status = result.status;
   if (status !== "APPROVED" && status !== "DENIED" && status !== "PENDING") return malformed;
+  // The transport's informational strings: null reads as absent (SPEC §2.1), except the
+  // approval_id of a PENDING result, which is what the gateway asks again with.
   for (const k of ["approval_id", "expires_at", "redrive_url", "reason_code"]) {
+    const informational = k !== "approval_id" || status !== "PENDING";
+    if (k in result && result[k] === null && informational) delete result[k];
     if (k in result && !isStr(result[k])) return malformed;
   }
-  // Optional envelope members are absent or of their type: null is refused, not read as absent.
-  if ("identity_assurance" in result && result.identity_assurance === null) return malformed;
+  // Members that carry meaning are absent or of their type: null is refused, not read as absent.
+  for (const k of ["identity_assurance", "authority"]) {
+    if (k in result && result[k] === null) return malformed;
+  }
+  if ("revises" in result && !isStr(result.revises)) return malformed;
   if ("approver_evidence" in result && !Array.isArray(result.approver_evidence)) return malformed;
   if (status === "PENDING" && !isStr(result.approval_id)) return malformed;
   const entries = resultNode.t === "obj" && member(resultNode, "approver_evidence")?.t === "arr" ? (member(resultNode, "approver_evidence") as { items: Node[] }).items : [];

@@ -41,7 +41,7 @@ pub struct StandingProposal {
     pub agent_id: String,
     /// Which tool names the grant covers: a pattern.
     pub tool_name: String,
-    /// Rules on named arguments (`one_of`, `prefix`, `max`, `currency`); all must hold.
+    /// Rules on named arguments (`one_of`, `prefix`, `path`, `max`, `currency`); all must hold.
     #[serde(default)]
     pub constraints: Vec<Value>,
     /// How many calls the grant may approve in total.

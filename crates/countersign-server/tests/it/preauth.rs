@@ -177,6 +177,35 @@ fn a_config_with_a_local_expiry_or_an_unknown_constraint_does_not_load() {
     assert!(err.to_string().contains("regex"), "{err}");
 }
 
+#[test]
+fn a_config_with_a_string_prefix_over_a_path_does_not_load_and_a_path_rule_does() {
+    let base = "rp_id = \"x\"\norigins = [\"https://x\"]\n";
+    let files = |rule: &str| {
+        format!(
+            "{base}[[preauthorizations]]\nslug = \"reports\"\nagent = \"*\"\ntool = \"files.read\"\n\
+             expires_at = 2099-01-01T00:00:00Z\nmax_uses = 5\nconstraints = [ {rule} ]\n"
+        )
+    };
+    let err = Config::from_toml(&files(
+        r#"{ kind = "prefix", arg = "/path", prefix = "/srv/reports/" }"#,
+    ))
+    .err()
+    .unwrap();
+    assert!(err.to_string().contains("\"kind\": \"path\""), "{err}");
+    let err = Config::from_toml(&files(
+        r#"{ kind = "path", arg = "/path", under = "/srv/reports/" }"#,
+    ))
+    .err()
+    .unwrap();
+    assert!(err.to_string().contains("normal form"), "{err}");
+    assert!(
+        Config::from_toml(&files(
+            r#"{ kind = "path", arg = "/path", under = "/srv/reports" }"#
+        ))
+        .is_ok()
+    );
+}
+
 #[tokio::test]
 async fn a_human_decision_records_the_one_call_it_grants() {
     let alice = Approver::alice();

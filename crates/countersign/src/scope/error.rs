@@ -69,6 +69,32 @@ pub enum ScopeError {
     /// present.
     #[error("a prefix constraint has an empty prefix (it would only test presence)")]
     EmptyPrefix,
+    /// A `prefix` holds `/` or `\`: a string prefix does not bound names under a directory.
+    #[error(
+        "prefix {prefix:?} contains '/' or '\\': a string prefix admits '..' and sibling names \
+         ('/srv/data2' under '/srv/data'); for a file path write {{\"kind\": \"path\", \"under\": ...}}"
+    )]
+    SeparatorInPrefix {
+        /// The prefix as written (at most its first 256 characters).
+        prefix: String,
+    },
+    /// A `path` rule's directory cannot be read as a path.
+    #[error("path rule directory {under:?} {why}")]
+    BadPathUnder {
+        /// The directory as written (at most its first 256 characters).
+        under: String,
+        /// What is refused in it.
+        why: super::PathRefusal,
+    },
+    /// A `path` rule's directory is not written in its normal form, so the text signed would not
+    /// be the directory compared.
+    #[error("path rule directory {under:?} is not in its normal form: write {normal:?}")]
+    PathUnderNotNormal {
+        /// The directory as written (at most its first 256 characters).
+        under: String,
+        /// Its normal form.
+        normal: String,
+    },
     /// `max_uses` is 0 or beyond 2^53-1.
     #[error("max_uses is {got}: it must be 1 to 2^53-1")]
     BadMaxUses {
@@ -152,7 +178,7 @@ pub enum OutOfScope {
         /// The argument as the call has it.
         got: String,
     },
-    /// A `prefix` or `currency` argument is not a string.
+    /// A `prefix`, `path` or `currency` argument is not a string.
     #[error("constraint {rule} ({kind}): {arg} is {got}, not a string")]
     NotAString {
         /// Which constraint refused, from 0 in the scope's order.
@@ -174,6 +200,30 @@ pub enum OutOfScope {
         /// The required prefix.
         prefix: String,
         /// The argument as the call has it.
+        got: String,
+    },
+    /// A `path` argument cannot be read as a path without guessing (docs/SPEC.md §14.4).
+    #[error("constraint {rule} (path): {arg} = {got:?} {why}")]
+    PathRefused {
+        /// Which constraint refused, from 0 in the scope's order.
+        rule: usize,
+        /// The argument path.
+        arg: String,
+        /// The argument as the call has it (at most its first 256 characters).
+        got: String,
+        /// What is refused in it.
+        why: super::PathRefusal,
+    },
+    /// A `path` argument, read, is neither the rule's directory nor inside it.
+    #[error("constraint {rule} (path): {arg} = {got:?} is not inside {under:?}")]
+    PathOutside {
+        /// Which constraint refused, from 0 in the scope's order.
+        rule: usize,
+        /// The argument path.
+        arg: String,
+        /// The rule's directory.
+        under: String,
+        /// The argument in its normal form (at most its first 256 characters).
         got: String,
     },
     /// A `max` argument is neither a decimal string nor a JSON integer.
@@ -239,6 +289,8 @@ impl OutOfScope {
             Self::ValueNotAllowed { .. } => "value_not_allowed",
             Self::NotAString { .. } => "not_a_string",
             Self::PrefixMismatch { .. } => "prefix_mismatch",
+            Self::PathRefused { .. } => "path_refused",
+            Self::PathOutside { .. } => "path_outside",
             Self::NotAnAmount { .. } => "not_an_amount",
             Self::NegativeAmount { .. } => "negative_amount",
             Self::AboveMaximum { .. } => "above_maximum",
@@ -253,6 +305,8 @@ impl OutOfScope {
             | Self::ValueNotAllowed { arg, .. }
             | Self::NotAString { arg, .. }
             | Self::PrefixMismatch { arg, .. }
+            | Self::PathRefused { arg, .. }
+            | Self::PathOutside { arg, .. }
             | Self::NotAnAmount { arg, .. }
             | Self::NegativeAmount { arg, .. }
             | Self::AboveMaximum { arg, .. }

@@ -6,8 +6,11 @@
 //! data plus [`Scope::covers`]: no I/O, no clock (the caller passes the time), no panics.
 //!
 //! The constraint kinds are closed: `one_of` (an allowlist of JSON values), `prefix` (a string
-//! prefix), `max` (an exact decimal maximum for an amount) and `currency` (an allowlist of
-//! currency codes). An unknown kind or member is refused when the scope is parsed, never ignored.
+//! prefix), `path` (a file path inside a directory, compared name by name: [`NormalPath`]), `max`
+//! (an exact decimal maximum for an amount) and `currency` (an allowlist of currency codes). An
+//! unknown kind or member is refused when the scope is parsed, never ignored. A `prefix` holding
+//! `/` or `\` is refused too: a string prefix is unsound for paths (and for anything else built
+//! of `/`-separated names), and reading it as a path would be guessing what its author meant.
 //! Every constraint names one argument by JSON Pointer and requires it to be present: an absent
 //! argument never matches, even where `null` is allowed, because an omitted authority-bearing
 //! field must not satisfy policy by accident. All constraints must hold (they are a conjunction).
@@ -17,6 +20,7 @@
 
 mod amount;
 mod error;
+mod file_path;
 mod path;
 mod pattern;
 #[cfg(test)]
@@ -24,6 +28,7 @@ mod tests;
 
 pub use amount::{Amount, MAX_DECIMAL_CHARS, MaxAmount};
 pub use error::{OutOfScope, ScopeError};
+pub use file_path::{MAX_FILE_PATH_BYTES, NormalPath, PathRefusal, PathUnder};
 pub use path::{ArgPath, MAX_PATH_BYTES, MAX_PATH_DEPTH};
 pub use pattern::{MAX_PATTERN_BYTES, Pattern};
 
@@ -144,8 +149,17 @@ pub enum Constraint {
     Prefix {
         /// The argument the rule reads, by path into the call's arguments.
         arg: ArgPath,
-        /// The required prefix; never empty.
-        prefix: NonEmptyText,
+        /// The required prefix; never empty, never holding `/` or `\`.
+        prefix: PrefixText,
+    },
+    /// The argument is an absolute file path that is `under` or inside it, compared name by name
+    /// after the reading of [`NormalPath`] (which refuses `..`, `\`, `%` and control
+    /// characters rather than guess how a tool reads them).
+    Path {
+        /// The argument the rule reads, by path into the call's arguments.
+        arg: ArgPath,
+        /// The directory; written in its normal form.
+        under: PathUnder,
     },
     /// The argument is an amount from 0 to `max` inclusive, compared exactly (see [`Amount`]).
     Max {
@@ -169,6 +183,7 @@ impl Constraint {
         match self {
             Self::OneOf { .. } => "one_of",
             Self::Prefix { .. } => "prefix",
+            Self::Path { .. } => "path",
             Self::Max { .. } => "max",
             Self::Currency { .. } => "currency",
         }
@@ -179,6 +194,7 @@ impl Constraint {
         match self {
             Self::OneOf { arg, .. }
             | Self::Prefix { arg, .. }
+            | Self::Path { arg, .. }
             | Self::Max { arg, .. }
             | Self::Currency { arg, .. } => arg,
         }
@@ -215,6 +231,24 @@ impl Constraint {
                     arg,
                     prefix: prefix.as_str().to_owned(),
                     got: amount::excerpt(got),
+                })
+            }
+            Self::Path { under, .. } => {
+                let got = self.string_arg(rule, value)?;
+                let path = NormalPath::parse(got).map_err(|why| OutOfScope::PathRefused {
+                    rule,
+                    arg: arg.clone(),
+                    got: excerpt_path(got),
+                    why,
+                })?;
+                if path.is_within(under.path()) {
+                    return Ok(());
+                }
+                Err(OutOfScope::PathOutside {
+                    rule,
+                    arg,
+                    under: under.as_str().to_owned(),
+                    got: excerpt_path(&path.to_string()),
                 })
             }
             Self::Max { max, .. } => {
@@ -320,30 +354,39 @@ fn is_exact(v: &Value) -> bool {
     }
 }
 
-/// A non-empty string (a `prefix`).
+/// The text of a `prefix` rule: not empty, and without `/` or `\`.
+///
+/// A prefix with a separator in it is a rule about names under a directory (a file path, a URL,
+/// a ref), and a string prefix admits `/srv/data/../../etc` under `/srv/data/` and `/srv/data2`
+/// under `/srv/data`. The rule for paths is `path`; other hierarchies have no rule but `one_of`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct NonEmptyText(String);
+pub struct PrefixText(String);
 
-impl NonEmptyText {
+impl PrefixText {
     /// The text.
     pub fn as_str(&self) -> &str {
         &self.0
     }
 }
 
-impl TryFrom<String> for NonEmptyText {
+impl TryFrom<String> for PrefixText {
     type Error = ScopeError;
     fn try_from(text: String) -> Result<Self, Self::Error> {
         if text.is_empty() {
             return Err(ScopeError::EmptyPrefix);
         }
+        if text.contains(['/', '\\']) {
+            return Err(ScopeError::SeparatorInPrefix {
+                prefix: excerpt_path(&text),
+            });
+        }
         Ok(Self(text))
     }
 }
 
-impl From<NonEmptyText> for String {
-    fn from(t: NonEmptyText) -> Self {
+impl From<PrefixText> for String {
+    fn from(t: PrefixText) -> Self {
         t.0
     }
 }
@@ -487,6 +530,16 @@ impl<'de> Deserialize<'de> for Expiry {
 fn format_instant(at: OffsetDateTime) -> String {
     at.format(&Rfc3339)
         .unwrap_or_else(|_| format!("{} seconds since the epoch", at.unix_timestamp()))
+}
+
+/// A path for an error message: its first 256 characters (messages print it with `{:?}`, which
+/// escapes control characters).
+fn excerpt_path(text: &str) -> String {
+    let mut cut: String = text.chars().take(MAX_PATH_BYTES).collect();
+    if cut.len() < text.len() {
+        cut.push('…');
+    }
+    cut
 }
 
 /// A short rendering of an untrusted JSON value for an error message.

@@ -160,23 +160,154 @@ fn one_of_refuses_empty_and_float_allowlists() {
 
 #[test]
 fn prefix_requires_a_string_starting_with_the_prefix() {
-    let s = scope(json!([{"kind": "prefix", "arg": "/path", "prefix": "/srv/reports/"}]));
-    assert_eq!(covers(&s, json!({"path": "/srv/reports/q3.pdf"})), Ok(()));
+    let s = scope(json!([{"kind": "prefix", "arg": "/to", "prefix": "ops-"}]));
+    assert_eq!(covers(&s, json!({"to": "ops-landlord"})), Ok(()));
     assert_eq!(
-        covers(&s, json!({"path": "/srv/reportsX/q3.pdf"})).map_err(|e| e.code()),
+        covers(&s, json!({"to": "opsX-landlord"})).map_err(|e| e.code()),
         Err("prefix_mismatch")
     );
     assert_eq!(
-        covers(&s, json!({"path": 3})).map_err(|e| e.code()),
+        covers(&s, json!({"to": 3})).map_err(|e| e.code()),
         Err("not_a_string")
     );
     assert_eq!(
-        covers(&s, json!({"path": null})).map_err(|e| e.code()),
+        covers(&s, json!({"to": null})).map_err(|e| e.code()),
         Err("not_a_string")
     );
     assert_eq!(
         covers(&s, json!({})).map_err(|e| e.code()),
         Err("argument_missing")
+    );
+}
+
+#[test]
+fn prefix_holding_a_separator_is_refused_at_parse() {
+    // A string prefix on a path admits `..` and sibling names: the rule for paths is `path`.
+    for prefix in [
+        "/srv/data/",
+        "/srv/data",
+        "refs/heads/",
+        "C:\\data\\",
+        "https://x/",
+    ] {
+        let doc = base_with(
+            "constraints",
+            json!([{"kind": "prefix", "arg": "/path", "prefix": prefix}]),
+        );
+        assert!(
+            matches!(refused(doc), ScopeError::Syntax(m) if m.contains("contains '/' or '\\'")),
+            "{prefix}"
+        );
+    }
+    assert_eq!(
+        PrefixText::try_from("/srv/data/".to_owned()),
+        Err(ScopeError::SeparatorInPrefix {
+            prefix: "/srv/data/".into()
+        })
+    );
+    assert!(PrefixText::try_from("ops-".to_owned()).is_ok());
+}
+
+// --- path -----------------------------------------------------------------------------------
+
+fn path_scope(under: &str) -> Scope {
+    scope(json!([{"kind": "path", "arg": "/file", "under": under}]))
+}
+
+#[test]
+fn path_admits_the_directory_and_what_is_inside_it() {
+    let s = path_scope("/srv/data");
+    for ok in [
+        "/srv/data",
+        "/srv/data/",
+        "/srv/data/q3/report.pdf",
+        "/srv//data/./q3//report.pdf",
+        "/srv/data/...",
+    ] {
+        assert_eq!(covers(&s, json!({ "file": ok })), Ok(()), "{ok}");
+    }
+    assert_eq!(
+        covers(&path_scope("/"), json!({"file": "/etc/hosts"})),
+        Ok(())
+    );
+}
+
+#[test]
+fn path_refuses_traversal_siblings_and_ambiguous_spellings() {
+    let s = path_scope("/srv/data");
+    assert_eq!(
+        covers(&s, json!({"file": "/srv/data/../../etc/shadow"})),
+        Err(OutOfScope::PathRefused {
+            rule: 0,
+            arg: "/file".into(),
+            got: "/srv/data/../../etc/shadow".into(),
+            why: PathRefusal::ParentName,
+        })
+    );
+    assert_eq!(
+        covers(&s, json!({"file": "/srv/data2/x"})),
+        Err(OutOfScope::PathOutside {
+            rule: 0,
+            arg: "/file".into(),
+            under: "/srv/data".into(),
+            got: "/srv/data2/x".into(),
+        })
+    );
+    for (got, code) in [
+        ("/srv/data/a/../b", "path_refused"),
+        ("/srv/data\\..\\..\\etc\\shadow", "path_refused"),
+        ("/srv/data/%2e%2e/%2e%2e/etc/shadow", "path_refused"),
+        ("/srv/data/x\u{0}.pdf", "path_refused"),
+        ("srv/data/x", "path_refused"),
+        ("//srv/data/x", "path_refused"),
+        ("/srv/dat", "path_outside"),
+        ("/srv", "path_outside"),
+        ("/etc/shadow", "path_outside"),
+        ("/SRV/data/x", "path_outside"),
+    ] {
+        assert_eq!(
+            covers(&s, json!({ "file": got })).map_err(|e| e.code()),
+            Err(code),
+            "{got:?}"
+        );
+    }
+    assert_eq!(
+        covers(&s, json!({"file": ["/srv/data/x"]})).map_err(|e| e.code()),
+        Err("not_a_string")
+    );
+    assert_eq!(
+        covers(&s, json!({})).map_err(|e| e.code()),
+        Err("argument_missing")
+    );
+}
+
+#[test]
+fn path_directory_must_be_absolute_and_normal() {
+    for (under, needle) in [
+        ("/srv/data/", "write \"/srv/data\""),
+        ("/srv//data", "write \"/srv/data\""),
+        ("/srv/./data", "write \"/srv/data\""),
+        ("/srv/data/..", "'..'"),
+        ("srv/data", "not absolute"),
+        ("", "not absolute"),
+        ("/srv/data%2f", "'%'"),
+        ("C:\\data", "'\\'"),
+    ] {
+        let doc = base_with(
+            "constraints",
+            json!([{"kind": "path", "arg": "/file", "under": under}]),
+        );
+        assert!(
+            matches!(refused(doc), ScopeError::Syntax(ref m) if m.contains(needle)),
+            "{under:?}"
+        );
+    }
+    let s = path_scope("/srv/data");
+    let json = serde_json::to_value(&s).unwrap_or_default();
+    assert_eq!(
+        json["constraints"],
+        json!([{"kind": "path", "arg": "/file", "under": "/srv/data"}]),
+        "the directory serializes as written"
     );
 }
 

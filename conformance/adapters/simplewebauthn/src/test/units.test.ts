@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { admitFields, jcs, opHashDocument, Refused, type Value } from "../canon.js";
 import { b64url } from "../evidence.js";
+import { pathCovers, pathNames, PathRefused, pathUnder, prefixTextReadable } from "../path.js";
 import { exceeds, parseTime, secondsBetween } from "../time.js";
 
 const enc = (s: string) => Buffer.from(s, "utf8");
@@ -66,4 +67,29 @@ test("base64url has one spelling per byte string", () => {
   assert.throws(() => b64url("AQ=="));
   assert.throws(() => b64url("AR"));
   assert.throws(() => b64url("+w"));
+});
+
+test("the path rule reads POSIX spellings and refuses ambiguous ones", () => {
+  assert.deepEqual(pathNames("/srv//data/./q3/"), ["srv", "data", "q3"]);
+  assert.deepEqual(pathNames("/"), []);
+  assert.deepEqual(pathNames("/srv/data/..."), ["srv", "data", "..."]);
+  for (const text of ["/srv/data/../../etc/shadow", "/srv/data/a/../b", "srv/data", "//srv", "/srv\\data", "/srv/%2e%2e", "/srv/a\u0000b", "/srv/a\u0085", "/" + "a".repeat(4096)]) {
+    assert.throws(() => pathNames(text), PathRefused, JSON.stringify(text));
+  }
+});
+
+test("the path rule compares whole names under a directory in normal form", () => {
+  assert.ok(pathCovers("/srv/data", "/srv/data"));
+  assert.ok(pathCovers("/srv/data", "/srv/data/q3/report.pdf"));
+  assert.ok(pathCovers("/", "/etc/hosts"));
+  assert.ok(!pathCovers("/srv/data", "/srv/data2/x"));
+  assert.ok(!pathCovers("/srv/data", "/srv/data/../../etc/shadow"));
+  assert.ok(!pathCovers("/srv/data", "/SRV/data/x"));
+  assert.ok(!pathCovers("/srv/data", ["/srv/data"]));
+  assert.deepEqual(pathUnder("/srv/data"), ["srv", "data"]);
+  for (const text of ["/srv/data/", "/srv//data", "/srv/./data", "srv/data", ""]) {
+    assert.throws(() => pathUnder(text), PathRefused, JSON.stringify(text));
+  }
+  assert.ok(prefixTextReadable("ops-"));
+  for (const text of ["/srv/data/", "refs/heads/", "C:\\data", ""]) assert.ok(!prefixTextReadable(text), text);
 });
