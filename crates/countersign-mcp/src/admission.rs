@@ -29,6 +29,8 @@
 //! for JSON that is no single acceptable message), and [`recover_id`] finds the request id to
 //! answer under when one can be read.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::ops::Range;
 
 /// Largest frame admitted (tool arguments can be whole files); the HTTP body limit is the same.
@@ -467,12 +469,12 @@ impl Reader<'_> {
         loop {
             let start = self.at;
             // The plain run up to the next quote, backslash or byte that needs a look.
-            while let Some(b) = self.peek() {
-                if b == b'"' || b == b'\\' || b < 0x20 || b == 0xC2 || b == 0xE2 {
-                    break;
-                }
-                self.at += 1;
-            }
+            let run = self
+                .rest()
+                .iter()
+                .position(|b| needs_a_look(*b))
+                .unwrap_or(self.rest().len());
+            self.at += run;
             if let Some(out) = &mut out {
                 out.push_str(&self.text[start..self.at]);
             }
@@ -621,34 +623,58 @@ impl Reader<'_> {
     }
 }
 
+/// The bytes a string's plain run stops at: its end, an escape, a control character, and the lead
+/// bytes of U+0085 (C2) and U+2028/U+2029 (E2). A table: the run is most of a frame's bytes.
+#[allow(
+    clippy::indexing_slicing,
+    reason = "evaluated at compile time: an index out of bounds would not compile"
+)]
+const NEEDS_A_LOOK: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = true;
+        b += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table[0xC2] = true;
+    table[0xE2] = true;
+    table
+};
+
+fn needs_a_look(b: u8) -> bool {
+    NEEDS_A_LOOK.get(usize::from(b)).copied().unwrap_or(true)
+}
+
 fn line_break(at: usize, character: &'static str) -> Rejection {
     Rejection::LineBreak { at, character }
 }
 
-/// The member names of one object, to refuse duplicates and names equal but for case.
+/// The member names of one object, to refuse duplicates and names equal but for case: by folded
+/// name, the name as written (a map, so an object with many members costs linear time).
 #[derive(Default)]
 struct Names {
-    seen: Vec<(String, String)>,
+    seen: HashMap<String, String>,
 }
 
 impl Names {
     fn add(&mut self, name: &str, at: usize) -> Result<(), Rejection> {
-        let folded = fold(name);
-        if let Some((_, other)) = self.seen.iter().find(|(f, _)| *f == folded) {
-            if other == name {
-                return Err(Rejection::DuplicateMember {
-                    at,
-                    name: name.to_owned(),
-                });
+        match self.seen.entry(fold(name)) {
+            Entry::Vacant(v) => {
+                v.insert(name.to_owned());
+                Ok(())
             }
-            return Err(Rejection::CaseCollision {
+            Entry::Occupied(o) if o.get() == name => Err(Rejection::DuplicateMember {
                 at,
                 name: name.to_owned(),
-                other: other.clone(),
-            });
+            }),
+            Entry::Occupied(o) => Err(Rejection::CaseCollision {
+                at,
+                name: name.to_owned(),
+                other: o.get().clone(),
+            }),
         }
-        self.seen.push((folded, name.to_owned()));
-        Ok(())
     }
 }
 
@@ -671,11 +697,15 @@ fn case_variant(name: &str, keep: Keep) -> Option<&'static str> {
         Keep::Params => &PARAMS_MEMBERS,
         Keep::Nothing => return None,
     };
+    // Every known name is ASCII: an ASCII name compares without folding; another folds once.
+    if name.is_ascii() {
+        return known
+            .iter()
+            .find(|k| **k != name && k.eq_ignore_ascii_case(name))
+            .copied();
+    }
     let folded = fold(name);
-    known
-        .iter()
-        .find(|k| **k != name && fold(k) == folded)
-        .copied()
+    known.iter().find(|k| **k == folded).copied()
 }
 
 /// The request id of a frame that was not admitted, if it can be read: the value of a top-level
