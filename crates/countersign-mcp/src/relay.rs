@@ -461,7 +461,7 @@ impl Interposer {
         to_upstream: Lines,
     ) -> std::io::Result<()> {
         let mut frame = Vec::new();
-        while let Some(read) = read_frame(&mut input, &mut frame).await? {
+        while let Some(read) = crate::stdio::read_frame(&mut input, &mut frame).await? {
             if let Err(too_large) = read {
                 self.inadmissible(&[], &too_large, &to_client);
                 continue;
@@ -666,7 +666,7 @@ impl Interposer {
         }
         match s.outbound_by_client.get(&target) {
             // Sent under the session lock, so it cannot overtake the request it cancels.
-            Some(upstream) => match with_request_id(&line, upstream) {
+            Some(upstream) => match crate::splice::with_request_id(&line, upstream) {
                 Some(line) => {
                     let _ = to_upstream.send(line);
                 }
@@ -843,7 +843,7 @@ impl Interposer {
         let client = s.answered(&key);
         // The line itself with the client's id back, for an answer passed on unchanged.
         let unchanged = |line: String| match &client {
-            Some(c) => with_id(&line, &c.raw).unwrap_or(line),
+            Some(c) => crate::splice::with_id(&line, &c.raw).unwrap_or(line),
             None => line,
         };
         // A frame rewritten as a tree carries the client's id too.
@@ -1113,7 +1113,7 @@ impl Interposer {
         // Under the lock: a cancel read from now on is forwarded after the call, never before.
         let _ = to_upstream.send(line);
         if let Some(cancel) = call.and_then(|c| c.cancel_line)
-            && let Some(cancel) = with_request_id(&cancel, &upstream)
+            && let Some(cancel) = crate::splice::with_request_id(&cancel, &upstream)
         {
             let _ = to_upstream.send(cancel);
         }
@@ -2262,53 +2262,6 @@ const UPSTREAM_ID_PREFIX: &str = "cs-";
 const ID_IN_FLIGHT: &str = "this request id is already in flight in this session: a client's \
      requests awaiting an answer must have distinct ids";
 
-/// Read one line of at most [`admission::MAX_FRAME_BYTES`] into `frame` (cleared first), without
-/// its LF or the CR of a CRLF (every common reader ends a line so). `None` at the end of input;
-/// `Some(Err(..))` for a line past the cap, read to its end and dropped.
-async fn read_frame<R: AsyncBufRead + Unpin>(
-    input: &mut R,
-    frame: &mut Vec<u8>,
-) -> std::io::Result<Option<Result<(), Rejection>>> {
-    frame.clear();
-    let (mut bytes, mut any) = (0usize, false);
-    loop {
-        let available = input.fill_buf().await?;
-        if available.is_empty() {
-            if !any {
-                return Ok(None);
-            }
-            break;
-        }
-        any = true;
-        let end = available.iter().position(|b| *b == b'\n');
-        let chunk = available
-            .get(..end.unwrap_or(available.len()))
-            .unwrap_or_default();
-        bytes = bytes.saturating_add(chunk.len());
-        // One byte of slack for the CR of a CRLF; past that, only the count goes on.
-        if bytes <= admission::MAX_FRAME_BYTES + 1 {
-            frame.extend_from_slice(chunk);
-        }
-        let used = chunk.len() + usize::from(end.is_some());
-        input.consume(used);
-        if end.is_some() {
-            break;
-        }
-    }
-    if frame.last() == Some(&b'\r') && bytes <= admission::MAX_FRAME_BYTES + 1 {
-        frame.pop();
-        bytes -= 1;
-    }
-    if bytes > admission::MAX_FRAME_BYTES {
-        frame.clear();
-        return Ok(Some(Err(Rejection::TooLarge {
-            bytes,
-            max: admission::MAX_FRAME_BYTES,
-        })));
-    }
-    Ok(Some(Ok(())))
-}
-
 /// The answer to a frame that failed admission: its code, what broke, and the reason word in
 /// `data` for tools.
 pub(crate) fn inadmissible_error(id: &Value, why: &Rejection) -> Value {
@@ -2321,20 +2274,6 @@ pub(crate) fn inadmissible_error(id: &Value, why: &Rejection) -> Value {
             "data": {"reason": why.reason()},
         },
     })
-}
-
-/// `line` with its top-level `id` replaced by the JSON text `id`.
-fn with_id(line: &str, id: &str) -> Option<String> {
-    let at = crate::splice::member(line, "id")?;
-    Some(crate::splice::replace(line, at, id))
-}
-
-/// A `notifications/cancelled` line with `params.requestId` replaced by the JSON text `id`.
-fn with_request_id(line: &str, id: &str) -> Option<String> {
-    let params = crate::splice::member(line, "params")?;
-    let inner = crate::splice::member(&line[params.clone()], "requestId")?;
-    let at = params.start + inner.start..params.start + inner.end;
-    Some(crate::splice::replace(line, at, id))
 }
 
 /// RFC 3339 of now (for tests and logs).
@@ -2393,64 +2332,6 @@ mod tests {
         assert_eq!(
             spaced.id.and_then(raw_id).map(|v| id_key(&v)),
             Some(id_key(&Value::from("a")))
-        );
-    }
-
-    #[test]
-    fn ids_are_swapped_in_the_text_and_nothing_else_changes() {
-        let line = r#"{"jsonrpc":"2.0", "id" : 7 ,"method":"x","params":{"id":1}}"#;
-        assert_eq!(
-            with_id(line, r#""cs-1""#).unwrap(),
-            r#"{"jsonrpc":"2.0", "id" : "cs-1" ,"method":"x","params":{"id":1}}"#
-        );
-        let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a","reason":"r"}}"#;
-        assert_eq!(
-            with_request_id(cancel, r#""cs-9""#).unwrap(),
-            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"cs-9","reason":"r"}}"#
-        );
-        assert_eq!(with_request_id(r#"{"params":{}}"#, "1"), None);
-    }
-
-    /// Lines as `read_frame` cuts them from a byte stream, in whatever pieces it arrives.
-    async fn frames(input: &[u8]) -> Vec<Result<Vec<u8>, &'static str>> {
-        let mut reader = tokio::io::BufReader::with_capacity(3, input);
-        let mut frame = Vec::new();
-        let mut out = Vec::new();
-        while let Some(read) = read_frame(&mut reader, &mut frame).await.unwrap() {
-            out.push(read.map(|()| frame.clone()).map_err(|e| e.reason()));
-        }
-        out
-    }
-
-    #[tokio::test]
-    async fn a_frame_ends_at_lf_and_only_a_crlf_loses_its_cr() {
-        let read = frames(b"{\"a\":1}\r\n{\"b\":2}\n\r{\"c\":3}\r\n\nlast").await;
-        let want: Vec<Result<Vec<u8>, &str>> = vec![
-            Ok(b"{\"a\":1}".to_vec()),
-            Ok(b"{\"b\":2}".to_vec()),
-            // A CR that ends no line stays: admission refuses the frame that carries it.
-            Ok(b"\r{\"c\":3}".to_vec()),
-            Ok(Vec::new()),
-            Ok(b"last".to_vec()),
-        ];
-        assert_eq!(read, want);
-        assert!(frames(b"").await.is_empty());
-    }
-
-    #[tokio::test]
-    async fn a_line_past_the_cap_is_dropped_whole_and_the_next_one_read() {
-        let mut input = vec![b'x'; admission::MAX_FRAME_BYTES + 1];
-        input.extend_from_slice(b"\n{}\n");
-        let read = frames(&input).await;
-        assert_eq!(read, vec![Err("frame_too_large"), Ok(b"{}".to_vec())]);
-        // Exactly at the cap, with a CRLF: admitted length.
-        let mut input = vec![b'x'; admission::MAX_FRAME_BYTES];
-        input.extend_from_slice(b"\r\n");
-        let read = frames(&input).await;
-        assert_eq!(read.len(), 1);
-        assert_eq!(
-            read[0].as_ref().map(Vec::len),
-            Ok(admission::MAX_FRAME_BYTES)
         );
     }
 }

@@ -101,6 +101,20 @@ pub(crate) fn is_empty_object(text: &str) -> bool {
     members(text).is_some_and(|m| m.is_empty())
 }
 
+/// `line` with its top-level `id` replaced by the JSON text `id`.
+pub(crate) fn with_id(line: &str, id: &str) -> Option<String> {
+    let at = member(line, "id")?;
+    Some(replace(line, at, id))
+}
+
+/// A `notifications/cancelled` line with `params.requestId` replaced by the JSON text `id`.
+pub(crate) fn with_request_id(line: &str, id: &str) -> Option<String> {
+    let params = member(line, "params")?;
+    let inner = member(&line[params.clone()], "requestId")?;
+    let at = params.start + inner.start..params.start + inner.end;
+    Some(replace(line, at, id))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,5 +157,20 @@ mod tests {
         );
         assert!(without("[1]", "a").is_none());
         assert!(without("{\"a\":1} x", "a").is_none());
+    }
+
+    #[test]
+    fn ids_are_swapped_in_the_text_and_nothing_else_changes() {
+        let line = r#"{"jsonrpc":"2.0", "id" : 7 ,"method":"x","params":{"id":1}}"#;
+        assert_eq!(
+            with_id(line, r#""cs-1""#).unwrap(),
+            r#"{"jsonrpc":"2.0", "id" : "cs-1" ,"method":"x","params":{"id":1}}"#
+        );
+        let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a","reason":"r"}}"#;
+        assert_eq!(
+            with_request_id(cancel, r#""cs-9""#).unwrap(),
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"cs-9","reason":"r"}}"#
+        );
+        assert_eq!(with_request_id(r#"{"params":{}}"#, "1"), None);
     }
 }
