@@ -23,6 +23,16 @@
         parent.appendChild(document.createTextNode(seg.text));
         continue;
       }
+      if (seg.mark.kind === 'line' || seg.mark.kind === 'tab') {
+        // A text's own line structure: a quiet marker where a line ends or a tab stands, then the
+        // character itself (the value cell keeps line breaks); in the JSON view, the escape.
+        const raw = /[\n\t]/.test(seg.text);
+        const q = cs.el('span', 'quiet ' + seg.mark.kind, raw ? (seg.mark.kind === 'line' ? '\u21b5' : '\u2192') : seg.text);
+        q.title = seg.mark.name;
+        parent.appendChild(q);
+        if (raw) parent.appendChild(document.createTextNode(seg.text));
+        continue;
+      }
       const m = cs.el('mark', 'deceptive ' + seg.mark.kind);
       m.title = seg.mark.name;
       const ch = cs.el('bdi', 'ch', seg.text);

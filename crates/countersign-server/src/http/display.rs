@@ -73,10 +73,41 @@ pub struct Segment {
 /// Why a character is marked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Mark {
-    /// `invisible`, `bidi`, `control`, `space`, `confusable`, `script`, `nfc`.
+    /// Deceptive: `invisible`, `bidi`, `control`, `space`, `confusable`, `script`, `nfc`.
+    /// Quiet (line structure of a text that may span lines, shown but raising no alarm): `line`,
+    /// `tab`.
     pub kind: &'static str,
     /// `U+202E RIGHT-TO-LEFT OVERRIDE`, or `U+0430 looks like "a"`.
     pub name: String,
+}
+
+impl Mark {
+    /// A line break or tab in a text that may span lines: drawn as structure, never an alarm.
+    pub fn is_quiet(&self) -> bool {
+        matches!(self.kind, "line" | "tab")
+    }
+}
+
+/// Whether a string may span lines. A file's content, a message or any other value inside a
+/// structured field is text: its line breaks (LF, CRLF) and tabs are its layout, shown as such.
+/// A name (a member name, the agent, the tool) or a top-level field the profile types as a scalar
+/// (an account, an amount, a reference) is one line: a line break there can make one value look
+/// like two, so it is marked like any other control character.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lines {
+    One,
+    Many,
+}
+
+impl Lines {
+    /// For the value of top-level field `name` under `profile`.
+    fn of_field(profile: &Profile, name: &str) -> Self {
+        // Only a structured field holds text; anything else, known or not, is held to one line.
+        match profile.field(name).map(|s| s.kind) {
+            Some(countersign::FieldKind::Object | countersign::FieldKind::Any) => Self::Many,
+            _ => Self::One,
+        }
+    }
 }
 
 /// The code points NFC changes, per string: RFC 6901 pointer of the string (a value, or the
@@ -127,18 +158,20 @@ pub(crate) fn display(
                     .field(name)
                     .is_some_and(|s| s.kind == countersign::FieldKind::Decimal);
                 if let Some(v) = map.get(name) {
-                    w.walk(label, name.clone(), &pointer, v, decimal);
+                    let lines = Lines::of_field(profile, name);
+                    w.walk(label, name.clone(), &pointer, v, decimal, lines);
                 }
             }
         }
-        other => w.walk(Vec::new(), String::new(), "", other, false),
+        other => w.walk(Vec::new(), String::new(), "", other, false, Lines::Many),
     }
     let mut json = Vec::new();
     let mut jw = JsonWriter {
         out: &mut json,
         nfc,
+        profile,
     };
-    jw.value(fields, "", 0);
+    jw.value(fields, "", 0, Lines::Many);
     let agent_id = segments(request.agent_id);
     let tool_name = segments(request.tool_name);
     let nfc_changed = !nfc.is_empty();
@@ -159,8 +192,10 @@ pub(crate) fn display(
     }
 }
 
+/// Whether any segment carries a mark that raises the banner (quiet line structure does not).
 fn has_mark(segs: &[Segment]) -> bool {
-    segs.iter().any(|s| s.mark.is_some())
+    segs.iter()
+        .any(|s| s.mark.as_ref().is_some_and(|m| !m.is_quiet()))
 }
 
 /// RFC 6901: `~` is written `~0` and `/` is written `~1`.
@@ -182,7 +217,15 @@ impl Walker<'_> {
         segments_nfc(key, self.nfc_at(pointer))
     }
 
-    fn walk(&mut self, label: Vec<Segment>, path: String, pointer: &str, v: &Value, decimal: bool) {
+    fn walk(
+        &mut self,
+        label: Vec<Segment>,
+        path: String,
+        pointer: &str,
+        v: &Value,
+        decimal: bool,
+        lines: Lines,
+    ) {
         let (kind, text) = match v {
             Value::Object(map) if !map.is_empty() => {
                 for (k, child) in map {
@@ -190,7 +233,14 @@ impl Walker<'_> {
                     let mut l = label.clone();
                     l.push(plain(" › "));
                     l.extend(self.key_segments(k, &child_pointer));
-                    self.walk(l, format!("{path}.{k}"), &child_pointer, child, false);
+                    self.walk(
+                        l,
+                        format!("{path}.{k}"),
+                        &child_pointer,
+                        child,
+                        false,
+                        Lines::Many,
+                    );
                 }
                 return;
             }
@@ -199,7 +249,14 @@ impl Walker<'_> {
                     let mut l = label.clone();
                     l.push(plain(&format!(" [{i}]")));
                     let child_pointer = format!("{pointer}/{i}");
-                    self.walk(l, format!("{path}[{i}]"), &child_pointer, child, false);
+                    self.walk(
+                        l,
+                        format!("{path}[{i}]"),
+                        &child_pointer,
+                        child,
+                        false,
+                        Lines::Many,
+                    );
                 }
                 return;
             }
@@ -215,7 +272,12 @@ impl Walker<'_> {
             if let Some(w) = mixed_scripts(&text) {
                 warnings.push(w);
             }
-            if text.starts_with(char::is_whitespace) || text.ends_with(char::is_whitespace) {
+            // A text's final line break is its layout, not padding that hides a difference.
+            let edges = match lines {
+                Lines::One => text.as_str(),
+                Lines::Many => text.trim_matches(['\n', '\r', '\t']),
+            };
+            if edges.starts_with(char::is_whitespace) || edges.ends_with(char::is_whitespace) {
                 warnings.push("leading or trailing whitespace".to_owned());
             }
             if text.is_empty() {
@@ -227,7 +289,7 @@ impl Walker<'_> {
         } else {
             None
         };
-        let value = segments_nfc(&text, self.nfc_at(pointer));
+        let value = segments_in(&text, self.nfc_at(pointer), lines);
         if !self.nfc_at(pointer).is_empty() && has_mark(&value) {
             warnings.push("not in NFC: the signed form differs from this text".to_owned());
         }
@@ -289,6 +351,8 @@ pub(crate) fn group_digits(text: &str) -> Option<String> {
 struct JsonWriter<'a> {
     out: &'a mut Vec<Segment>,
     nfc: &'a NfcMarks,
+    /// Which top-level fields are one line (see [`Lines`]).
+    profile: &'a Profile,
 }
 
 impl JsonWriter<'_> {
@@ -299,10 +363,10 @@ impl JsonWriter<'_> {
         }
     }
 
-    fn string(&mut self, s: &str, pointer: &str) {
+    fn string(&mut self, s: &str, pointer: &str, lines: Lines) {
         self.push("\"");
         let nfc = self.nfc.get(pointer).map_or(&[][..], Vec::as_slice);
-        for seg in segments_nfc(s, nfc) {
+        for seg in segments_in(s, nfc, lines) {
             // Escaping is per character, so escaping each segment escapes the whole string.
             let quoted = serde_json::to_string(&seg.text).unwrap_or_default();
             let escaped = quoted
@@ -325,7 +389,7 @@ impl JsonWriter<'_> {
         self.push(&"  ".repeat(depth));
     }
 
-    fn value(&mut self, v: &Value, pointer: &str, depth: usize) {
+    fn value(&mut self, v: &Value, pointer: &str, depth: usize, lines: Lines) {
         match v {
             Value::Object(map) if !map.is_empty() => {
                 self.push("{");
@@ -335,9 +399,13 @@ impl JsonWriter<'_> {
                     }
                     self.indent(depth + 1);
                     let child_pointer = format!("{pointer}/{}", escape_pointer(k));
-                    self.string(k, &child_pointer);
+                    self.string(k, &child_pointer, Lines::One);
                     self.push(": ");
-                    self.value(child, &child_pointer, depth + 1);
+                    let lines = match depth {
+                        0 => Lines::of_field(self.profile, k),
+                        _ => Lines::Many,
+                    };
+                    self.value(child, &child_pointer, depth + 1, lines);
                 }
                 self.indent(depth);
                 self.push("}");
@@ -349,14 +417,14 @@ impl JsonWriter<'_> {
                         self.push(",");
                     }
                     self.indent(depth + 1);
-                    self.value(child, &format!("{pointer}/{i}"), depth + 1);
+                    self.value(child, &format!("{pointer}/{i}"), depth + 1, Lines::Many);
                 }
                 self.indent(depth);
                 self.push("]");
             }
             Value::Object(_) => self.push("{}"),
             Value::Array(_) => self.push("[]"),
-            Value::String(s) => self.string(s, pointer),
+            Value::String(s) => self.string(s, pointer, lines),
             other => self.push(&other.to_string()),
         }
     }
@@ -376,9 +444,38 @@ pub(crate) fn segments(text: &str) -> Vec<Segment> {
 
 /// [`segments`], with every code point of `nfc` (those NFC changes in this string) marked first.
 fn segments_nfc(text: &str, nfc: &[char]) -> Vec<Segment> {
+    segments_in(text, nfc, Lines::One)
+}
+
+/// [`segments_nfc`] for a string that is one line or may span lines: in the latter, each LF,
+/// CRLF and tab is a segment of its own with a quiet mark (the page draws the line structure);
+/// a lone CR, a vertical tab, a form feed or any other control stays a deceptive mark.
+fn segments_in(text: &str, nfc: &[char], lines: Lines) -> Vec<Segment> {
     let dominant = dominant_script(text);
     let mut out: Vec<Segment> = Vec::new();
-    for c in text.chars() {
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if lines == Lines::Many {
+            let quiet = match c {
+                '\n' => Some(("\n", "line", "U+000A line break")),
+                '\r' if chars.peek() == Some(&'\n') => {
+                    chars.next();
+                    Some(("\r\n", "line", "U+000D U+000A line break"))
+                }
+                '\t' => Some(("\t", "tab", "U+0009 tab")),
+                _ => None,
+            };
+            if let Some((text, kind, name)) = quiet {
+                out.push(Segment {
+                    text: text.to_owned(),
+                    mark: Some(Mark {
+                        kind,
+                        name: name.to_owned(),
+                    }),
+                });
+                continue;
+            }
+        }
         let mark = nfc_mark(c, nfc).or_else(|| classify(c)).or_else(|| {
             let s = script(c);
             (s != Script::Common && dominant.is_some_and(|d| d != s)).then(|| Mark {
@@ -787,6 +884,100 @@ mod tests {
         assert_eq!(joined(&d.rows[0].value).len(), 10_000);
     }
 
+    fn row<'d>(d: &'d Display, path: &str) -> &'d Row {
+        d.rows.iter().find(|r| r.path == path).unwrap()
+    }
+
+    #[test]
+    fn ordinary_multi_line_content_raises_no_alarm() {
+        let content = "first line\n\tindented\r\nlast line\n";
+        let fields = json!({"agent_id": "a", "server_id": "fs", "tool_name": "write_file",
+                            "params": {"path": "/tmp/notes.txt", "content": content}});
+        let d = show("countersign.mcp-tool-call/1", &fields);
+        assert!(!d.marked, "a file write is no alarm");
+        let r = row(&d, "params.content");
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+        assert_eq!(joined(&r.value), content, "the text is kept exactly");
+        assert_eq!(kinds(&r.value), vec!["line", "tab", "line", "line"]);
+        let crlf = r.value.iter().find(|s| s.text == "\r\n").unwrap();
+        assert_eq!(crlf.mark.as_ref().unwrap().name, "U+000D U+000A line break");
+        // The JSON view shows the escapes, quietly.
+        assert!(!has_mark(&d.json));
+        let quiet: Vec<&str> = d
+            .json
+            .iter()
+            .filter(|s| s.mark.as_ref().is_some_and(Mark::is_quiet))
+            .map(|s| s.text.as_str())
+            .collect();
+        assert_eq!(quiet, vec!["\\n", "\\t", "\\r\\n", "\\n"]);
+    }
+
+    #[test]
+    fn surrounding_spaces_still_warn_in_text_but_its_final_line_break_does_not() {
+        let show_content = |content: &str| {
+            let fields = json!({"agent_id": "a", "tool_name": "t", "params": {"content": content}});
+            row(&show("countersign.tool-call/1", &fields), "params.content")
+                .warnings
+                .clone()
+        };
+        assert!(show_content("text\n").is_empty());
+        assert!(show_content("\ntext").is_empty());
+        assert_eq!(
+            show_content(" text\n"),
+            vec!["leading or trailing whitespace"]
+        );
+        assert_eq!(
+            show_content("text \n"),
+            vec!["leading or trailing whitespace"]
+        );
+    }
+
+    #[test]
+    fn a_line_break_where_one_line_is_expected_is_marked() {
+        // A payment's account, a member name, the tool in the sentence: one line each.
+        let fields = json!({"amount": "10.00", "currency": "EUR", "source_account": "DE01",
+                            "destination_account": "DE02", "reference": "Invoice 7\nAmount: 1.00"});
+        let d = show("countersign.payment/1", &fields);
+        assert!(d.marked);
+        assert_eq!(kinds(&row(&d, "reference").value), vec!["control"]);
+        let fields = json!({"agent_id": "a", "tool_name": "t", "params": {"pa\nth": "/x"}});
+        let d = show("countersign.tool-call/1", &fields);
+        assert!(d.marked);
+        let d = display(
+            &profile("countersign.tool-call/1"),
+            &json!({"agent_id": "a", "tool_name": "t", "params": {}}),
+            Sentence {
+                agent_id: "agent-7",
+                tool_name: "read_file\nwrite_file",
+            },
+            &NfcMarks::new(),
+        );
+        assert!(d.marked);
+        assert_eq!(kinds(&d.tool_name), vec!["control"]);
+    }
+
+    #[test]
+    fn other_controls_and_separators_alarm_inside_text_too() {
+        for (content, kind) in [
+            ("a\rb", "control"),
+            ("a\u{b}b", "control"),
+            ("a\u{c}b", "control"),
+            ("a\u{85}b", "control"),
+            ("a\u{2028}b", "space"),
+            ("a\u{200B}b", "invisible"),
+            ("a\u{202E}b", "bidi"),
+        ] {
+            let fields = json!({"agent_id": "a", "tool_name": "t", "params": {"content": content}});
+            let d = show("countersign.tool-call/1", &fields);
+            assert!(d.marked, "{content:?}");
+            assert_eq!(
+                kinds(&row(&d, "params.content").value),
+                vec![kind],
+                "{content:?}"
+            );
+        }
+    }
+
     #[test]
     fn the_json_view_is_the_pretty_json_with_the_rows_marks() {
         // The right-to-left override that spoofs `invoice\u202Efdp.exe` as "invoiceexe.pdf" in a
@@ -810,11 +1001,7 @@ mod tests {
         // The control character is shown as its JSON escape, still marked.
         assert_eq!(
             marked,
-            vec![
-                ("\u{202E}", "bidi"),
-                ("\\t", "control"),
-                ("\\u0007", "control")
-            ]
+            vec![("\u{202E}", "bidi"), ("\\t", "tab"), ("\\u0007", "control")]
         );
         // The text after the override is a plain segment of its own: the page isolates the
         // marked character, so it cannot reverse what follows.
