@@ -16,6 +16,7 @@
 //! its parsed value) and [`Scope::to_jcs`] gives the bytes a signer or a digest covers.
 
 mod amount;
+mod calls;
 mod error;
 mod path;
 mod pattern;
@@ -23,6 +24,7 @@ mod pattern;
 mod tests;
 
 pub use amount::{Amount, MAX_DECIMAL_CHARS, MaxAmount};
+pub use calls::{Calls, ExactName, Gateways, MAX_GATEWAY_BYTES, MAX_GATEWAYS, MAX_NAME_BYTES};
 pub use error::{OutOfScope, ScopeError};
 pub use path::{ArgPath, MAX_PATH_BYTES, MAX_PATH_DEPTH};
 pub use pattern::{MAX_PATTERN_BYTES, Pattern};
