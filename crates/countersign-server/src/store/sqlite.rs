@@ -115,6 +115,16 @@ CREATE TABLE IF NOT EXISTS standing_uses (
     UNIQUE (grant_id, use_number)
 );
 ",
+    // 2: the gateways a standing grant names (its signed `calls.gateways`), the index by which
+    // a use is found and guarded. Grants from before have no rows: their scope names no
+    // gateway, so they cover no call (docs/SPEC.md §14.4).
+    "
+CREATE TABLE standing_grant_gateways (
+    grant_id TEXT NOT NULL REFERENCES standing_grants (id),
+    gateway TEXT NOT NULL,
+    PRIMARY KEY (gateway, grant_id)
+);
+",
 ];
 
 /// Columns that releases before numbered migrations added to an existing `approvals` table one
