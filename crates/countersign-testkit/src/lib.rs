@@ -213,11 +213,11 @@ pub fn tool_call_grant_calls() -> Value {
     grant_calls(countersign::TOOL_CALL_PROFILE, None, &[GRANT_GATEWAY])
 }
 
-/// The signed fields of a standing grant (`countersign.standing-grant/2`): the calls it covers,
-/// agent and tool patterns, argument constraints (the scope language's JSON form), `max_uses`,
-/// `expires_at`.
+/// The signed fields of a standing grant (`countersign.standing-grant/2`) for generic tool calls
+/// through [`GRANT_GATEWAY`] ([`tool_call_grant_calls`]; a test about other calls replaces
+/// `calls`): agent and tool patterns, argument constraints (the scope language's JSON form),
+/// `max_uses`, `expires_at`.
 pub fn standing_grant_fields(
-    calls: Value,
     agent: &str,
     tool: &str,
     constraints: Value,
@@ -225,7 +225,7 @@ pub fn standing_grant_fields(
     expires_at: &str,
 ) -> Value {
     json!({
-        "calls": calls,
+        "calls": tool_call_grant_calls(),
         "agent_id": agent,
         "tool_name": tool,
         "constraints": constraints,

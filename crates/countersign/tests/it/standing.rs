@@ -17,7 +17,6 @@ const EXPIRES: &str = "2026-11-21T10:00:00Z";
 /// tagged `rent` or `utilities`, ten times until [`EXPIRES`].
 fn fields() -> Value {
     kit::standing_grant_fields(
-        kit::tool_call_grant_calls(),
         "agent-7",
         "payments.*",
         json!([
@@ -189,7 +188,6 @@ fn each_constraint_kind_refuses_a_call_outside_it() {
 #[test]
 fn an_absent_argument_never_matches_even_where_null_is_allowed() {
     let f = kit::standing_grant_fields(
-        kit::tool_call_grant_calls(),
         "agent-7",
         "payments.*",
         json!([{"kind": "one_of", "arg": "/memo", "values": [null, "ok"]}]),
@@ -287,7 +285,6 @@ fn a_denied_result_carrying_a_grant_is_contradictory() {
 #[test]
 fn an_unreadable_scope_is_malformed_evidence() {
     let f = kit::standing_grant_fields(
-        kit::tool_call_grant_calls(),
         "agent-7",
         "payments.*",
         json!([{"kind": "at_least", "arg": "/amount", "min": "1"}]),
