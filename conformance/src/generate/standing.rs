@@ -1,5 +1,5 @@
 //! Evidence vectors for calls approved under an approver-signed standing grant (SPEC §14): the
-//! evidence signs the grant's fields under `countersign.standing-grant/1`; the CASE's action is
+//! evidence signs the grant's fields under `countersign.standing-grant/2`; the CASE's action is
 //! the later call, checked against the grant's scope, expiry and use number.
 //!
 //! Revocation and the total of uses are service-side (the service's audit log shows them): no

@@ -342,11 +342,14 @@ impl AppState {
                 "{unknown:?} is not a gateway of this service (or it is revoked)"
             )));
         }
-        let mut calls = serde_json::json!({"profile": profile_id, "gateways": gateways});
+        let mut calls = Map::new();
+        calls.insert("profile".into(), Value::from(profile_id));
         if let Some(server) = &req.server_id {
-            calls["server_id"] = Value::from(server.clone());
+            calls.insert("server_id".into(), Value::from(server.clone()));
         }
-        serde_json::from_value(calls).map_err(|e| invalid_scope(format!("calls: {e}")))
+        calls.insert("gateways".into(), Value::from(gateways));
+        serde_json::from_value(Value::Object(calls))
+            .map_err(|e| invalid_scope(format!("calls: {e}")))
     }
 
     /// Approve `approval` (a PENDING-bound call) under a live standing grant that covers it, if

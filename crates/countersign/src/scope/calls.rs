@@ -143,6 +143,7 @@ impl TryFrom<Vec<String>> for Gateways {
             return Err(ScopeError::GatewayCount { got: names.len() });
         }
         for (index, name) in names.iter().enumerate() {
+            let earlier = names.get(..index).unwrap_or_default();
             let plain = !name.is_empty()
                 && name.len() <= MAX_GATEWAY_BYTES
                 && name
@@ -155,7 +156,7 @@ impl TryFrom<Vec<String>> for Gateways {
             }
             // One list, one spelling: a repeated name adds nothing and makes two texts sign
             // the same permission.
-            if names[..index].contains(name) {
+            if earlier.contains(name) {
                 return Err(ScopeError::DuplicateGateway { name: name.clone() });
             }
         }

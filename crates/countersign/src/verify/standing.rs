@@ -1,7 +1,7 @@
 //! A call approved under an approver-signed standing grant (docs/SPEC.md §14).
 //!
 //! The evidence is the grant's, not the call's: the approver signed `nonce || op_hash` where the
-//! op_hash covers the grant's fields under `countersign.standing-grant/1` (its scope), possibly
+//! op_hash covers the grant's fields under `countersign.standing-grant/2` (its scope), possibly
 //! days before this call. The checks therefore differ from a per-call approval in four places,
 //! and only there:
 //!
