@@ -308,14 +308,13 @@ impl AppState {
                 "profile {profile_id:?} is not pinned by this service"
             ))
         })?;
-        let declares = |name: &str| profile.field(name).is_some();
-        if !CALL_FIELDS.iter().all(|f| declares(f)) {
+        if !is_call_profile(profile) {
             return Err(invalid_scope(format!(
                 "{profile_id} is not a tool-call profile (agent_id, tool_name, params): a standing \
                  grant cannot cover its calls"
             )));
         }
-        match (declares(SERVER_FIELD), &req.server_id) {
+        match (profile.field(SERVER_FIELD).is_some(), &req.server_id) {
             (true, None) => {
                 return Err(invalid_scope(format!(
                     "{profile_id} signs the MCP server: the grant must name its server_id"
@@ -362,6 +361,14 @@ impl AppState {
         request_event: &AuditEvent,
         policy: &Arc<Policy>,
     ) -> Result<Option<ApprovalResult>, ApiError> {
+        // A typed call (a payment's fields) names no agent or tool a grant could match.
+        if !self
+            .profiles()
+            .get(&approval.profile)
+            .is_some_and(is_call_profile)
+        {
+            return Ok(None);
+        }
         let now = approval.created_at;
         // Only the grants that name this gateway are candidates: another tenant's grants are
         // never read for this call (the signed list is checked again below, and by the store).
@@ -633,6 +640,12 @@ impl AppState {
                 .eligible_principals(rule)
                 .is_none_or(|set| set.iter().any(|p| p == principal))
     }
+}
+
+/// Whether a standing grant can cover calls under `profile`: it declares who calls, which tool,
+/// with which arguments.
+fn is_call_profile(profile: &countersign::Profile) -> bool {
+    CALL_FIELDS.iter().all(|f| profile.field(f).is_some())
 }
 
 /// Lowercase hex of SHA-256.
