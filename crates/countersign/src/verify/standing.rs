@@ -159,11 +159,23 @@ impl<'a> Context<'a> {
                 },
             );
         };
-        // A server field that is not a string cannot come out of admission (the profile types
-        // it); were it to, the call would name no server and a grant naming one would not match.
+        // A server a grant could not name exactly (an operator profile typing `server_id` as
+        // something other than a string) is refused, not read as "no server".
+        let server_id = match call_value.get(SERVER_FIELD) {
+            None => None,
+            Some(Value::String(server)) => Some(server.as_str()),
+            Some(_) => {
+                return Outcome::deny_with(
+                    result,
+                    VerifyError::StandingNotToolCall {
+                        profile: call.profile.id.clone(),
+                    },
+                );
+            }
+        };
         let call = Call {
             profile: &call.profile.id,
-            server_id: call_value.get(SERVER_FIELD).and_then(Value::as_str),
+            server_id,
             agent_id,
             tool_name,
             params,

@@ -428,3 +428,38 @@ fn the_gateways_a_grant_names_are_signed() {
         ReasonCode::BindingMismatch,
     );
 }
+
+#[test]
+fn a_server_a_grant_could_not_name_is_refused_not_read_as_none() {
+    // An operator profile that types server_id as an object: no grant can name such a server, so
+    // a grant that names none must not cover the call.
+    let def = r#"{"id": "acme.tool-call/1", "title": "Acme call", "allow_floats": false, "fields": [
+      {"name": "agent_id", "type": "string", "label": "Agent", "exact": true},
+      {"name": "server_id", "type": "object", "label": "Server", "exact": false},
+      {"name": "tool_name", "type": "string", "label": "Tool", "exact": true},
+      {"name": "params", "type": "object", "label": "Arguments", "exact": false}]}"#;
+    let digest = countersign::Profile::from_definition(def.as_bytes())
+        .unwrap()
+        .digest;
+    let mut acme = policy();
+    acme.profiles.insert_pinned(def.as_bytes(), digest).unwrap();
+    let mut f = fields();
+    f["calls"] = kit::grant_calls("acme.tool-call/1", None, &[kit::GRANT_GATEWAY]);
+    let call_with = |server: Value| {
+        let fields = json!({"agent_id": "agent-7", "server_id": server,
+                            "tool_name": "payments.transfer", "params": params()});
+        Action::new("acme.tool-call/1", fields.to_string()).with_tool("payments.transfer")
+    };
+    let result = signed(&f, Decision::Approved, 1);
+    let verdict = verify(
+        &acme,
+        &call_with(json!({"name": "x"})),
+        &result,
+        &alice_registry(),
+    );
+    assert_deny(&verdict, ReasonCode::ActionInadmissible);
+    assert!(matches!(
+        verdict.error,
+        Some(VerifyError::StandingNotToolCall { .. })
+    ));
+}
