@@ -516,12 +516,15 @@ impl AppState {
         let now = self.now_ms();
         let fields: Value =
             serde_json::from_str(&grant.proposal.fields_json).unwrap_or(Value::Null);
+        let calls = countersign::scope_of_grant_fields(&fields)
+            .ok()
+            .map(|g| g.calls);
         StandingView {
             grant_id: grant.proposal.id.clone(),
             status: grant.proposal.status,
-            calls: countersign::scope_of_grant_fields(&fields)
-                .ok()
-                .map(|g| g.calls),
+            // A grant that names no calls covers nothing: it is not in force, whatever its uses.
+            live: grant.is_live(now) && calls.is_some(),
+            calls,
             agent_id: grant.proposal.agent_id.clone(),
             tool_name: grant.proposal.tool_name.clone(),
             expires_at: fields
@@ -530,7 +533,6 @@ impl AppState {
                 .map_or_else(|| rfc3339(from_ms(grant.expires_at)), str::to_owned),
             max_uses: grant.max_uses,
             uses: grant.uses,
-            live: grant.is_live(now),
             signed_by: signer_of(&grant.proposal, &self.registry()),
             revoked_at: grant.revoked_at.map(|t| rfc3339(from_ms(t))),
             revoked_by: grant.revoked_by.clone(),
