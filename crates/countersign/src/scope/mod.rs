@@ -12,6 +12,9 @@
 //! argument never matches, even where `null` is allowed, because an omitted authority-bearing
 //! field must not satisfy policy by accident. All constraints must hold (they are a conjunction).
 //!
+//! A standing grant adds [`Calls`] beside its scope: the exact call profile, MCP server and
+//! gateways it covers (calls.rs), which agent and tool patterns alone cannot tell apart.
+//!
 //! The serialized form is deterministic (members in a fixed order, `expires_at` re-formatted from
 //! its parsed value) and [`Scope::to_jcs`] gives the bytes a signer or a digest covers.
 
