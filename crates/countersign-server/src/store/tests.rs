@@ -1398,6 +1398,7 @@ fn signed_grant(s: &dyn Store, id: &str, max_uses: u32) {
         id: id.into(),
         expires_at: 5_000,
         max_uses,
+        gateways: vec!["gw".into()],
     };
     s.create_standing_proposal(&proposal, &grant, &[AuditEvent::test(id)])
         .unwrap();
@@ -1426,6 +1427,7 @@ fn a_standing_grant_gives_each_use_once_up_to_max_uses_and_only_once_signed() {
             id: "unsigned".into(),
             expires_at: 5_000,
             max_uses: 3,
+            gateways: vec!["gw".into()],
         };
         s.create_standing_proposal(&proposal, &grant, &[]).unwrap();
         let used = s.use_standing_grant(&standing_call("c0"), "unsigned", 100, use_records());
@@ -1481,9 +1483,40 @@ fn a_standing_covered_call_keeps_its_revision_link() {
             id: "p2".into(),
             expires_at: 5_000,
             max_uses: 1,
+            gateways: vec!["gw".into()],
         };
         s.create_standing_proposal(&proposal, &grant, &[]).unwrap();
         assert_eq!(s.get("p2").unwrap().unwrap().revises.as_deref(), Some("v1"));
+    }
+}
+
+#[test]
+fn a_standing_grant_gives_uses_only_to_the_gateways_it_names() {
+    for (s, _schema) in stores("standing_gateways") {
+        let s = s.as_ref();
+        signed_grant(s, "g", 10);
+        let of = |gateway: &str| -> Vec<String> {
+            s.live_standing_grants_of(gateway, 100, 10)
+                .unwrap()
+                .into_iter()
+                .map(|g| g.proposal.id)
+                .collect()
+        };
+        assert_eq!(of("gw"), ["g"]);
+        assert!(
+            of("other-team").is_empty(),
+            "not a candidate for another gateway"
+        );
+        // Even asked directly, the guard refuses a use for a call of another gateway.
+        let other = NewApproval {
+            gateway: "other-team".into(),
+            ..standing_call("theirs")
+        };
+        let used = s.use_standing_grant(&other, "g", 100, use_records());
+        assert_eq!(used.unwrap(), None);
+        assert!(s.get("theirs").unwrap().is_none());
+        let used = s.use_standing_grant(&standing_call("ours"), "g", 100, use_records());
+        assert_eq!(used.unwrap(), Some(1));
     }
 }
 
