@@ -29,6 +29,8 @@ import cbor2
 import webauthn
 from webauthn.helpers.exceptions import InvalidAuthenticationResponse
 
+from paths import path_covers, path_under, prefix_text_readable
+
 PROTOCOL = "countersign-harness/1"
 MAX_FIELDS_BYTES = 65536
 MAX_DEPTH = 32
@@ -44,8 +46,6 @@ UNSUPPORTED = {
     "policy-origin-tuple": "py_webauthn compares origins as strings",
     "policy-der-strict": "py_webauthn (pyca/cryptography) reports undecodable DER as a bad signature, not as malformed evidence",
     "signature-encoding": "py_webauthn reports a signature of the wrong length as a bad signature, not as malformed evidence",
-    # Profiles and checks added after this adapter was written: not implemented here yet, so
-    # declared rather than answered wrongly.
 }
 if int(unicodedata.unidata_version.split(".")[0]) < 18:
     UNSUPPORTED["policy-unicode-18"] = f"Python's unicodedata is Unicode {unicodedata.unidata_version}, the vectors pin 18.0"
@@ -694,8 +694,8 @@ class OutOfScope(Exception):
 
 GATEWAY_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 SCOPE_MEMBERS = {"calls", "agent_id", "tool_name", "constraints", "max_uses", "expires_at"}
-CONSTRAINT_MEMBERS = {"one_of": {"arg", "values"}, "prefix": {"arg", "prefix"}, "max": {"arg", "max"},
-                      "currency": {"arg", "allowed"}}
+CONSTRAINT_MEMBERS = {"one_of": {"arg", "values"}, "prefix": {"arg", "prefix"}, "path": {"arg", "under"},
+                      "max": {"arg", "max"}, "currency": {"arg", "allowed"}}
 
 
 def standing_member_ok(g):
@@ -771,8 +771,14 @@ def read_scope(fields):
         rule["path"] = read_pointer(c["arg"])
         if kind == "one_of" and not (isinstance(c["values"], list) and c["values"]):
             raise ValueError("one_of values")
-        if kind == "prefix" and not (isinstance(c["prefix"], str) and c["prefix"]):
-            raise ValueError("prefix")
+        if kind == "prefix" and not prefix_text_readable(c["prefix"]):
+            raise ValueError("prefix: empty, or holding '/' or '\\' (a file path is a path rule)")
+        if kind == "path":
+            # The directory must be a string written in normal form (SPEC §14.4); PathRefused is
+            # a ValueError, so a grant holding another is unreadable.
+            if not isinstance(c["under"], str):
+                raise ValueError("path: under is not a string")
+            path_under(c["under"])
         if kind == "max":
             if not isinstance(c["max"], str) or amount(c["max"]) is None or amount(c["max"]) < 0:
                 raise ValueError("max")
@@ -844,6 +850,8 @@ def check_coverage(scope, use, call):
             raise OutOfScope(f"{kind}: not a string")
         if kind == "prefix" and not value.startswith(rule["prefix"]):
             raise OutOfScope("prefix")
+        if kind == "path" and not path_covers(rule["under"], value):
+            raise OutOfScope("path: not a path inside the directory, or one read two ways")
         if kind == "currency" and value not in rule["allowed"]:
             raise OutOfScope("currency")
         if kind == "max":

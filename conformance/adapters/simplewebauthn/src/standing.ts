@@ -4,6 +4,7 @@
 
 import type { Value } from "./canon.js";
 import type { Node } from "./json.js";
+import { pathCovers, PathRefused, pathUnder, prefixTextReadable } from "./path.js";
 import { parseTime, type Instant } from "./time.js";
 
 /** The profile an approver signs a grant under. */
@@ -19,10 +20,12 @@ interface Calls {
 }
 
 interface Rule {
-  kind: "one_of" | "prefix" | "max" | "currency";
+  kind: "one_of" | "prefix" | "path" | "max" | "currency";
   path: string[];
   values: Value[];
   prefix: string;
+  /** A `path` rule's directory, in normal form (SPEC §14.4). */
+  under: string;
   max: Amount | null;
   allowed: string[];
 }
@@ -48,6 +51,7 @@ export interface Call {
 const MEMBERS: Record<Rule["kind"], string[]> = {
   one_of: ["arg", "values"],
   prefix: ["arg", "prefix"],
+  path: ["arg", "under"],
   max: ["arg", "max"],
   currency: ["arg", "allowed"],
 };
@@ -152,17 +156,30 @@ export function readScope(fields: Map<string, Value>): Scope {
   const rules = constraints.map((r): Rule => {
     if (!(r instanceof Map)) fail("a constraint is not an object");
     const kind = r.get("kind");
-    if (kind !== "one_of" && kind !== "prefix" && kind !== "max" && kind !== "currency") fail(`constraint kind ${JSON.stringify(kind)}`);
+    if (kind !== "one_of" && kind !== "prefix" && kind !== "path" && kind !== "max" && kind !== "currency") {
+      fail(`constraint kind ${JSON.stringify(kind)}`);
+    }
     only(r, ["kind", ...MEMBERS[kind]]);
-    const rule: Rule = { kind, path: pointer(r.get("arg")), values: [], prefix: "", max: null, allowed: [] };
+    const rule: Rule = { kind, path: pointer(r.get("arg")), values: [], prefix: "", under: "", max: null, allowed: [] };
     if (kind === "one_of") {
       const values = r.get("values");
       if (!Array.isArray(values) || values.length === 0) fail("one_of lists nothing");
       rule.values = values;
     } else if (kind === "prefix") {
       const prefix = r.get("prefix");
-      if (typeof prefix !== "string" || prefix === "") fail("empty prefix");
+      // A prefix holding a separator is a rule about paths, which is `path`'s (SPEC §14.4).
+      if (typeof prefix !== "string" || !prefixTextReadable(prefix)) fail("prefix empty, or holding '/' or '\\'");
       rule.prefix = prefix;
+    } else if (kind === "path") {
+      const under = r.get("under");
+      if (typeof under !== "string") fail("path: under is not a string");
+      try {
+        pathUnder(under);
+      } catch (e) {
+        if (e instanceof PathRefused) fail(`path: under ${e.message}`);
+        throw e;
+      }
+      rule.under = under;
     } else if (kind === "max") {
       const max = r.get("max");
       const parsed = typeof max === "string" ? amount(max) : null;
@@ -260,6 +277,9 @@ export function checkCoverage(scope: Scope, use: number, call: Call): void {
         break;
       case "prefix":
         if (typeof value !== "string" || !value.startsWith(rule.prefix)) throw new OutOfScope("prefix");
+        break;
+      case "path":
+        if (!pathCovers(rule.under, value)) throw new OutOfScope("path: not inside the directory, or read two ways");
         break;
       case "currency":
         if (typeof value !== "string" || !rule.allowed.includes(value)) throw new OutOfScope("currency");

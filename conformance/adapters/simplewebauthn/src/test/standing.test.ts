@@ -62,3 +62,27 @@ test("a grant whose calls are missing, null or malformed is unreadable", () => {
   noCalls.delete("calls");
   assert.throws(() => readScope(noCalls), /grant unreadable/);
 });
+
+const TOOL_CALLS = { profile: "countersign.tool-call/1", gateways: ["ci-gw"] };
+const DATA = { kind: "path", arg: "/path", under: "/srv/data" };
+const fileRead = (path: unknown): Call =>
+  call({ profile: "countersign.tool-call/1", serverId: null, toolName: "payments.read", params: admitted({ path }) });
+
+test("a path rule covers a path inside its directory, and nothing outside it or read two ways", () => {
+  const scope = readScope(grant(TOOL_CALLS, [DATA]));
+  for (const path of ["/srv/data", "/srv/data/q3/report.pdf", "/srv//data/./q3/"]) checkCoverage(scope, 1, fileRead(path));
+  for (const path of ["/srv/data2/x", "/srv/data/../../etc/shadow", "/srv/data/q3/../q4", "srv/data/x", "/srv/data\\x", "/srv/data/%2e%2e/x", "//srv/data/x", 7, ["/srv/data"]]) {
+    outside(() => checkCoverage(scope, 1, fileRead(path)));
+  }
+});
+
+test("a path rule's directory not in normal form, or a prefix holding a separator, makes the grant unreadable", () => {
+  for (const under of ["/srv/data/", "/srv/../data", "srv/data", 3]) {
+    assert.throws(() => readScope(grant(TOOL_CALLS, [{ ...DATA, under }])), /grant unreadable/, JSON.stringify(under));
+  }
+  assert.throws(() => readScope(grant(TOOL_CALLS, [{ ...DATA, prefix: "x" }])), /grant unreadable/);
+  readScope(grant(TOOL_CALLS, [{ kind: "prefix", arg: "/path", prefix: "report-" }]));
+  for (const prefix of ["/srv/data/", "C:\\data", ""]) {
+    assert.throws(() => readScope(grant(TOOL_CALLS, [{ kind: "prefix", arg: "/path", prefix }])), /grant unreadable/, prefix);
+  }
+});
