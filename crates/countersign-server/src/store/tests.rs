@@ -849,7 +849,7 @@ fn sqlite_upgrades_a_database_from_before_numbered_migrations_in_place() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(versions, vec![1, 2]);
+    assert_eq!(versions, vec![1, 2, 3]);
     drop(conn);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -1377,6 +1377,48 @@ fn ready_fails_when_a_migration_is_missing() {
         .unwrap();
     let e = store.ready().unwrap_err().to_string();
     assert!(e.contains("this build expects"), "{e}");
+}
+
+/// A database of the release with auditors and before the grants' gateways (PostgreSQL
+/// migration 8) upgrades in place: migration 9 only, its rows kept, the store ready and the
+/// gateways table in use.
+#[test]
+fn postgres_at_migration_8_upgrades_to_the_grant_gateways() {
+    let Some(schema) = postgres("upgrade_from_8") else {
+        return;
+    };
+    drop(PostgresStore::connect(&schema.url(), sealer(), 1).unwrap());
+    let mut client = ::postgres::Client::connect(&schema.url(), ::postgres::NoTls).unwrap();
+    // Back to the schema of that release, with an auditor enrolled under it.
+    client
+        .batch_execute(
+            "DROP TABLE standing_grant_gateways;
+             DELETE FROM countersign_migrations WHERE version = 9;
+             INSERT INTO auditors (name, token_hash, created_at)
+             VALUES ('compliance', decode(repeat('01', 32), 'hex'), 10);",
+        )
+        .unwrap();
+    let store = PostgresStore::connect(&schema.url(), sealer(), 1).unwrap();
+    store.ready().unwrap();
+    let versions: Vec<i32> = client
+        .query(
+            "SELECT version FROM countersign_migrations ORDER BY version",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, (1..=9).collect::<Vec<_>>());
+    assert_eq!(store.auditors().unwrap().len(), 1, "the auditor is kept");
+    let s: &dyn Store = &store;
+    signed_grant(s, "g", 2);
+    let live = s.live_standing_grants_of("gw", 100, 10).unwrap();
+    assert_eq!(
+        live.len(),
+        1,
+        "a new grant's gateways are recorded and read"
+    );
 }
 
 // ---- standing grants ----------------------------------------------------------------------
