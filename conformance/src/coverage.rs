@@ -58,7 +58,12 @@ pub const CODE_RULES: &[(&str, &[&str])] = &[
     // limit, a pattern covering another tool (SPEC §14).
     (
         "out_of_scope",
-        &["standing-uses", "standing-constraint", "standing-scope"],
+        &[
+            "standing-uses",
+            "standing-constraint",
+            "standing-scope",
+            "standing-calls",
+        ],
     ),
     // A call one second before the grant's expiry.
     ("standing_grant_expired", &["standing-expiry"]),

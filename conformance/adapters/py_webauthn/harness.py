@@ -6,7 +6,8 @@ The WebAuthn layer (clientDataJSON type/challenge/origin, rpIdHash, UP, UV, sign
 checked by py_webauthn's verify_authentication_response. Everything Countersign adds on top
 (strict JSON admission, NFC require/normalize, profiles, JCS and op_hash, the binding of
 nonce/op_hash/decision and of the operation, eligibility, BE against enrollment, exact freshness,
-replay inside one CASE, assurance, quorum, contradictory policies) is written here from
+replay inside one CASE, assurance, quorum, contradictory policies, the MCP tool-call profile,
+standing grants and the calls they name) is written here from
 docs/SPEC.md, without looking at the Rust code. Rules py_webauthn lacks are declared unsupported
 in the hello line, by flag, with the reason.
 
@@ -28,6 +29,8 @@ import cbor2
 import webauthn
 from webauthn.helpers.exceptions import InvalidAuthenticationResponse
 
+from paths import path_covers, path_under, prefix_text_readable
+
 PROTOCOL = "countersign-harness/1"
 MAX_FIELDS_BYTES = 65536
 MAX_DEPTH = 32
@@ -43,10 +46,6 @@ UNSUPPORTED = {
     "policy-origin-tuple": "py_webauthn compares origins as strings",
     "policy-der-strict": "py_webauthn (pyca/cryptography) reports undecodable DER as a bad signature, not as malformed evidence",
     "signature-encoding": "py_webauthn reports a signature of the wrong length as a bad signature, not as malformed evidence",
-    # Profiles and checks added after this adapter was written: not implemented here yet, so
-    # declared rather than answered wrongly.
-    "mcp-tool-call": "this adapter does not implement the countersign.mcp-tool-call/1 profile yet",
-    "standing-grant": "this adapter does not implement standing grants (SPEC §14) yet",
 }
 if int(unicodedata.unidata_version.split(".")[0]) < 18:
     UNSUPPORTED["policy-unicode-18"] = f"Python's unicodedata is Unicode {unicodedata.unidata_version}, the vectors pin 18.0"
@@ -190,13 +189,21 @@ def admit_value(v, depth, nfc_mode="normalize"):
 
 
 DECIMAL = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")
+STANDING_PROFILE = "countersign.standing-grant/2"
 PROFILES = {
     "countersign.payment/1": [("amount", "decimal"), ("currency", "currency"), ("source_account", "identifier"),
                               ("destination_account", "identifier"), ("reference", "string")],
     "countersign.tool-call/1": [("agent_id", "string"), ("tool_name", "string"), ("params", "object")],
+    "countersign.mcp-tool-call/1": [("agent_id", "string"), ("server_id", "string"), ("tool_name", "string"),
+                                    ("params", "object")],
+    # SPEC §14.1: the grant's scope is its fields.
+    STANDING_PROFILE: [("calls", "object"), ("agent_id", "string"), ("tool_name", "string"),
+                       ("constraints", "any"), ("max_uses", "integer"), ("expires_at", "string")],
 }
 EXACT = {"countersign.payment/1": {"amount", "currency", "source_account", "destination_account", "reference"},
-         "countersign.tool-call/1": {"agent_id", "tool_name"}}
+         "countersign.tool-call/1": {"agent_id", "tool_name"},
+         "countersign.mcp-tool-call/1": {"agent_id", "server_id", "tool_name"},
+         STANDING_PROFILE: {"agent_id", "tool_name", "expires_at"}}
 
 
 def admit_fields(profile, raw, nfc_mode="normalize"):
@@ -231,6 +238,8 @@ def admit_fields(profile, raw, nfc_mode="normalize"):
             "identifier": lambda v: isinstance(v, str) and 1 <= len(v) <= 256 and all(0x21 <= ord(c) <= 0x7E for c in v),
             "string": lambda v: isinstance(v, str),
             "object": lambda v: isinstance(v, dict),
+            "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+            "any": lambda v: True,
         }[kind](v)
         if not ok:
             raise Refused("action_inadmissible", f"{name} is not a valid {kind}")
@@ -549,6 +558,8 @@ def verify_case(raw):
     status = result["status"]
     if status == "PENDING" and result.get("approval_id") is None:
         return verdict("DENY", None, "result_malformed")
+    if "standing_grant" in result and not standing_member_ok(result["standing_grant"]):
+        return verdict("DENY", None, "result_malformed")
     # Optional CASE members are absent or of their type; null is refused (SPEC §2).
     if isinstance(case["action"], dict) and "tool" in case["action"] and case["action"]["tool"] is None:
         raise UnusableMember("action", "tool is null")
@@ -574,6 +585,8 @@ def verify_case(raw):
 
     if status == "PENDING":
         return verdict("DENY", "PENDING", "pending")
+    if "standing_grant" in result:
+        return verify_standing(case, result, action_fields, policy, registry, now)
     if not evidence:
         if status == "APPROVED":
             if policy["require_evidence"]:
@@ -607,7 +620,9 @@ def verify_case(raw):
     return verdict("ALLOW", "APPROVED", None, weakest)
 
 
-def verify_entry(e, profile, fields, registry, policy, now, seen):
+def verify_entry(e, profile, fields, registry, policy, now, seen, standing_use=None):
+    """One entry (SPEC §6 step 4). With `standing_use`, an entry of a standing grant for that use
+    (SPEC §14.3 step 4): replay key nonce || use, no counter comparison, no max_age."""
     entry = decode_entry(e)
     if entry["format"] != "webauthn.assertion/1":
         raise Refused("unsupported_format", entry["format"])
@@ -644,7 +659,8 @@ def verify_entry(e, profile, fields, registry, policy, now, seen):
     elif be_enrolled is not None and be_enrolled != be:
         be_problem = "backup_eligibility_mismatch"
     try:
-        py_webauthn_check(entry, rec, policy, rec.get("sign_count", 0))
+        stored = rec.get("sign_count", 0) if standing_use is None else 0
+        py_webauthn_check(entry, rec, policy, stored)
     except Refused as r:
         if be_problem and r.code in ("signature_invalid", "counter_regression"):
             raise Refused(be_problem)
@@ -655,11 +671,12 @@ def verify_entry(e, profile, fields, registry, policy, now, seen):
     age = now - entry["at"]
     if age < 0 and -age > policy["clock_skew_seconds"]:
         raise Refused("stale", "future")
-    if age > policy["max_age_seconds"]:
+    if standing_use is None and age > policy["max_age_seconds"]:
         raise Refused("stale")
-    if entry["nonce"] in seen:
+    key = entry["nonce"] if standing_use is None else entry["nonce"] + standing_use.to_bytes(8, "big")
+    if key in seen:
         raise Refused("replayed")
-    seen.append(entry["nonce"])
+    seen.append(key)
     # Assurance (SPEC §7).
     attestation = rec.get("attestation") or {}
     aaguids = policy["aal3_aaguids"]
@@ -667,6 +684,229 @@ def verify_entry(e, profile, fields, registry, policy, now, seen):
     device_bound = not be and be_enrolled is not True
     level = "AAL1" if not uv else ("AAL3" if device_bound and attestation.get("chain_verified") and allowed else "AAL2")
     return {"principal": rec["principal"], "decision": entry["decision"], "level": level}
+
+
+# --- standing grants (SPEC §14) ------------------------------------------------------------------
+
+class OutOfScope(Exception):
+    """The call is outside the grant's scope (SPEC §14.3 step 7)."""
+
+
+GATEWAY_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+SCOPE_MEMBERS = {"calls", "agent_id", "tool_name", "constraints", "max_uses", "expires_at"}
+CONSTRAINT_MEMBERS = {"one_of": {"arg", "values"}, "prefix": {"arg", "prefix"}, "path": {"arg", "under"},
+                      "max": {"arg", "max"}, "currency": {"arg", "allowed"}}
+
+
+def standing_member_ok(g):
+    """SPEC §2.1: exactly grant_id (string), fields (object), use (integer >= 1); null is not absent."""
+    return (isinstance(g, dict) and set(g) == {"grant_id", "fields", "use"} and isinstance(g["grant_id"], str)
+            and isinstance(g["fields"], dict) and isinstance(g["use"], int) and not isinstance(g["use"], bool)
+            and 1 <= g["use"] <= 2**64 - 1)
+
+
+def no_control(s):
+    return not any(unicodedata.category(c) == "Cc" for c in s)
+
+
+def read_name(v, limit=256):
+    if not isinstance(v, str) or not v or len(v.encode("utf-8", "surrogatepass")) > limit or not no_control(v):
+        raise ValueError(f"bad name {v!r}")
+    return v
+
+
+def read_pointer(text):
+    """A JSON Pointer into the call's arguments: tokens, or ValueError."""
+    if not isinstance(text, str) or len(text.encode("utf-8", "surrogatepass")) > 256 or not text.startswith("/") \
+            or not no_control(text):
+        raise ValueError(f"bad argument path {text!r}")
+    tokens = []
+    for raw in text[1:].split("/"):
+        if not raw or re.search(r"~(?![01])", raw):
+            raise ValueError(f"bad argument path {text!r}")
+        tokens.append(raw.replace("~1", "/").replace("~0", "~"))
+    if len(tokens) > 16:
+        raise ValueError("argument path deeper than 16")
+    return tokens
+
+
+def amount(v):
+    """An exact amount (SPEC §12.1 `max`): a decimal string or a JSON integer, never a float."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        v = str(v)
+    if not isinstance(v, str) or len(v) > 64 or not DECIMAL.fullmatch(v):
+        return None
+    if v.startswith("-") and set(v[1:]) <= {"0", "."}:
+        return None  # negative zero
+    return Fraction(v)
+
+
+def read_scope(fields):
+    """The grant's signed fields as a scope (SPEC §14.1); ValueError when unreadable."""
+    if set(fields) != SCOPE_MEMBERS:
+        raise ValueError("scope members")
+    calls = fields["calls"]
+    if not isinstance(calls, dict) or not {"profile", "gateways"} <= set(calls) \
+            or not set(calls) <= {"profile", "server_id", "gateways"}:
+        raise ValueError("calls members")
+    read_name(calls["profile"])
+    if "server_id" in calls:
+        read_name(calls["server_id"])  # null is not absent: refused here
+    gateways = calls["gateways"]
+    if not isinstance(gateways, list) or not 1 <= len(gateways) <= 64 or len(set(map(str, gateways))) != len(gateways) \
+            or not all(isinstance(g, str) and GATEWAY_NAME.fullmatch(g) for g in gateways):
+        raise ValueError("calls.gateways")
+    for member in ("agent_id", "tool_name"):
+        read_name(fields[member])
+    if not isinstance(fields["constraints"], list):
+        raise ValueError("constraints")
+    rules = []
+    for c in fields["constraints"]:
+        if not isinstance(c, dict) or c.get("kind") not in CONSTRAINT_MEMBERS \
+                or set(c) != {"kind"} | CONSTRAINT_MEMBERS[c["kind"]]:
+            raise ValueError(f"constraint {c!r}")
+        kind, rule = c["kind"], dict(c)
+        rule["path"] = read_pointer(c["arg"])
+        if kind == "one_of" and not (isinstance(c["values"], list) and c["values"]):
+            raise ValueError("one_of values")
+        if kind == "prefix" and not prefix_text_readable(c["prefix"]):
+            raise ValueError("prefix: empty, or holding '/' or '\\' (a file path is a path rule)")
+        if kind == "path":
+            # The directory must be a string written in normal form (SPEC §14.4); PathRefused is
+            # a ValueError, so a grant holding another is unreadable.
+            if not isinstance(c["under"], str):
+                raise ValueError("path: under is not a string")
+            path_under(c["under"])
+        if kind == "max":
+            if not isinstance(c["max"], str) or amount(c["max"]) is None or amount(c["max"]) < 0:
+                raise ValueError("max")
+        if kind == "currency" and not (isinstance(c["allowed"], list) and c["allowed"] and all(
+                isinstance(x, str) and re.fullmatch(r"[A-Z]{3}", x) for x in c["allowed"])):
+            raise ValueError("currency")
+        rules.append(rule)
+    max_uses = fields["max_uses"]
+    if not 1 <= max_uses <= SAFE:
+        raise ValueError("max_uses")
+    m = RFC3339.fullmatch(fields["expires_at"])
+    if not m:
+        raise ValueError("expires_at without an explicit offset")
+    return {"calls": calls, "agent": fields["agent_id"], "tool": fields["tool_name"], "rules": rules,
+            "max_uses": max_uses, "expires_at": rfc3339(fields["expires_at"])}
+
+
+def pattern_matches(pattern, text):
+    """`*` matches any run of characters; everything else matches itself (SPEC §12.1)."""
+    regex = "".join(".*" if c == "*" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, text, re.DOTALL) is not None
+
+
+def json_equal(a, b):
+    """JSON equality: 1 is not "1", true is not 1 (Python's == says it is)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return set(a) == set(b) and all(json_equal(a[k], b[k]) for k in a)
+    return a == b
+
+
+def resolve(tokens, args):
+    at = args
+    for t in tokens:
+        if isinstance(at, dict) and t in at:
+            at = at[t]
+        elif isinstance(at, list) and re.fullmatch(r"0|[1-9][0-9]*", t) and int(t) < len(at):
+            at = at[int(t)]
+        else:
+            raise OutOfScope(f"argument {t!r} absent")
+    return at
+
+
+def check_coverage(scope, use, call):
+    """SPEC §14.3 step 7: uses, the calls (profile, server), agent, tool, then each constraint."""
+    if use > scope["max_uses"]:
+        raise OutOfScope("use beyond max_uses")
+    calls = scope["calls"]
+    if calls["profile"] != call["profile"]:
+        raise OutOfScope("another profile")
+    if calls.get("server_id") != call.get("server_id"):
+        raise OutOfScope("another server (or one side names none)")
+    if not pattern_matches(scope["agent"], call["agent_id"]):
+        raise OutOfScope("agent")
+    if not pattern_matches(scope["tool"], call["tool_name"]):
+        raise OutOfScope("tool")
+    args = call["params"]
+    if not isinstance(args, dict):
+        raise OutOfScope("arguments not an object")
+    for rule in scope["rules"]:
+        value = resolve(rule["path"], args)
+        kind = rule["kind"]
+        if kind == "one_of" and not any(json_equal(value, v) for v in rule["values"]):
+            raise OutOfScope("one_of")
+        if kind in ("prefix", "currency") and not isinstance(value, str):
+            raise OutOfScope(f"{kind}: not a string")
+        if kind == "prefix" and not value.startswith(rule["prefix"]):
+            raise OutOfScope("prefix")
+        if kind == "path" and not path_covers(rule["under"], value):
+            raise OutOfScope("path: not a path inside the directory, or one read two ways")
+        if kind == "currency" and value not in rule["allowed"]:
+            raise OutOfScope("currency")
+        if kind == "max":
+            got = amount(value)
+            if got is None or got < 0 or got > amount(rule["max"]):
+                raise OutOfScope("max")
+
+
+def verify_standing(case, result, action_fields, policy, registry, now):
+    """SPEC §14.3: a call approved under a standing grant, checked against the grant's scope."""
+    status, evidence, grant = result["status"], result.get("approver_evidence") or [], result["standing_grant"]
+    if status != "APPROVED":
+        return verdict("DENY", status, "binding_mismatch")
+    if not evidence:
+        return verdict("DENY", "APPROVED", "evidence_missing")
+    try:
+        # 2. The call, bound as any action; it must be a tool call to be covered.
+        profile = case["action"]["profile"]
+        if profile not in PROFILES:
+            raise Refused("profile_unknown", profile)
+        fields = admit_fields(profile, action_fields, policy["nfc"])
+        check_operation(case["action"], profile, fields, policy)
+        if not {"agent_id", "tool_name", "params"} <= {n for n, _ in PROFILES[profile]}:
+            raise Refused("action_inadmissible", "a grant covers tool calls only")
+        call = dict(fields, profile=profile)
+        # 3. The grant's fields, admitted under its profile with NFC required, read as a scope.
+        try:
+            grant_fields = admit_fields(STANDING_PROFILE, json.dumps(grant["fields"], ensure_ascii=False), "require")
+            scope = read_scope(grant_fields)
+        except (Refused, ValueError) as e:
+            raise Refused("evidence_malformed", f"grant unreadable: {e}")
+        # 4.-5. Every entry binds the grant; eligibility is the call's policy's.
+        seen, approvers = [], []
+        for e in evidence:
+            approvers.append(verify_entry(e, STANDING_PROFILE, grant_fields, registry, policy, now, seen,
+                                          standing_use=grant["use"]))
+    except Refused as r:
+        return verdict("DENY", status, r.code)
+    weakest = min((a["level"] for a in approvers), key=LEVELS.index)
+    refusals = [a for a in approvers if a["decision"] == "DENIED"]
+    if refusals:
+        return verdict("DENY", "DENIED", "approver_refused", refusals[0]["level"])
+    # 6.-7. Expiry (exclusive), then coverage.
+    if now >= scope["expires_at"]:
+        return verdict("DENY", "APPROVED", "standing_grant_expired", weakest)
+    try:
+        check_coverage(scope, grant["use"], call)
+    except OutOfScope:
+        return verdict("DENY", "APPROVED", "out_of_scope", weakest)
+    # 8. Assurance and quorum, as for any approval.
+    if policy["min_assurance"] and any(LEVELS.index(a["level"]) < LEVELS.index(policy["min_assurance"]) for a in approvers):
+        return verdict("DENY", "APPROVED", "insufficient_assurance", weakest)
+    if len({a["principal"] for a in approvers}) < max(policy["quorum"], 1):
+        return verdict("DENY", "APPROVED", "quorum_not_met", weakest)
+    return verdict("ALLOW", "APPROVED", None, weakest)
 
 
 def verdict(effective, decision, reason, level="declared"):

@@ -1,9 +1,12 @@
 //! Evidence vectors for calls approved under an approver-signed standing grant (SPEC §14): the
-//! evidence signs the grant's fields under `countersign.standing-grant/1`; the CASE's action is
+//! evidence signs the grant's fields under `countersign.standing-grant/2`; the CASE's action is
 //! the later call, checked against the grant's scope, expiry and use number.
 //!
 //! Revocation and the total of uses are service-side (the service's audit log shows them): no
-//! single record can, so there is no vector for them (docs/THREAT-MODEL.md §10).
+//! single record can, so there is no vector for them (docs/THREAT-MODEL.md §10). Nor is there
+//! one for the gateways a grant names: a CASE does not say which gateway asks, so only the
+//! service can hold a call's gateway against them (SPEC §14.5; its tests do). That the list is
+//! signed has a vector (`standing::gateways-widened`).
 
 use super::Out;
 use super::case::*;
@@ -324,6 +327,7 @@ pub(crate) fn standing(out: &mut Out) {
         c,
         expect("DENY", None, Some("result_malformed"), "declared"),
     );
+    calls(out);
     let payment = pay(ACCOUNT_A);
     out.ev(
         "standing::not-a-tool-call",
@@ -331,5 +335,112 @@ pub(crate) fn standing(out: &mut Out) {
         &["standing-grant", "action-inadmissible"],
         under_grant(payment, &grant_fields(), Approved, 1),
         deny("action_inadmissible"),
+    );
+}
+
+/// The grant of [`grant_fields`] for MCP calls to `server` through the same gateway.
+fn mcp_grant_fields(server: &str) -> Value {
+    let mut fields = grant_fields();
+    fields["calls"] = tk::grant_calls(
+        countersign::MCP_TOOL_CALL_PROFILE,
+        Some(server),
+        &[tk::GRANT_GATEWAY],
+    );
+    fields
+}
+
+/// agent-7's MCP call of `payments.transfer` on `server`, with [`params`].
+fn mcp_call(server: &str) -> Action {
+    mcp("agent-7", server, "payments.transfer", params()).with_tool("payments.transfer")
+}
+
+/// The calls a grant names (SPEC §14.1 `calls`): the profile and, for MCP calls, the server.
+fn calls(out: &mut Out) {
+    let flags = ["standing-grant", "standing-calls", "mcp-tool-call"];
+    out.ev(
+        "standing::mcp-in-scope",
+        "an MCP call to the server the grant names: ALLOW",
+        &flags,
+        under_grant(
+            mcp_call("payments-server"),
+            &mcp_grant_fields("payments-server"),
+            Approved,
+            1,
+        ),
+        allow("AAL2"),
+    );
+    out.ev(
+        "standing::mcp-other-server",
+        "the same agent, tool and arguments on another MCP server than the grant names",
+        &flags,
+        under_grant(
+            mcp_call("other-server"),
+            &mcp_grant_fields("payments-server"),
+            Approved,
+            1,
+        ),
+        out_of_scope(),
+    );
+    out.ev(
+        "standing::other-profile-mcp",
+        "a grant for generic tool calls presented for an MCP call with the same agent, tool and arguments",
+        &flags,
+        under_grant(mcp_call("payments-server"), &grant_fields(), Approved, 1),
+        out_of_scope(),
+    );
+    out.ev(
+        "standing::other-profile-tool-call",
+        "a grant for MCP calls presented for a generic tool call with the same agent, tool and arguments",
+        &flags,
+        under_grant(
+            call("agent-7", "payments.transfer", params()),
+            &mcp_grant_fields("payments-server"),
+            Approved,
+            1,
+        ),
+        out_of_scope(),
+    );
+    let mut fields = mcp_grant_fields("payments-server");
+    if let Some(calls) = fields["calls"].as_object_mut() {
+        calls.remove("server_id");
+    }
+    out.ev(
+        "standing::mcp-server-unnamed",
+        "a grant for MCP calls that names no server covers no MCP call (absent is not \"any\")",
+        &flags,
+        under_grant(mcp_call("payments-server"), &fields, Approved, 1),
+        out_of_scope(),
+    );
+    let mut fields = mcp_grant_fields("payments-server");
+    fields["calls"]["server_id"] = Value::Null;
+    out.ev(
+        "standing::calls-server-null",
+        "the grant's calls.server_id is null: absent and null differ, the grant is unreadable",
+        &["standing-grant", "standing-calls", "standing-absent-null"],
+        under_grant(mcp_call("payments-server"), &fields, Approved, 1),
+        deny("evidence_malformed"),
+    );
+    // The fields of the withdrawn version 1: no `calls`. The signature is over version 2's
+    // fields; the verifier refuses the fields before it looks at any signature.
+    let mut c = covered();
+    if let Some(fields) = c.result["standing_grant"]["fields"].as_object_mut() {
+        fields.remove("calls");
+    }
+    out.ev(
+        "standing::calls-absent",
+        "a grant whose fields name no calls (version 1's scope) covers none: its fields do not admit",
+        &["standing-grant", "standing-calls"],
+        c,
+        deny("evidence_malformed"),
+    );
+    let mut c = covered();
+    c.result["standing_grant"]["fields"]["calls"]["gateways"] =
+        json!([tk::GRANT_GATEWAY, "other-team"]);
+    out.ev(
+        "standing::gateways-widened",
+        "a gateway added to the grant's calls after signing: the gateways are signed like every field",
+        &["standing-grant", "standing-calls", "binding-op-hash"],
+        c,
+        deny("binding_mismatch"),
     );
 }

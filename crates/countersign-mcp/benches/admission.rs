@@ -1,5 +1,12 @@
 //! What admission costs per frame, next to the serde_json tree the relay used to build for a held
 //! call: `cargo bench -p countersign-mcp --bench admission`. Figures: docs/PERFORMANCE.md.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "benchmark harness: a panic stops a measurement whose setup is broken"
+)]
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;

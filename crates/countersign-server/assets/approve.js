@@ -7,7 +7,7 @@
   const parts = location.pathname.split('/').filter(Boolean);
   const inboxMode = parts.length < 2;
   const id = inboxMode ? '' : decodeURIComponent(parts[parts.length - 1]);
-  const STANDING_PROFILE = 'countersign.standing-grant/1';
+  const STANDING_PROFILE = 'countersign.standing-grant/2';
   let csrf = null;
   let credentialId = null; // the credential that signed in; decisions must use the same one
   let rpId = null;
@@ -133,6 +133,11 @@
       const n = view.fields.max_uses;
       cs.setText('standing-uses', 'at most ' + n + (n === 1 ? ' time' : ' times'));
       cs.setText('standing-until', cs.localTime(view.fields.expires_at));
+      // Gateway names are plain ASCII (A-Z a-z 0-9 . _ -): nothing in them needs a mark. The
+      // server id may hold any character, so the banner points at its marked row instead.
+      const calls = view.fields.calls;
+      cs.setText('standing-gateways', calls.gateways.join(', '));
+      cs.show('standing-server', 'server_id' in calls);
       document.getElementById('approve').textContent = 'Approve this standing grant';
     }
     renderStanding(view);

@@ -56,6 +56,18 @@ pub fn tool_call_action(agent_id: &str, tool_name: &str, params: Value) -> Actio
     Action::new("countersign.tool-call/1", fields.to_string())
 }
 
+/// An MCP tool-call action (profile `countersign.mcp-tool-call/1`): the call to `server_id`.
+pub fn mcp_tool_call_action(
+    agent_id: &str,
+    server_id: &str,
+    tool_name: &str,
+    params: Value,
+) -> Action {
+    let fields = json!({"agent_id": agent_id, "server_id": server_id, "tool_name": tool_name,
+                        "params": params});
+    Action::new(countersign::MCP_TOOL_CALL_PROFILE, fields.to_string())
+}
+
 /// A deterministic 32-byte nonce derived from a label.
 pub fn nonce(label: &str) -> [u8; 32] {
     Sha256::digest(format!("countersign-testkit nonce: {label}").as_bytes()).into()
@@ -183,8 +195,28 @@ pub fn result(
     }
 }
 
-/// The signed fields of a standing grant (`countersign.standing-grant/1`): agent and tool
-/// patterns, argument constraints (the scope language's JSON form), `max_uses`, `expires_at`.
+/// The gateway the test grants name, unless a test is about another.
+pub const GRANT_GATEWAY: &str = "ci-gw";
+
+/// The `calls` member of a standing grant: the call profile, the MCP server (for a profile that
+/// signs one) and the gateways it covers.
+pub fn grant_calls(profile: &str, server_id: Option<&str>, gateways: &[&str]) -> Value {
+    let mut calls = json!({"profile": profile, "gateways": gateways});
+    if let Some(server) = server_id {
+        calls["server_id"] = json!(server);
+    }
+    calls
+}
+
+/// The `calls` of a grant for generic tool calls through [`GRANT_GATEWAY`].
+pub fn tool_call_grant_calls() -> Value {
+    grant_calls(countersign::TOOL_CALL_PROFILE, None, &[GRANT_GATEWAY])
+}
+
+/// The signed fields of a standing grant (`countersign.standing-grant/2`) for generic tool calls
+/// through [`GRANT_GATEWAY`] ([`tool_call_grant_calls`]; a test about other calls replaces
+/// `calls`): agent and tool patterns, argument constraints (the scope language's JSON form),
+/// `max_uses`, `expires_at`.
 pub fn standing_grant_fields(
     agent: &str,
     tool: &str,
@@ -193,6 +225,7 @@ pub fn standing_grant_fields(
     expires_at: &str,
 ) -> Value {
     json!({
+        "calls": tool_call_grant_calls(),
         "agent_id": agent,
         "tool_name": tool,
         "constraints": constraints,

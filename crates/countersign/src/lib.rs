@@ -56,12 +56,12 @@ pub use result::{
     ApprovalResult, ApprovalStatus, EvidenceEntry, EvidenceSlot, ResultError, StandingGrantUse,
     WEBAUTHN_ASSERTION_FORMAT,
 };
-pub use scope::{OutOfScope, Scope, ScopeError};
+pub use scope::{Calls, OutOfScope, Scope, ScopeError};
 pub use tool_call::{
     CallFieldsError, MCP_TOOL_CALL_PROFILE, TOOL_CALL_PROFILE, ToolCallParts, call_fields_json,
 };
 pub use tool_rules::{ApproverPolicy, ApproverRule, Groups, ToolRuleError, ToolRules};
 pub use verify::{
-    Action, Approver, Effect, EvidenceError, Finding, Verdict, VerifyError, grant_fields_of_scope,
-    scope_of_grant_fields, verify_evidence, verify_evidence_with,
+    Action, Approver, Effect, EvidenceError, Finding, GrantScope, Verdict, VerifyError,
+    grant_fields_of_scope, scope_of_grant_fields, verify_evidence, verify_evidence_with,
 };

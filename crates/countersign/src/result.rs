@@ -97,7 +97,8 @@ pub struct ApprovalResult {
 pub struct StandingGrantUse {
     /// The service's reference of the grant (the approval id of its proposal).
     pub grant_id: String,
-    /// The grant's fields under `countersign.standing-grant/1`, as signed.
+    /// The grant's fields under [`STANDING_GRANT_PROFILE`](crate::STANDING_GRANT_PROFILE)
+    /// (`countersign.standing-grant/2`), as signed.
     pub fields: Value,
     /// This call's use of the grant, counted from 1 by the service.
     #[serde(rename = "use")]

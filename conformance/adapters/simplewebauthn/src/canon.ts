@@ -57,6 +57,27 @@ export const PROFILES: ReadonlyMap<string, readonly Field[]> = new Map([
       { name: "params", type: "object", exact: false },
     ],
   ],
+  [
+    "countersign.mcp-tool-call/1",
+    [
+      { name: "agent_id", type: "string", exact: true },
+      { name: "server_id", type: "string", exact: true },
+      { name: "tool_name", type: "string", exact: true },
+      { name: "params", type: "object", exact: false },
+    ],
+  ],
+  [
+    // SPEC §14.1: a standing grant's scope is its fields.
+    "countersign.standing-grant/2",
+    [
+      { name: "calls", type: "object", exact: false },
+      { name: "agent_id", type: "string", exact: true },
+      { name: "tool_name", type: "string", exact: true },
+      { name: "constraints", type: "any", exact: false },
+      { name: "max_uses", type: "integer", exact: false },
+      { name: "expires_at", type: "string", exact: true },
+    ],
+  ],
 ]);
 
 const UNASSIGNED = /\p{gc=Cn}/u;

@@ -11,6 +11,7 @@ import { verifyAuthenticationResponse } from "@simplewebauthn/server";
 import { decodeCredentialPublicKey } from "@simplewebauthn/server/helpers";
 import { admitFields, opHash, PROFILES, Refused, type Decision, type NfcMode, type Value } from "./canon.js";
 import { decodeUtf8, hasDuplicate, JsonError, member, parse, plain, type Node } from "./json.js";
+import { checkCoverage, nodeText, OutOfScope, readScope, STANDING_PROFILE, type Scope } from "./standing.js";
 import { exceeds, parseTime, secondsBetween, type Instant } from "./time.js";
 
 /** The CASE member at fault when the CASE itself cannot be used. */
@@ -496,10 +497,12 @@ async function verify(policy: Policy, action: Action, resultNode: Node, registry
   if ("revises" in result && !isStr(result.revises)) return malformed;
   if ("approver_evidence" in result && !Array.isArray(result.approver_evidence)) return malformed;
   if (status === "PENDING" && !isStr(result.approval_id)) return malformed;
+  if ("standing_grant" in result && !standingMemberOk(result.standing_grant)) return malformed;
   const entries = resultNode.t === "obj" && member(resultNode, "approver_evidence")?.t === "arr" ? (member(resultNode, "approver_evidence") as { items: Node[] }).items : [];
 
-  // 1. pending; 2. no evidence.
+  // 1. pending; a result carrying a standing grant is verified by SPEC §14 instead; 2. no evidence.
   if (status === "PENDING") return verdict("DENY", "PENDING", "pending");
+  if ("standing_grant" in result) return verifyStanding(policy, action, resultNode, entries, registry, now);
   if (entries.length === 0) {
     if (status === "APPROVED") return policy.require_evidence ? verdict("DENY", "APPROVED", "evidence_missing") : verdict("ALLOW", "APPROVED", null);
     const reason = result.reason_code;
@@ -552,6 +555,7 @@ async function verifyEntry(
   policy: Policy,
   now: Instant,
   spent: Set<string>,
+  standingUse: number | null = null,
 ): Promise<Approver> {
   // 4.1, 4.2
   const entry = decodeEntry(node);
@@ -572,8 +576,8 @@ async function verifyEntry(
     throw new Refused("binding_mismatch", "nonce or op_hash beside the signature");
   }
   if (!opHash(profile, entry.decision, fields).equals(entry.op_hash)) throw new Refused("binding_mismatch", "op_hash");
-  // 4.6 replay inside this CASE, before any signature work
-  const nonce = entry.nonce.toString("hex");
+  // 4.6 replay inside this CASE, before any signature work; a grant's use is keyed nonce || use
+  const nonce = entry.nonce.toString("hex") + (standingUse === null ? "" : BigInt(standingUse).toString(16).padStart(16, "0"));
   if (spent.has(nonce)) throw new Refused("replayed");
   // 4.7 the WebAuthn layer; BE against enrollment sits between UV and the signature
   const ad = entry.authenticator_data;
@@ -584,14 +588,96 @@ async function verifyEntry(
   let beProblem: string | null = null;
   if (bs && !be) beProblem = "evidence_malformed";
   else if (cred.backup_eligible !== null && cred.backup_eligible !== be) beProblem = "backup_eligibility_mismatch";
-  await webauthnLayer(entry, cred, policy, beProblem);
-  // 4.8 freshness, exact: no rounding of either instant
+  // A grant's counter is not compared: the key has signed other things since (SPEC §14.3).
+  await webauthnLayer(entry, standingUse === null ? cred : { ...cred, sign_count: 0 }, policy, beProblem);
+  // 4.8 freshness, exact: no rounding of either instant; a grant's age is bounded by its expiry
   if (exceeds(secondsBetween(now, entry.assertion_at), policy.clock_skew_seconds)) throw new Refused("stale", "dated in the future");
-  if (exceeds(secondsBetween(entry.assertion_at, now), policy.max_age_seconds)) throw new Refused("stale", "too old");
+  if (standingUse === null && exceeds(secondsBetween(entry.assertion_at, now), policy.max_age_seconds)) throw new Refused("stale", "too old");
   spent.add(nonce);
   // SPEC §7: the level, from the signed flags and the enrollment record
   const aaguidAllowed = policy.aal3_aaguids === null || (cred.aaguid !== null && policy.aal3_aaguids.some((g) => g.toLowerCase() === cred.aaguid!.toLowerCase()));
   const deviceBound = !be && cred.backup_eligible !== true;
   const level: Level = !uv ? "AAL1" : deviceBound && cred.chain_verified && aaguidAllowed ? "AAL3" : "AAL2";
   return { principal: cred.principal, decision: entry.decision, level };
+}
+
+// --- standing grants (SPEC §14) -----------------------------------------------------------------
+
+/** SPEC §2.1: exactly grant_id (string), fields (object), use (integer of at least 1). */
+function standingMemberOk(g: unknown): boolean {
+  if (!isObj(g)) return false;
+  const keys = Object.keys(g).sort();
+  return keys.join(",") === "fields,grant_id,use" && isStr(g.grant_id) && isObj(g.fields) && isUint(g.use) && g.use >= 1;
+}
+
+/** SPEC §14.3: a call approved under a standing grant, checked against the grant's scope. */
+async function verifyStanding(
+  policy: Policy,
+  action: Action,
+  resultNode: Node,
+  entries: Node[],
+  registry: Map<string, Credential>,
+  now: Instant,
+): Promise<Verdict> {
+  const grantNode = member(resultNode, "standing_grant")!;
+  const useNode = member(grantNode, "use")!;
+  // An integer is written without a fraction or an exponent (1.0 is not a use number).
+  if (useNode.t !== "num" || /[.eE]/.test(useNode.lex)) return verdict("DENY", null, "result_malformed");
+  const use = Number(useNode.lex);
+  const status = (plain(resultNode) as Record<string, unknown>).status as string;
+  // 1. A grant only ever approves, and only with evidence.
+  if (status !== "APPROVED") return verdict("DENY", status, "binding_mismatch");
+  if (entries.length === 0) return verdict("DENY", "APPROVED", "evidence_missing");
+  const approvers: Approver[] = [];
+  let scope: Scope;
+  let call: Map<string, Value>;
+  try {
+    // 2. The call, bound as any action; only a tool call can be covered.
+    if (!PROFILES.has(action.profile)) throw new Refused("profile_unknown", action.profile);
+    call = admitFields(action.profile, action.fieldsBytes, policy.nfc);
+    checkOperation(policy, action, call);
+    const declared = PROFILES.get(action.profile)!.map((f) => f.name);
+    if (!["agent_id", "tool_name", "params"].every((n) => declared.includes(n))) {
+      throw new Refused("action_inadmissible", "a standing grant covers tool calls only");
+    }
+    // 3. The grant's fields, admitted under its profile with NFC required, read as a scope.
+    let grantFields: Map<string, Value>;
+    try {
+      const text = nodeText(member(grantNode, "fields")!);
+      grantFields = admitFields(STANDING_PROFILE, Buffer.from(text, "utf8"), "require");
+      scope = readScope(grantFields);
+    } catch (e) {
+      throw new Refused("evidence_malformed", (e as Error).message);
+    }
+    // 4.-5. Every entry binds the grant; eligibility is the call's policy's.
+    const spent = new Set<string>();
+    for (const node of entries) approvers.push(await verifyEntry(node, STANDING_PROFILE, grantFields, registry, policy, now, spent, use));
+  } catch (e) {
+    if (e instanceof Refused) return verdict("DENY", status, e.code);
+    throw e;
+  }
+  const refusal = approvers.find((x) => x.decision === "DENIED");
+  if (refusal) return verdict("DENY", "DENIED", "approver_refused", refusal.level);
+  const weakest = approvers.reduce<Level>((w, x) => (LEVELS.indexOf(x.level) < LEVELS.indexOf(w) ? x.level : w), "AAL3");
+  // 6. Expiry (exclusive), 7. coverage.
+  if (secondsBetween(scope.expiresAt, now).num >= 0n) return verdict("DENY", "APPROVED", "standing_grant_expired", weakest);
+  try {
+    const server = call.get("server_id");
+    checkCoverage(scope, use, {
+      profile: action.profile,
+      serverId: typeof server === "string" ? server : null,
+      agentId: call.get("agent_id") as string,
+      toolName: call.get("tool_name") as string,
+      params: call.get("params")!,
+    });
+  } catch (e) {
+    if (e instanceof OutOfScope) return verdict("DENY", "APPROVED", "out_of_scope", weakest);
+    throw e;
+  }
+  // 8. Assurance and quorum, as for any approval.
+  if (policy.min_assurance !== null && approvers.some((x) => LEVELS.indexOf(x.level) < LEVELS.indexOf(policy.min_assurance!))) {
+    return verdict("DENY", "APPROVED", "insufficient_assurance", weakest);
+  }
+  if (new Set(approvers.map((x) => x.principal)).size < Math.max(policy.quorum, 1)) return verdict("DENY", "APPROVED", "quorum_not_met", weakest);
+  return verdict("ALLOW", "APPROVED", null, weakest);
 }

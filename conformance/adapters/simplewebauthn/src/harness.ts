@@ -21,9 +21,6 @@ const UNSUPPORTED: Record<string, string> = {
   "signature-encoding":
     "@simplewebauthn/server hands an Ed25519 signature of the wrong length to WebCrypto, which answers false: a bad signature, not malformed evidence",
   "policy-origin-tuple": "@simplewebauthn/server compares origins (and topOrigin) as strings, not as (scheme, host, port) tuples",
-  // Profiles and checks added after this adapter was written: declared rather than answered wrongly.
-  "mcp-tool-call": "this adapter does not implement the countersign.mcp-tool-call/1 profile yet",
-  "standing-grant": "this adapter does not implement standing grants (SPEC §14) yet",
 };
 const unicode = process.versions.unicode ?? "0";
 if (Number(unicode.split(".")[0]) < PINNED_UNICODE) {

@@ -730,6 +730,8 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     browser.wait_visible("step2");
     assert!(browser.visible("standing-banner"));
     browser.assert_text_contains("standing-banner", "at most 2 times");
+    // The gateway whose calls it covers is named before anyone signs.
+    browser.assert_text_contains("standing-banner", "browser-agent");
     let table = browser.text("fields");
     for shown in ["agent-7", "payments.transfer", "/amount", "100.00", "max"] {
         assert!(table.contains(shown), "{shown} missing from {table}");

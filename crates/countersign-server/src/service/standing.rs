@@ -2,13 +2,16 @@
 //! the approver page with the same ceremony as any approval, revocable by their signer, and
 //! consumed one use at a time by the calls they cover (docs/spec/service.md §11).
 //!
-//! A proposal is an approval under the `countersign.standing-grant/1` profile whose fields are
+//! A proposal is an approval under the `countersign.standing-grant/2` profile whose fields are
 //! the grant's scope, so the page shows all of it before anyone signs, and the evidence is an
-//! ordinary `webauthn.assertion/1` entry over `nonce || op_hash(scope)`. A later call is approved
-//! under a grant only when the core verifier, run here exactly as a gateway would run it offline,
-//! accepts the grant's evidence for that call (signature, eligibility under the call's own tool
-//! rule, scope, expiry); the use is then consumed in the same transaction as the approval row
-//! and its audit lines.
+//! ordinary `webauthn.assertion/1` entry over `nonce || op_hash(scope)`. The scope names the
+//! calls it covers: their profile, their MCP server when that profile signs one, and the
+//! gateways that may spend it (by default the proposing gateway alone). A later call is approved
+//! under a grant only when the grant names the call's gateway (the one check an offline verdict
+//! cannot make: it does not know who asks) and the core verifier, run here exactly as a gateway
+//! would run it offline, accepts the grant's evidence for that call (signature, eligibility
+//! under the call's own tool rule, profile, server, scope, expiry); the use is then consumed in
+//! the same transaction as the approval row and its audit lines.
 
 use super::AppState;
 use super::gateway::DEFAULT_PROFILE;
@@ -19,6 +22,8 @@ use crate::config::{ApprovalRule, Severity};
 use crate::error::{ApiError, ErrorCode};
 use crate::store::standing::{NewStandingGrant, StandingGrantRecord, UseRecords};
 use crate::store::{ApprovalRecord, NewApproval, Session};
+use countersign::GrantScope;
+use countersign::scope::Calls;
 use countersign::scope::Scope;
 use countersign::{
     Action, ApprovalResult, ApprovalStatus, Decision, EvidenceEntry, MemoryReplayState, Policy,
@@ -30,6 +35,10 @@ use std::sync::Arc;
 
 /// How many live grants a call is matched against at most (oldest first).
 const MAX_CANDIDATE_GRANTS: usize = 256;
+/// The fields a profile must declare for a standing grant to cover its calls.
+const CALL_FIELDS: [&str; 3] = ["agent_id", "tool_name", "params"];
+/// The field of a call profile that names the MCP server.
+const SERVER_FIELD: &str = "server_id";
 /// How many entries the inbox lists at most, of each kind.
 const INBOX_LIMIT: usize = 200;
 
@@ -37,6 +46,15 @@ const INBOX_LIMIT: usize = 200;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StandingProposal {
+    /// The profile of the calls the grant covers; absent: the generic tool-call profile.
+    #[serde(default, deserialize_with = "not_null::profile")]
+    pub profile: Option<String>,
+    /// The MCP server of the calls: required for a profile that signs one, refused otherwise.
+    #[serde(default, deserialize_with = "not_null::server_id")]
+    pub server_id: Option<String>,
+    /// The gateways whose calls the grant covers; absent: the proposing gateway alone.
+    #[serde(default, deserialize_with = "not_null::gateways")]
+    pub gateways: Option<Vec<String>>,
     /// Which agent ids the grant covers: a pattern (`*` matches any run of characters).
     pub agent_id: String,
     /// Which tool names the grant covers: a pattern.
@@ -52,12 +70,38 @@ pub struct StandingProposal {
     pub severity: Option<String>,
 }
 
+/// Absent members take their default; `null` is refused, never read as absent.
+mod not_null {
+    use serde::{Deserialize, Deserializer};
+    pub(super) fn profile<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        countersign::present_not_null(d, "profile")
+    }
+    pub(super) fn server_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        countersign::present_not_null(d, "server_id")
+    }
+    pub(super) fn gateways<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Vec<String>>, D::Error> {
+        Option::<Vec<String>>::deserialize(d).and_then(|v| {
+            v.map(Some).ok_or_else(|| {
+                serde::de::Error::custom(
+                    "member \"gateways\" is null: null is refused, omit the member to take its default",
+                )
+            })
+        })
+    }
+}
+
 /// A standing grant as its signer (and the gateway) sees it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StandingView {
     pub grant_id: String,
     /// `PENDING` until signed or refused, then the proposal's verdict.
     pub status: ApprovalStatus,
+    /// The calls it covers (profile, MCP server, gateways), as signed; absent for a grant whose
+    /// fields name none (one proposed before they were part of the scope: it covers nothing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calls: Option<Calls>,
     pub agent_id: String,
     pub tool_name: String,
     pub expires_at: String,
@@ -130,6 +174,7 @@ impl AppState {
         gateway: &str,
     ) -> Result<ApprovalResult, ApiError> {
         let now = self.now_ms();
+        let calls = self.proposal_calls(&req, gateway).await?;
         let scope = Scope::from_value(serde_json::json!({
             "agent": req.agent_id,
             "tool": req.tool_name,
@@ -144,7 +189,12 @@ impl AppState {
         }
         let max_uses = u32::try_from(scope.max_uses.get())
             .map_err(|_| invalid_scope("max_uses is above 4294967295"))?;
-        let fields = countersign::grant_fields_of_scope(&scope).map_err(ApiError::internal)?;
+        let gateways: Vec<String> = calls.gateways.names().map(str::to_owned).collect();
+        let fields = countersign::grant_fields_of_scope(&GrantScope {
+            calls,
+            scope: scope.clone(),
+        })
+        .map_err(ApiError::internal)?;
         let fields_json = fields.to_string();
         let profile = self
             .profiles()
@@ -199,6 +249,7 @@ impl AppState {
             id: approval.id.clone(),
             expires_at,
             max_uses,
+            gateways,
         };
         let ts = rfc3339(from_ms(now));
         let window_end = rfc3339(from_ms(approval.expires_at));
@@ -242,30 +293,95 @@ impl AppState {
         Ok(self.result_of(&record))
     }
 
-    /// Approve `approval` (a PENDING-bound tool call) under a live standing grant that covers
-    /// it, if there is one: the core verifier must accept the grant's evidence for this call
-    /// under the call's tool policy, then a use is consumed with the approval row, atomically.
-    /// `None`: no grant covers the call (it goes to a human).
+    /// The calls a proposal covers: its profile (default: the generic tool call), which must be
+    /// a call profile this service pins; its MCP server, exactly when that profile signs one; its
+    /// gateways (default: the proposing one), each registered and not revoked (names are never
+    /// reused, so a name in a signed scope cannot later belong to someone else).
+    async fn proposal_calls(
+        &self,
+        req: &StandingProposal,
+        gateway: &str,
+    ) -> Result<Calls, ApiError> {
+        let profile_id = req.profile.as_deref().unwrap_or(DEFAULT_PROFILE);
+        let profile = self.profiles().get(profile_id).ok_or_else(|| {
+            invalid_scope(format!(
+                "profile {profile_id:?} is not pinned by this service"
+            ))
+        })?;
+        if !is_call_profile(profile) {
+            return Err(invalid_scope(format!(
+                "{profile_id} is not a tool-call profile (agent_id, tool_name, params): a standing \
+                 grant cannot cover its calls"
+            )));
+        }
+        match (profile.field(SERVER_FIELD).is_some(), &req.server_id) {
+            (true, None) => {
+                return Err(invalid_scope(format!(
+                    "{profile_id} signs the MCP server: the grant must name its server_id"
+                )));
+            }
+            (false, Some(_)) => {
+                return Err(invalid_scope(format!(
+                    "{profile_id} signs no server: server_id would cover nothing"
+                )));
+            }
+            _ => {}
+        }
+        let gateways = req
+            .gateways
+            .clone()
+            .unwrap_or_else(|| vec![gateway.to_owned()]);
+        let known = self.blocking(|s| s.gateways()).await?;
+        if let Some(unknown) = gateways.iter().find(|name| {
+            !known
+                .iter()
+                .any(|g| &g.name == *name && g.revoked_at.is_none())
+        }) {
+            return Err(invalid_scope(format!(
+                "{unknown:?} is not a gateway of this service (or it is revoked)"
+            )));
+        }
+        let mut calls = Map::new();
+        calls.insert("profile".into(), Value::from(profile_id));
+        if let Some(server) = &req.server_id {
+            calls.insert("server_id".into(), Value::from(server.clone()));
+        }
+        calls.insert("gateways".into(), Value::from(gateways));
+        serde_json::from_value(Value::Object(calls))
+            .map_err(|e| invalid_scope(format!("calls: {e}")))
+    }
+
+    /// Approve `approval` (a PENDING-bound call) under a live standing grant that covers it, if
+    /// there is one: the grant must name the call's gateway, and the core verifier must accept
+    /// the grant's evidence for this call under the call's tool policy; then a use is consumed
+    /// with the approval row, atomically. `None`: no grant covers the call (it goes to a human).
     pub(crate) async fn approve_under_standing_grant(
         &self,
         approval: &NewApproval,
         request_event: &AuditEvent,
         policy: &Arc<Policy>,
     ) -> Result<Option<ApprovalResult>, ApiError> {
-        if approval.profile != DEFAULT_PROFILE {
+        // A typed call (a payment's fields) names no agent or tool a grant could match.
+        if !self
+            .profiles()
+            .get(&approval.profile)
+            .is_some_and(is_call_profile)
+        {
             return Ok(None);
         }
         let now = approval.created_at;
+        // Only the grants that name this gateway are candidates: another tenant's grants are
+        // never read for this call (the signed list is checked again below, and by the store).
+        let gateway = approval.gateway.clone();
         let grants = self
-            .blocking(move |s| s.live_standing_grants(now, MAX_CANDIDATE_GRANTS))
+            .blocking(move |s| s.live_standing_grants_of(&gateway, now, MAX_CANDIDATE_GRANTS))
             .await?;
         if grants.is_empty() {
             return Ok(None);
         }
         let call: Value =
             serde_json::from_str(&approval.fields_json).map_err(ApiError::internal)?;
-        let params = call.get("params").cloned().unwrap_or(Value::Null);
-        let action = Action::new(DEFAULT_PROFILE, approval.fields_json.clone())
+        let action = Action::new(approval.profile.clone(), approval.fields_json.clone())
             .with_tool(approval.tool_name.clone());
         // The row a use inserts: APPROVED at once, its single-use grant collectable like any.
         let grant_ttl = crate::clock::secs_to_ms(self.config().timeouts.grant_seconds);
@@ -276,8 +392,7 @@ impl AppState {
             ..approval.clone()
         };
         for grant in grants {
-            let Some(standing) = self.covering_use(&grant, approval, &params, &action, policy)
-            else {
+            let Some(standing) = self.covering_use(&grant, approval, &call, &action, policy) else {
                 continue;
             };
             let grant_id = grant.proposal.id.clone();
@@ -300,24 +415,34 @@ impl AppState {
         Ok(None)
     }
 
-    /// The `standing_grant` member this call would carry under `grant`, if the core verifier
-    /// accepts the grant's evidence for it now (with the next use number).
+    /// The `standing_grant` member this call would carry under `grant`, if the grant names the
+    /// call's gateway and the core verifier accepts the grant's evidence for it now (with the
+    /// next use number).
     fn covering_use(
         &self,
         grant: &StandingGrantRecord,
         approval: &NewApproval,
-        params: &Value,
+        call: &Value,
         action: &Action,
         policy: &Policy,
     ) -> Option<(StandingGrantUse, Vec<EvidenceEntry>)> {
         let fields: Value = serde_json::from_str(&grant.proposal.fields_json).ok()?;
-        // The scope first: it is cheap, and most grants do not cover most calls.
-        let scope = countersign::scope_of_grant_fields(&fields).ok()?;
+        // A grant whose fields name no calls (proposed before they were signed) covers none.
+        let GrantScope { calls, scope } = countersign::scope_of_grant_fields(&fields).ok()?;
+        // The gateway is the service's to check: the verdict below cannot (it does not know who
+        // asks). The signed list decides, not the index the candidates came from.
+        if let Err(e) = calls.covers_gateway(&approval.gateway) {
+            tracing::warn!(grant = %grant.proposal.id, reason = %e, "standing grant candidate for another gateway");
+            return None;
+        }
+        // Then the cheap checks, which most grants fail for most calls; the verifier repeats them.
+        let server = call.get(SERVER_FIELD).and_then(Value::as_str);
+        calls.covers(&approval.profile, server).ok()?;
         scope
             .covers(
                 &approval.agent_id,
                 &approval.tool_name,
-                params,
+                call.get("params").unwrap_or(&Value::Null),
                 from_ms(approval.created_at),
             )
             .ok()?;
@@ -391,9 +516,15 @@ impl AppState {
         let now = self.now_ms();
         let fields: Value =
             serde_json::from_str(&grant.proposal.fields_json).unwrap_or(Value::Null);
+        let calls = countersign::scope_of_grant_fields(&fields)
+            .ok()
+            .map(|g| g.calls);
         StandingView {
             grant_id: grant.proposal.id.clone(),
             status: grant.proposal.status,
+            // A grant that names no calls covers nothing: it is not in force, whatever its uses.
+            live: grant.is_live(now) && calls.is_some(),
+            calls,
             agent_id: grant.proposal.agent_id.clone(),
             tool_name: grant.proposal.tool_name.clone(),
             expires_at: fields
@@ -402,7 +533,6 @@ impl AppState {
                 .map_or_else(|| rfc3339(from_ms(grant.expires_at)), str::to_owned),
             max_uses: grant.max_uses,
             uses: grant.uses,
-            live: grant.is_live(now),
             signed_by: signer_of(&grant.proposal, &self.registry()),
             revoked_at: grant.revoked_at.map(|t| rfc3339(from_ms(t))),
             revoked_by: grant.revoked_by.clone(),
@@ -512,6 +642,12 @@ impl AppState {
                 .eligible_principals(rule)
                 .is_none_or(|set| set.iter().any(|p| p == principal))
     }
+}
+
+/// Whether a standing grant can cover calls under `profile`: it declares who calls, which tool,
+/// with which arguments.
+fn is_call_profile(profile: &countersign::Profile) -> bool {
+    CALL_FIELDS.iter().all(|f| profile.field(f).is_some())
 }
 
 /// Lowercase hex of SHA-256.

@@ -171,6 +171,16 @@ CREATE TABLE auditors (
     revoked_at BIGINT
 );
 ",
+    // The gateways a standing grant names (its signed `calls.gateways`), the index by which a
+    // use is found and guarded. Grants from before have no rows: their scope names no gateway,
+    // so they cover no call (docs/SPEC.md §14.5).
+    "
+CREATE TABLE standing_grant_gateways (
+    grant_id TEXT NOT NULL REFERENCES standing_grants (id),
+    gateway TEXT NOT NULL,
+    PRIMARY KEY (gateway, grant_id)
+);
+",
 ];
 
 /// Most events one sealing transaction chains.

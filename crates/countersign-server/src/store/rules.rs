@@ -898,10 +898,11 @@ fn use_standing_grant(
     now: i64,
     records: &UseRecords,
 ) -> Result<Option<u32>, StoreError> {
-    // The guard is the whole rule: signed, unrevoked, unexpired, a use left. Two replicas
-    // racing for the last use: the second waits on the row lock, re-reads `uses` after the
-    // first commits, and its guard no longer holds.
-    let Some(mut row) = tx.query_opt(&USE_STANDING, params![grant_id, now])? else {
+    // The guard is the whole rule: signed, unrevoked, unexpired, a use left, named for the
+    // call's gateway. Two replicas racing for the last use: the second waits on the row lock,
+    // re-reads `uses` after the first commits, and its guard no longer holds.
+    let Some(mut row) = tx.query_opt(&USE_STANDING, params![grant_id, now, &approval.gateway])?
+    else {
         return Ok(None);
     };
     let use_number = row.u32(0, "standing grant uses")?;

@@ -124,6 +124,16 @@ CREATE TABLE auditors (
     revoked_at INTEGER
 );
 ",
+    // 3: the gateways a standing grant names (its signed `calls.gateways`), the index by which
+    // a use is found and guarded. Grants from before have no rows: their scope names no
+    // gateway, so they cover no call (docs/SPEC.md §14.5).
+    "
+CREATE TABLE standing_grant_gateways (
+    grant_id TEXT NOT NULL REFERENCES standing_grants (id),
+    gateway TEXT NOT NULL,
+    PRIMARY KEY (gateway, grant_id)
+);
+",
 ];
 
 /// Columns that releases before numbered migrations added to an existing `approvals` table one
@@ -726,5 +736,55 @@ mod tests {
             (1..16).contains(&frames),
             "{frames} frames after the reader left"
         );
+    }
+
+    /// Published migration numbers never move: a database records only how far it got, so an
+    /// entry inserted before a published one would be skipped by a database past it, and the
+    /// published one run twice.
+    #[test]
+    fn published_migrations_keep_their_numbers() {
+        assert!(MIGRATIONS[1].contains("CREATE TABLE auditors ("));
+        assert!(MIGRATIONS[2].contains("CREATE TABLE standing_grant_gateways ("));
+    }
+
+    /// A database of the release with auditors and before the grants' gateways (migrations 1
+    /// and 2) upgrades in place: migration 3 only, its rows kept, and the store then ready.
+    #[test]
+    fn a_database_at_migration_2_upgrades_to_the_grant_gateways() {
+        let dir = Scratch::new("upgrade-from-2");
+        let path = dir.0.join("db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch("BEGIN").unwrap();
+            rules::migrate(&mut SqliteTx { conn: &conn }, &MIGRATIONS[..2]).unwrap();
+            conn.execute_batch(
+                "INSERT INTO auditors (name, token_hash, created_at)
+                 VALUES ('compliance', zeroblob(32), 10);
+                 COMMIT",
+            )
+            .unwrap();
+        }
+        let store = open(&path);
+        store.ready().unwrap();
+        let conn = store.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let versions: Vec<i64> = conn
+            .prepare("SELECT version FROM countersign_migrations ORDER BY version")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(versions, [1, 2, 3]);
+        let auditors: i64 =
+            query_row(&conn, "SELECT COUNT(*) FROM auditors", [], |r| r.get(0)).unwrap();
+        assert_eq!(auditors, 1, "the auditor of the older release is kept");
+        let gateways: i64 = query_row(
+            &conn,
+            "SELECT COUNT(*) FROM standing_grant_gateways",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+        assert_eq!(gateways, 0, "the table is there, empty");
     }
 }

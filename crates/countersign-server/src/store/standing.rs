@@ -1,6 +1,6 @@
 //! Approver-signed standing grants in the store.
 //!
-//! A proposal is an ordinary approval row under the `countersign.standing-grant/1` profile, so it
+//! A proposal is an ordinary approval row under the `countersign.standing-grant/2` profile, so it
 //! is reviewed, signed or refused, expired and withdrawn exactly like any approval. The
 //! `standing_grants` table adds what a signed grant needs over time: its expiry and use budget
 //! (copied from the signed fields at proposal time), how many uses it has given, and its
@@ -8,7 +8,9 @@
 //!
 //! Which grant covers a call is decided by the service with the core's scope rules; the store
 //! only consumes a use, atomically with the approval row and its audit lines, and only while the
-//! grant is signed, unrevoked, unexpired and has a use left (a guarded `UPDATE … RETURNING`).
+//! grant is signed, unrevoked, unexpired, has a use left and names the call's gateway (a guarded
+//! `UPDATE … RETURNING`). `standing_grant_gateways` holds the gateways each grant's signed
+//! fields name, so that a gateway's candidates are only the grants it may spend.
 
 use super::{ApprovalRecord, NewApproval, StoreError};
 use crate::audit::AuditEvent;
@@ -24,6 +26,8 @@ pub struct NewStandingGrant {
     pub expires_at: i64,
     /// The grant's `max_uses`, from its fields.
     pub max_uses: u32,
+    /// The gateways the grant names (`calls.gateways`), from its fields.
+    pub gateways: Vec<String>,
 }
 
 /// A standing grant as stored, with its proposal's row.
@@ -56,8 +60,8 @@ pub type UseRecords =
 
 /// Standing grants (see the module documentation). Every method is one transaction.
 pub trait StandingStore {
-    /// Insert a proposal: its approval row (PENDING), its `standing_grants` row and its audit
-    /// lines, together.
+    /// Insert a proposal: its approval row (PENDING), its `standing_grants` row, a
+    /// `standing_grant_gateways` row per gateway it names and its audit lines, together.
     fn create_standing_proposal(
         &self,
         approval: &NewApproval,
@@ -76,10 +80,19 @@ pub trait StandingStore {
         limit: usize,
     ) -> Result<Vec<StandingGrantRecord>, StoreError>;
 
+    /// Every grant live at `now` that names `gateway`, oldest first, at most `limit`: the
+    /// candidates for a call of that gateway.
+    fn live_standing_grants_of(
+        &self,
+        gateway: &str,
+        now: i64,
+        limit: usize,
+    ) -> Result<Vec<StandingGrantRecord>, StoreError>;
+
     /// Consume one use of grant `grant_id` and insert `approval` (APPROVED) with the evidence and
     /// audit lines `records` builds for the use number, all in one transaction. The use is taken
-    /// only while the grant is signed, unrevoked, unexpired at `now` and has a use left; returns
-    /// the use number (from 1), or `None` with nothing changed.
+    /// only while the grant is signed, unrevoked, unexpired at `now`, has a use left and names
+    /// `approval.gateway`; returns the use number (from 1), or `None` with nothing changed.
     fn use_standing_grant(
         &self,
         approval: &NewApproval,

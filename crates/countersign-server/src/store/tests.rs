@@ -849,7 +849,7 @@ fn sqlite_upgrades_a_database_from_before_numbered_migrations_in_place() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(versions, vec![1, 2]);
+    assert_eq!(versions, vec![1, 2, 3]);
     drop(conn);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -1379,6 +1379,48 @@ fn ready_fails_when_a_migration_is_missing() {
     assert!(e.contains("this build expects"), "{e}");
 }
 
+/// A database of the release with auditors and before the grants' gateways (PostgreSQL
+/// migration 8) upgrades in place: migration 9 only, its rows kept, the store ready and the
+/// gateways table in use.
+#[test]
+fn postgres_at_migration_8_upgrades_to_the_grant_gateways() {
+    let Some(schema) = postgres("upgrade_from_8") else {
+        return;
+    };
+    drop(PostgresStore::connect(&schema.url(), sealer(), 1).unwrap());
+    let mut client = ::postgres::Client::connect(&schema.url(), ::postgres::NoTls).unwrap();
+    // Back to the schema of that release, with an auditor enrolled under it.
+    client
+        .batch_execute(
+            "DROP TABLE standing_grant_gateways;
+             DELETE FROM countersign_migrations WHERE version = 9;
+             INSERT INTO auditors (name, token_hash, created_at)
+             VALUES ('compliance', decode(repeat('01', 32), 'hex'), 10);",
+        )
+        .unwrap();
+    let store = PostgresStore::connect(&schema.url(), sealer(), 1).unwrap();
+    store.ready().unwrap();
+    let versions: Vec<i32> = client
+        .query(
+            "SELECT version FROM countersign_migrations ORDER BY version",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, (1..=9).collect::<Vec<_>>());
+    assert_eq!(store.auditors().unwrap().len(), 1, "the auditor is kept");
+    let s: &dyn Store = &store;
+    signed_grant(s, "g", 2);
+    let live = s.live_standing_grants_of("gw", 100, 10).unwrap();
+    assert_eq!(
+        live.len(),
+        1,
+        "a new grant's gateways are recorded and read"
+    );
+}
+
 // ---- standing grants ----------------------------------------------------------------------
 
 fn standing_call(id: &str) -> NewApproval {
@@ -1398,6 +1440,7 @@ fn signed_grant(s: &dyn Store, id: &str, max_uses: u32) {
         id: id.into(),
         expires_at: 5_000,
         max_uses,
+        gateways: vec!["gw".into()],
     };
     s.create_standing_proposal(&proposal, &grant, &[AuditEvent::test(id)])
         .unwrap();
@@ -1426,6 +1469,7 @@ fn a_standing_grant_gives_each_use_once_up_to_max_uses_and_only_once_signed() {
             id: "unsigned".into(),
             expires_at: 5_000,
             max_uses: 3,
+            gateways: vec!["gw".into()],
         };
         s.create_standing_proposal(&proposal, &grant, &[]).unwrap();
         let used = s.use_standing_grant(&standing_call("c0"), "unsigned", 100, use_records());
@@ -1481,9 +1525,40 @@ fn a_standing_covered_call_keeps_its_revision_link() {
             id: "p2".into(),
             expires_at: 5_000,
             max_uses: 1,
+            gateways: vec!["gw".into()],
         };
         s.create_standing_proposal(&proposal, &grant, &[]).unwrap();
         assert_eq!(s.get("p2").unwrap().unwrap().revises.as_deref(), Some("v1"));
+    }
+}
+
+#[test]
+fn a_standing_grant_gives_uses_only_to_the_gateways_it_names() {
+    for (s, _schema) in stores("standing_gateways") {
+        let s = s.as_ref();
+        signed_grant(s, "g", 10);
+        let of = |gateway: &str| -> Vec<String> {
+            s.live_standing_grants_of(gateway, 100, 10)
+                .unwrap()
+                .into_iter()
+                .map(|g| g.proposal.id)
+                .collect()
+        };
+        assert_eq!(of("gw"), ["g"]);
+        assert!(
+            of("other-team").is_empty(),
+            "not a candidate for another gateway"
+        );
+        // Even asked directly, the guard refuses a use for a call of another gateway.
+        let other = NewApproval {
+            gateway: "other-team".into(),
+            ..standing_call("theirs")
+        };
+        let used = s.use_standing_grant(&other, "g", 100, use_records());
+        assert_eq!(used.unwrap(), None);
+        assert!(s.get("theirs").unwrap().is_none());
+        let used = s.use_standing_grant(&standing_call("ours"), "g", 100, use_records());
+        assert_eq!(used.unwrap(), Some(1));
     }
 }
 

@@ -2,7 +2,7 @@
 //! service.md §11): proposed by a gateway, signed on the approver API, covering later calls with
 //! the grant's evidence and a use number, consumed atomically, revocable by their signer only.
 
-use crate::support::{Approver, TestApp, config};
+use crate::support::{Approver, GATEWAY, TestApp, config};
 use crate::web::{page_get, page_post, sign_in};
 use countersign::{
     Action, ApprovalResult, Decision, MemoryReplayState, ReasonCode, verify_evidence,
@@ -79,11 +79,15 @@ async fn a_signed_grant_approves_covered_calls_with_its_evidence_and_a_use_numbe
     assert_eq!(first.body["status"], "APPROVED", "{:?}", first.body);
     assert_eq!(first.body["standing_grant"]["grant_id"], grant.as_str());
     assert_eq!(first.body["standing_grant"]["use"], 1);
-    assert_eq!(first.body["standing_grant"]["fields"], scope(2));
+    // The signed fields: the proposal, and the calls it covers (the proposing gateway's
+    // generic tool calls, as the proposal named neither a profile nor gateways).
+    let mut signed = scope(2);
+    signed["calls"] = json!({"profile": "countersign.tool-call/1", "gateways": [GATEWAY]});
+    assert_eq!(first.body["standing_grant"]["fields"], signed);
     let evidence = &first.body["approver_evidence"][0];
     assert_eq!(
         evidence["canonicalization_profile"],
-        "countersign.standing-grant/1"
+        countersign::STANDING_GRANT_PROFILE
     );
     let verdict = verify_offline(&app, "40.00", &first.body);
     assert!(verdict.is_allow(), "{verdict:?}");
@@ -286,7 +290,7 @@ async fn a_scope_the_core_refuses_is_422_and_the_profile_is_not_a_plain_approval
         .post(
             "/v1/approvals",
             &json!({"agent_id": "agent-7", "tool_name": "vendor.*", "params": scope(5)["constraints"],
-                    "profile": "countersign.standing-grant/1"}),
+                    "profile": countersign::STANDING_GRANT_PROFILE}),
         )
         .await;
     assert_eq!(r.status, 422, "{:?}", r.body);
@@ -309,7 +313,7 @@ async fn the_page_review_of_a_proposal_shows_every_constraint_and_its_standing()
     let s = sign_in(&app, &alice).await;
     let r = page_get(&app, &format!("/v1/web/approvals/{id}"), &s).await;
     assert_eq!(r.status, 200, "{:?}", r.body);
-    assert_eq!(r.body["profile"], "countersign.standing-grant/1");
+    assert_eq!(r.body["profile"], countersign::STANDING_GRANT_PROFILE);
     let paths: Vec<&str> = r.body["display"]["rows"]
         .as_array()
         .unwrap()
@@ -426,4 +430,196 @@ async fn the_inbox_lists_what_the_signed_in_approver_may_decide_newest_first_and
     assert_eq!(r.status, 200);
     assert_eq!(r.body["pending"].as_array().unwrap().len(), 2);
     assert!(r.body["standing_grants"].as_array().unwrap().is_empty());
+}
+
+/// Create a generic tool call of agent-7 as the gateway holding `token`.
+async fn create_as(app: &TestApp, token: &str, params: Value) -> crate::support::Reply {
+    app.post_auth(
+        "/v1/approvals",
+        token,
+        &json!({"agent_id": "agent-7", "tool_name": TOOL, "params": params}),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_grant_covers_only_the_calls_of_the_gateway_that_proposed_it() {
+    let alice = Approver::alice();
+    let app = TestApp::default_with(&[&alice]).await;
+    let (other_token, _) = app.other_gateway("other-team").await;
+    // Proposed by the app's own gateway (test-gateway), signed by alice.
+    signed_grant(&app, &alice, 5).await;
+    // Another tenant claiming the same agent id does not spend it: its call goes to a human.
+    let r = create_as(&app, &other_token, params("5.00")).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["status"], "PENDING", "{:?}", r.body);
+    assert!(r.body.get("standing_grant").is_none(), "{:?}", r.body);
+    // The proposing gateway's own call is covered, and it is the grant's first use.
+    let r = app.create(TOOL, params("5.00")).await;
+    assert_eq!(r.body["status"], "APPROVED", "{:?}", r.body);
+    assert_eq!(r.body["standing_grant"]["use"], 1, "{:?}", r.body);
+}
+
+#[tokio::test]
+async fn a_grant_naming_other_gateways_covers_theirs_only_and_unknown_names_are_refused() {
+    let alice = Approver::alice();
+    let app = TestApp::default_with(&[&alice]).await;
+    let (ops_token, _) = app.other_gateway("ops-gw").await;
+    let (other_token, _) = app.other_gateway("other-team").await;
+    let mut body = scope(5);
+    body["gateways"] = json!(["ops-gw"]);
+    let id = propose(&app, &body).await;
+    let r = alice.decide(&app, &id, Decision::Approved).await;
+    assert_eq!(r.body["status"], "APPROVED", "{:?}", r.body);
+    // Named: covered. Not named — the proposer included, and any third gateway — not covered.
+    let r = create_as(&app, &ops_token, params("5.00")).await;
+    assert_eq!(r.body["status"], "APPROVED", "{:?}", r.body);
+    assert_eq!(
+        r.body["standing_grant"]["fields"]["calls"]["gateways"],
+        json!(["ops-gw"])
+    );
+    for token in [None, Some(&other_token)] {
+        let r = match token {
+            None => app.create(TOOL, params("5.00")).await,
+            Some(t) => create_as(&app, t, params("5.00")).await,
+        };
+        assert_eq!(r.body["status"], "PENDING", "{:?}", r.body);
+    }
+    // A name the service does not know (it could be registered later by someone else), an
+    // empty list and null are refused before anything is recorded.
+    for gateways in [json!(["ops-gw", "nobody"]), json!([]), Value::Null] {
+        let mut body = scope(5);
+        body["gateways"] = gateways.clone();
+        let r = app.post("/v1/standing-grants", &body).await;
+        assert!(
+            r.status == 422 || r.status == 400,
+            "{gateways}: {:?}",
+            r.body
+        );
+    }
+}
+
+/// An MCP tool call of agent-7 to `server`, created by the app's gateway.
+async fn create_mcp(app: &TestApp, server: &str, params: Value) -> crate::support::Reply {
+    app.post(
+        "/v1/approvals",
+        &json!({"agent_id": "agent-7", "tool_name": TOOL, "params": params,
+                "profile": countersign::MCP_TOOL_CALL_PROFILE, "server_id": server}),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_grant_covers_calls_under_its_profile_and_to_its_mcp_server_only() {
+    let alice = Approver::alice();
+    let app = TestApp::default_with(&[&alice]).await;
+    let mut body = scope(5);
+    body["profile"] = json!(countersign::MCP_TOOL_CALL_PROFILE);
+    body["server_id"] = json!("payments-server");
+    let id = propose(&app, &body).await;
+    assert_eq!(
+        alice.decide(&app, &id, Decision::Approved).await.body["status"],
+        "APPROVED"
+    );
+    // The same agent, tool and arguments: to another server, or as a generic tool call, the
+    // call goes to a human.
+    let r = create_mcp(&app, "other-server", params("5.00")).await;
+    assert_eq!(r.body["status"], "PENDING", "{:?}", r.body);
+    let r = app.create(TOOL, params("5.00")).await;
+    assert_eq!(r.body["status"], "PENDING", "{:?}", r.body);
+    // To the named server: covered, and the gateway's offline check agrees.
+    let r = create_mcp(&app, "payments-server", params("5.00")).await;
+    assert_eq!(r.body["status"], "APPROVED", "{:?}", r.body);
+    assert_eq!(r.body["standing_grant"]["use"], 1, "{:?}", r.body);
+    let config = config();
+    let policy = config.policy(&config.default_tool, None);
+    let registry = countersign::CredentialRegistry::from_document(countersign::RegistryDocument {
+        credentials: app.state.store().credentials().unwrap(),
+    })
+    .unwrap();
+    let now = OffsetDateTime::parse(crate::support::START, &Rfc3339).unwrap();
+    let result = ApprovalResult::from_json(r.body.to_string().as_bytes()).unwrap();
+    let verdict_for = |server: &str| {
+        let fields = json!({"agent_id": "agent-7", "server_id": server, "tool_name": TOOL,
+                            "params": params("5.00")});
+        let action =
+            Action::new(countersign::MCP_TOOL_CALL_PROFILE, fields.to_string()).with_tool(TOOL);
+        verify_evidence(
+            &policy,
+            &action,
+            &result,
+            &registry,
+            &mut MemoryReplayState::new(),
+            now,
+        )
+    };
+    assert!(verdict_for("payments-server").is_allow());
+    assert_eq!(
+        verdict_for("other-server").reason_code,
+        Some(ReasonCode::OutOfScope)
+    );
+}
+
+#[tokio::test]
+async fn a_proposal_must_name_a_call_profile_and_its_server_exactly_when_it_signs_one() {
+    let app = TestApp::default_with(&[&Approver::alice()]).await;
+    for (profile, server) in [
+        // The MCP profile signs the server: a grant that names none would cover every server.
+        (json!(countersign::MCP_TOOL_CALL_PROFILE), None),
+        // The generic profile signs none: a server would be a promise nobody checks.
+        (json!("countersign.tool-call/1"), Some("payments-server")),
+        // Typed and standing-grant profiles have no agent, tool and params to cover.
+        (json!("countersign.payment/1"), None),
+        (json!(countersign::STANDING_GRANT_PROFILE), None),
+        (json!("acme.unknown/1"), None),
+    ] {
+        let mut body = scope(5);
+        body["profile"] = profile.clone();
+        if let Some(server) = server {
+            body["server_id"] = json!(server);
+        }
+        let r = app.post("/v1/standing-grants", &body).await;
+        assert_eq!(r.status, 422, "{profile} {server:?}: {:?}", r.body);
+        assert_eq!(r.body["error"]["code"], "invalid_scope");
+    }
+}
+
+#[tokio::test]
+async fn the_approver_page_shows_the_calls_a_grant_covers_before_signing() {
+    let alice = Approver::alice();
+    let app = TestApp::default_with(&[&alice]).await;
+    app.other_gateway("ops-gw").await;
+    let mut body = scope(3);
+    body["profile"] = json!(countersign::MCP_TOOL_CALL_PROFILE);
+    body["server_id"] = json!("payments-server");
+    body["gateways"] = json!([GATEWAY, "ops-gw"]);
+    let id = propose(&app, &body).await;
+    let s = sign_in(&app, &alice).await;
+    let r = page_get(&app, &format!("/v1/web/approvals/{id}"), &s).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    // Every member of `calls` is a row of the table the approver signs, with its value.
+    let rows = r.body["display"]["rows"].as_array().unwrap();
+    let shown = |path: &str| -> Option<String> {
+        rows.iter().find(|row| row["path"] == path).map(|row| {
+            row["value"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|seg| seg["text"].as_str().unwrap())
+                .collect()
+        })
+    };
+    assert_eq!(
+        shown("calls.profile").as_deref(),
+        Some(countersign::MCP_TOOL_CALL_PROFILE)
+    );
+    assert_eq!(shown("calls.server_id").as_deref(), Some("payments-server"));
+    assert_eq!(shown("calls.gateways[0]").as_deref(), Some(GATEWAY));
+    assert_eq!(shown("calls.gateways[1]").as_deref(), Some("ops-gw"));
+    // The page's fields (what the banner reads) and the standing view say the same.
+    assert_eq!(
+        r.body["fields"]["calls"]["gateways"],
+        json!([GATEWAY, "ops-gw"])
+    );
+    assert_eq!(r.body["standing"]["calls"]["server_id"], "payments-server");
 }

@@ -330,12 +330,14 @@ pub const MCP_TOOL_CALL_DEFINITION: &str =
     include_str!("profiles/countersign.mcp-tool-call.1.json");
 /// The typed profile for a payment transfer.
 pub const PAYMENT_DEFINITION: &str = include_str!("profiles/countersign.payment.1.json");
-/// The profile an approver signs to give a standing grant: the grant's scope (agent and tool
-/// patterns, argument constraints, `max_uses`, `expires_at`) is its fields (docs/SPEC.md §14).
+/// The profile an approver signs to give a standing grant: the grant's scope (the calls it covers
+/// — profile, MCP server, gateways —, agent and tool patterns, argument constraints, `max_uses`,
+/// `expires_at`) is its fields (docs/SPEC.md §14). Version 1, whose scope named no profile,
+/// server or gateway, is withdrawn: it is not registered, so nothing signed under it verifies.
 pub const STANDING_GRANT_DEFINITION: &str =
-    include_str!("profiles/countersign.standing-grant.1.json");
+    include_str!("profiles/countersign.standing-grant.2.json");
 /// The id of [`STANDING_GRANT_DEFINITION`].
-pub const STANDING_GRANT_PROFILE: &str = "countersign.standing-grant/1";
+pub const STANDING_GRANT_PROFILE: &str = "countersign.standing-grant/2";
 
 /// The profiles a verifier accepts, keyed by id, each pinned by digest.
 #[derive(Debug, Clone, Default)]
@@ -350,7 +352,7 @@ impl ProfileRegistry {
     }
 
     /// The built-in profiles: `countersign.tool-call/1`, `countersign.mcp-tool-call/1`,
-    /// `countersign.payment/1` and `countersign.standing-grant/1`.
+    /// `countersign.payment/1` and `countersign.standing-grant/2`.
     pub fn builtin() -> Self {
         let mut registry = Self::default();
         // The definitions are compiled in and covered by tests; a failure here cannot depend on
@@ -451,7 +453,7 @@ mod tests {
             [
                 "countersign.mcp-tool-call/1",
                 "countersign.payment/1",
-                "countersign.standing-grant/1",
+                "countersign.standing-grant/2",
                 "countersign.tool-call/1"
             ]
         );

@@ -107,6 +107,32 @@ pub enum ScopeError {
         /// The value as written.
         value: String,
     },
+    /// A grant's profile id or server id is empty, too long or holds a control character.
+    #[error("name {name:?} {why}")]
+    BadName {
+        /// The name as written (at most its first 64 characters).
+        name: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A grant names no gateway, or more than the cap.
+    #[error("a grant names {got} gateways: it must name 1 to 64")]
+    GatewayCount {
+        /// How many it names.
+        got: usize,
+    },
+    /// A gateway name is not 1 to 64 bytes of `A-Z a-z 0-9 . _ -`.
+    #[error("{name:?} is not a gateway name (1 to 64 of A-Z a-z 0-9 . _ -)")]
+    BadGatewayName {
+        /// The name as written (at most its first 64 characters).
+        name: String,
+    },
+    /// A gateway is named twice.
+    #[error("gateway {name:?} is named twice")]
+    DuplicateGateway {
+        /// The repeated name.
+        name: String,
+    },
     /// `expires_at` is not RFC 3339 with an explicit offset.
     #[error(
         "expires_at {value:?} is not an RFC 3339 timestamp with an explicit offset (Z or ±hh:mm); \
@@ -123,6 +149,31 @@ pub enum ScopeError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum OutOfScope {
+    /// The call is signed under another profile than the one the grant names.
+    #[error("the grant covers calls under {named:?}, not under {profile:?}")]
+    ProfileNotCovered {
+        /// The profile the grant names.
+        named: String,
+        /// The call's profile.
+        profile: String,
+    },
+    /// The call goes to another MCP server than the one the grant names (or one of the two
+    /// names none).
+    #[error("the grant covers calls to server {named:?}, not to {server:?}")]
+    ServerNotCovered {
+        /// The server the grant names, if any.
+        named: Option<String>,
+        /// The server the call signs, if any.
+        server: Option<String>,
+    },
+    /// The call comes from a gateway the grant does not name.
+    #[error("the grant covers calls of the gateways {gateways:?}, not of {gateway:?}")]
+    GatewayNotCovered {
+        /// The gateways the grant names.
+        gateways: Vec<String>,
+        /// The gateway that asked.
+        gateway: String,
+    },
     /// The calling agent does not match the scope's agent pattern.
     #[error("agent {agent:?} does not match the pattern {pattern:?}")]
     AgentNotCovered {
@@ -280,6 +331,9 @@ impl OutOfScope {
     /// A stable, low-cardinality label for the failed rule.
     pub fn code(&self) -> &'static str {
         match self {
+            Self::ProfileNotCovered { .. } => "profile_not_covered",
+            Self::ServerNotCovered { .. } => "server_not_covered",
+            Self::GatewayNotCovered { .. } => "gateway_not_covered",
             Self::AgentNotCovered { .. } => "agent_not_covered",
             Self::ToolNotCovered { .. } => "tool_not_covered",
             Self::Expired { .. } => "expired",

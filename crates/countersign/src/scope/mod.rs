@@ -15,10 +15,14 @@
 //! argument never matches, even where `null` is allowed, because an omitted authority-bearing
 //! field must not satisfy policy by accident. All constraints must hold (they are a conjunction).
 //!
+//! A standing grant adds [`Calls`] beside its scope: the exact call profile, MCP server and
+//! gateways it covers (calls.rs), which agent and tool patterns alone cannot tell apart.
+//!
 //! The serialized form is deterministic (members in a fixed order, `expires_at` re-formatted from
 //! its parsed value) and [`Scope::to_jcs`] gives the bytes a signer or a digest covers.
 
 mod amount;
+mod calls;
 mod error;
 mod file_path;
 mod path;
@@ -27,6 +31,7 @@ mod pattern;
 mod tests;
 
 pub use amount::{Amount, MAX_DECIMAL_CHARS, MaxAmount};
+pub use calls::{Calls, ExactName, Gateways, MAX_GATEWAY_BYTES, MAX_GATEWAYS, MAX_NAME_BYTES};
 pub use error::{OutOfScope, ScopeError};
 pub use file_path::{MAX_FILE_PATH_BYTES, NormalPath, PathRefusal, PathUnder};
 pub use path::{ArgPath, MAX_PATH_BYTES, MAX_PATH_DEPTH};

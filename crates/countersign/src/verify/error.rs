@@ -83,10 +83,11 @@ pub enum VerifyError {
         /// The tool the policy binds the profile to, if any.
         bound: String,
     },
-    /// A standing grant was presented for an action whose profile is not a tool call.
+    /// A standing grant was presented for an action whose profile is not a tool call (or whose
+    /// `server_id` is not a string a grant could name).
     #[error(
-        "a standing grant covers tool calls only (agent_id, tool_name, params); profile {profile:?} \
-         does not declare them"
+        "a standing grant covers tool calls only (string agent_id and tool_name, params, and a \
+         string server_id if any); the call under profile {profile:?} is not one"
     )]
     StandingNotToolCall {
         /// The action's profile.

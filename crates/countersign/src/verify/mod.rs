@@ -26,7 +26,7 @@ mod error;
 mod standing;
 
 pub use error::{EvidenceError, VerifyError};
-pub use standing::{grant_fields_of_scope, scope_of_grant_fields};
+pub use standing::{GrantScope, grant_fields_of_scope, scope_of_grant_fields};
 
 use crate::challenge::{DECISION_CHALLENGE_LEN, NONCE_LEN, split_decision_challenge};
 

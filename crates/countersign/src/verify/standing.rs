@@ -1,13 +1,14 @@
 //! A call approved under an approver-signed standing grant (docs/SPEC.md §14).
 //!
 //! The evidence is the grant's, not the call's: the approver signed `nonce || op_hash` where the
-//! op_hash covers the grant's fields under `countersign.standing-grant/1` (its scope), possibly
+//! op_hash covers the grant's fields under `countersign.standing-grant/2` (its scope), possibly
 //! days before this call. The checks therefore differ from a per-call approval in four places,
 //! and only there:
 //!
 //! - each entry binds the grant's fields, carried in the result's `standing_grant.fields`;
-//! - the call must satisfy the grant's scope (agent and tool patterns, every argument
-//!   constraint) and the grant must not have expired at `now`, the time of the call;
+//! - the call must satisfy the grant's scope (the profile and MCP server it names, agent and
+//!   tool patterns, every argument constraint) and the grant must not have expired at `now`,
+//!   the time of the call;
 //! - freshness is the grant's expiry rather than `max_age_seconds` (an old signature is the
 //!   point of a standing grant), though an assertion dated in the future is still `stale`;
 //! - the single-use key is `nonce || use` (one signature, many calls, each use spendable once),
@@ -20,7 +21,7 @@
 use super::{Bound, Context, Outcome, Verified, VerifyError};
 use crate::canon::{self, Decision, NfcMode, STANDING_GRANT_PROFILE};
 use crate::result::{ApprovalResult, ApprovalStatus, StandingGrantUse};
-use crate::scope::{OutOfScope, Scope};
+use crate::scope::{Calls, OutOfScope, Scope};
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -28,6 +29,12 @@ use time::format_description::well_known::Rfc3339;
 /// The fields a call's profile must declare for a standing grant to be able to cover it: who
 /// calls, which tool, with which arguments. The generic tool-call profile has them.
 const CALL_FIELDS: [&str; 3] = ["agent_id", "tool_name", "params"];
+
+/// The field of a call profile that names its server (the MCP tool-call profile has it).
+const SERVER_FIELD: &str = "server_id";
+
+/// The grant's field naming the calls it covers.
+const CALLS_FIELD: &str = "calls";
 
 /// The replay key of one use of a grant: the grant's nonce and the use number. It is 40 bytes
 /// long, so it can never equal a 32-byte per-call nonce.
@@ -38,12 +45,28 @@ pub(super) fn use_key(nonce: &[u8], use_number: u64) -> Vec<u8> {
     key
 }
 
-/// A standing grant's scope read from its signed fields: the fields are the scope's JSON form
-/// with the agent and tool patterns under the names `agent_id` and `tool_name`.
-pub fn scope_of_grant_fields(fields: &Value) -> Result<Scope, String> {
+/// A standing grant's signed scope: the calls it covers (profile, MCP server, gateways) and the
+/// shared scope language's rules (agent and tool patterns, constraints, uses, expiry).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrantScope {
+    /// Which calls: profile, server, gateways.
+    pub calls: Calls,
+    /// Which agents, tools and arguments, until when, how often.
+    pub scope: Scope,
+}
+
+/// A standing grant's scope read from its signed fields: `calls` as it is, and the scope's JSON
+/// form with the agent and tool patterns under the names `agent_id` and `tool_name`.
+pub fn scope_of_grant_fields(fields: &Value) -> Result<GrantScope, String> {
     let Value::Object(map) = fields else {
         return Err("the grant's fields are not an object".into());
     };
+    // A grant that does not say which calls it covers covers none (grants signed under the
+    // withdrawn version 1 of the profile never do: their fields do not admit under version 2).
+    let calls = map
+        .get(CALLS_FIELD)
+        .ok_or("the grant names no calls (profile, server, gateways): it covers none")?;
+    let calls: Calls = serde_json::from_value(calls.clone()).map_err(|e| format!("calls: {e}"))?;
     let mut scope = serde_json::Map::new();
     for (from, to) in [
         ("agent_id", "agent"),
@@ -56,17 +79,23 @@ pub fn scope_of_grant_fields(fields: &Value) -> Result<Scope, String> {
             scope.insert(to.to_owned(), v.clone());
         }
     }
-    Scope::from_value(Value::Object(scope)).map_err(|e| e.to_string())
+    let scope = Scope::from_value(Value::Object(scope)).map_err(|e| e.to_string())?;
+    Ok(GrantScope { calls, scope })
 }
 
-/// The signed fields of a standing grant for `scope`: its serialized form (deterministic,
-/// `expires_at` re-formatted from its parsed value) with the agent and tool patterns under the
-/// names `agent_id` and `tool_name`.
-pub fn grant_fields_of_scope(scope: &Scope) -> Result<Value, String> {
-    let Value::Object(mut map) = serde_json::to_value(scope).map_err(|e| e.to_string())? else {
+/// The signed fields of a standing grant for `grant`: `calls`, then the scope's serialized form
+/// (deterministic, `expires_at` re-formatted from its parsed value) with the agent and tool
+/// patterns under the names `agent_id` and `tool_name`.
+pub fn grant_fields_of_scope(grant: &GrantScope) -> Result<Value, String> {
+    let Value::Object(mut map) = serde_json::to_value(&grant.scope).map_err(|e| e.to_string())?
+    else {
         return Err("a scope serializes to an object".into());
     };
     let mut fields = serde_json::Map::new();
+    fields.insert(
+        CALLS_FIELD.to_owned(),
+        serde_json::to_value(&grant.calls).map_err(|e| e.to_string())?,
+    );
     for (from, to) in [
         ("agent", "agent_id"),
         ("tool", "tool_name"),
@@ -84,6 +113,9 @@ pub fn grant_fields_of_scope(scope: &Scope) -> Result<Value, String> {
 
 /// The call the gateway is about to run, as the grant's scope sees it.
 struct Call<'v> {
+    profile: &'v str,
+    /// The call's signed `server_id`, for a profile that has one.
+    server_id: Option<&'v str>,
     agent_id: &'v str,
     tool_name: &'v str,
     params: &'v Value,
@@ -127,7 +159,23 @@ impl<'a> Context<'a> {
                 },
             );
         };
+        // A server a grant could not name exactly (an operator profile typing `server_id` as
+        // something other than a string) is refused, not read as "no server".
+        let server_id = match call_value.get(SERVER_FIELD) {
+            None => None,
+            Some(Value::String(server)) => Some(server.as_str()),
+            Some(_) => {
+                return Outcome::deny_with(
+                    result,
+                    VerifyError::StandingNotToolCall {
+                        profile: call.profile.id.clone(),
+                    },
+                );
+            }
+        };
         let call = Call {
+            profile: &call.profile.id,
+            server_id,
             agent_id,
             tool_name,
             params,
@@ -158,7 +206,7 @@ impl<'a> Context<'a> {
         if approvers.iter().any(|a| a.decision == Decision::Denied) {
             return self.apply_policy(result, approvers);
         }
-        // 4. The grant covers this call, now.
+        // 4. The grant covers this call, now: its profile, its server, then the scope.
         if let Err(error) = self.check_coverage(&scope, standing, &call) {
             return super::deny_after_evidence(error, approvers, |list| {
                 list.iter()
@@ -173,7 +221,10 @@ impl<'a> Context<'a> {
 
     /// Resolve the standing-grant profile in the verifier's registry and admit the grant's
     /// fields under it (NFC required: the service signs only NFC scopes), then read the scope.
-    fn bind_grant(&self, standing: &StandingGrantUse) -> Result<(Bound<'a>, Scope), VerifyError> {
+    fn bind_grant(
+        &self,
+        standing: &StandingGrantUse,
+    ) -> Result<(Bound<'a>, GrantScope), VerifyError> {
         let policy: &'a crate::policy::Policy = self.policy;
         let profile = policy.profiles.get(STANDING_GRANT_PROFILE).ok_or_else(|| {
             VerifyError::Action(crate::canon::CanonError::UnknownProfile(
@@ -197,13 +248,16 @@ impl<'a> Context<'a> {
         ))
     }
 
-    /// Expiry, then the use number, then the scope's patterns and constraints.
+    /// Expiry, then the use number, then the call's profile and server, then the scope's patterns
+    /// and constraints. The gateway is not checked here: the verdict does not know which gateway
+    /// asks (the service checks it before spending a use, SPEC §14.5).
     fn check_coverage(
         &self,
-        scope: &Scope,
+        grant: &GrantScope,
         standing: &StandingGrantUse,
         call: &Call<'_>,
     ) -> Result<(), VerifyError> {
+        let scope = &grant.scope;
         // Expiry first, so an expired grant says so whatever else the call does.
         if self.now >= scope.expires_at.instant() {
             return Err(VerifyError::StandingGrantExpired {
@@ -213,6 +267,7 @@ impl<'a> Context<'a> {
         }
         scope
             .admits_use(standing.use_number)
+            .and_then(|()| grant.calls.covers(call.profile, call.server_id))
             .and_then(|()| scope.covers(call.agent_id, call.tool_name, call.params, self.now))
             .map_err(|e| match e {
                 OutOfScope::Expired { expires_at, at } => VerifyError::StandingGrantExpired {

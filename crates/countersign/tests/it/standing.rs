@@ -303,3 +303,163 @@ fn grant_fields_round_trip_through_the_scope() {
         fields()
     );
 }
+
+/// The grant of [`fields`] for MCP calls to `server` instead of generic tool calls.
+fn mcp_fields(server: &str) -> Value {
+    let mut f = fields();
+    f["calls"] = kit::grant_calls(
+        countersign::MCP_TOOL_CALL_PROFILE,
+        Some(server),
+        &[kit::GRANT_GATEWAY],
+    );
+    f
+}
+
+fn mcp_call(server: &str) -> Action {
+    kit::mcp_tool_call_action("agent-7", server, "payments.transfer", params())
+        .with_tool("payments.transfer")
+}
+
+#[test]
+fn a_grant_covers_calls_under_the_profile_it_names_only() {
+    // Named for generic tool calls: an MCP call with the same agent, tool and arguments is not
+    // covered, whatever server it goes to.
+    let verdict = check(
+        &mcp_call("payments-server"),
+        &signed(&fields(), Decision::Approved, 1),
+    );
+    assert_deny(&verdict, ReasonCode::OutOfScope);
+    assert_eq!(out_of_scope_code(&verdict), "profile_not_covered");
+    // Named for MCP calls: the generic tool call is not covered.
+    let verdict = check(
+        &call(params()),
+        &signed(&mcp_fields("payments-server"), Decision::Approved, 1),
+    );
+    assert_deny(&verdict, ReasonCode::OutOfScope);
+    assert_eq!(out_of_scope_code(&verdict), "profile_not_covered");
+}
+
+#[test]
+fn an_mcp_grant_covers_calls_to_the_server_it_names_only() {
+    let result = signed(&mcp_fields("payments-server"), Decision::Approved, 1);
+    assert_allow(&check(&mcp_call("payments-server"), &result));
+    let verdict = check(&mcp_call("other-server"), &result);
+    assert_deny(&verdict, ReasonCode::OutOfScope);
+    assert_eq!(out_of_scope_code(&verdict), "server_not_covered");
+}
+
+#[test]
+fn an_mcp_grant_that_names_no_server_covers_no_mcp_call() {
+    let mut f = fields();
+    f["calls"] = kit::grant_calls(
+        countersign::MCP_TOOL_CALL_PROFILE,
+        None,
+        &[kit::GRANT_GATEWAY],
+    );
+    let verdict = check(
+        &mcp_call("payments-server"),
+        &signed(&f, Decision::Approved, 1),
+    );
+    assert_deny(&verdict, ReasonCode::OutOfScope);
+    assert_eq!(out_of_scope_code(&verdict), "server_not_covered");
+}
+
+/// The definition of the withdrawn `countersign.standing-grant/1`, whose scope named no calls.
+const STANDING_GRANT_V1: &str = r#"{"id": "countersign.standing-grant/1",
+  "title": "Standing grant: permission for later calls", "allow_floats": false, "fields": [
+  {"name": "agent_id", "type": "string", "label": "Agents (pattern)", "exact": true},
+  {"name": "tool_name", "type": "string", "label": "Tools (pattern)", "exact": true},
+  {"name": "constraints", "type": "any", "label": "Argument constraints", "exact": false},
+  {"name": "max_uses", "type": "integer", "label": "Uses at most", "exact": false},
+  {"name": "expires_at", "type": "string", "label": "Expires at", "exact": true}]}"#;
+
+#[test]
+fn a_grant_signed_under_version_1_covers_no_call() {
+    // A genuine signature over a version 1 scope, as a service before this version stored it.
+    let mut f = fields();
+    f.as_object_mut().unwrap().remove("calls");
+    let v1 = countersign::Profile::from_definition(STANDING_GRANT_V1.as_bytes()).unwrap();
+    let admitted = countersign::admit_fields(&v1, f.to_string().as_bytes()).unwrap();
+    let op_hash = countersign::op_hash(&v1, Decision::Approved, &admitted).0;
+    let mut signing = Signing::new(Decision::Approved, "standing-v1");
+    signing.request.challenge = [signing.nonce.as_slice(), &op_hash].concat();
+    signing.keep_challenge = true;
+    signing.assertion_at = "2026-11-19T10:00:00Z".into();
+    let v1_action = Action::new("countersign.standing-grant/1", f.to_string());
+    let response = kit::assert(&alice(), &v1_action, &signing);
+    let entry = countersign::EvidenceEntry {
+        format: countersign::WEBAUTHN_ASSERTION_FORMAT.to_owned(),
+        decision: Decision::Approved,
+        canonicalization_profile: v1.id.clone(),
+        credential_id: response.credential_id,
+        client_data_json: response.client_data_json,
+        authenticator_data: response.authenticator_data,
+        signature: response.signature,
+        aaguid: None,
+        attestation_ref: None,
+        nonce: signing.nonce.to_vec(),
+        op_hash: op_hash.to_vec(),
+        assertion_at: signing.assertion_at.clone(),
+        co_signatures: Vec::new(),
+    };
+    // Its fields name no calls: refused when read, before any signature work.
+    let verdict = check(
+        &call(params()),
+        &kit::standing_result(&f, 1, [entry.clone()]),
+    );
+    assert_deny(&verdict, ReasonCode::EvidenceMalformed);
+    // Nor does adding a `calls` member after signing help: the signature covers other fields.
+    let verdict = check(
+        &call(params()),
+        &kit::standing_result(&fields(), 1, [entry]),
+    );
+    assert_deny(&verdict, ReasonCode::ProfileUnknown);
+}
+
+#[test]
+fn the_gateways_a_grant_names_are_signed() {
+    // The offline verdict does not know the gateway (the service enforces it), but the list is
+    // covered by the signature: naming another gateway after signing breaks the binding.
+    let mut result = signed(&fields(), Decision::Approved, 1);
+    let grant = result.standing_grant.as_mut().unwrap();
+    grant.fields["calls"]["gateways"] = json!(["ci-gw", "other-team"]);
+    assert_deny(
+        &check(&call(params()), &result),
+        ReasonCode::BindingMismatch,
+    );
+}
+
+#[test]
+fn a_server_a_grant_could_not_name_is_refused_not_read_as_none() {
+    // An operator profile that types server_id as an object: no grant can name such a server, so
+    // a grant that names none must not cover the call.
+    let def = r#"{"id": "acme.tool-call/1", "title": "Acme call", "allow_floats": false, "fields": [
+      {"name": "agent_id", "type": "string", "label": "Agent", "exact": true},
+      {"name": "server_id", "type": "object", "label": "Server", "exact": false},
+      {"name": "tool_name", "type": "string", "label": "Tool", "exact": true},
+      {"name": "params", "type": "object", "label": "Arguments", "exact": false}]}"#;
+    let digest = countersign::Profile::from_definition(def.as_bytes())
+        .unwrap()
+        .digest;
+    let mut acme = policy();
+    acme.profiles.insert_pinned(def.as_bytes(), digest).unwrap();
+    let mut f = fields();
+    f["calls"] = kit::grant_calls("acme.tool-call/1", None, &[kit::GRANT_GATEWAY]);
+    let call_with = |server: Value| {
+        let fields = json!({"agent_id": "agent-7", "server_id": server,
+                            "tool_name": "payments.transfer", "params": params()});
+        Action::new("acme.tool-call/1", fields.to_string()).with_tool("payments.transfer")
+    };
+    let result = signed(&f, Decision::Approved, 1);
+    let verdict = verify(
+        &acme,
+        &call_with(json!({"name": "x"})),
+        &result,
+        &alice_registry(),
+    );
+    assert_deny(&verdict, ReasonCode::ActionInadmissible);
+    assert!(matches!(
+        verdict.error,
+        Some(VerifyError::StandingNotToolCall { .. })
+    ));
+}

@@ -411,6 +411,9 @@ impl StandingStore for SqlStore {
                 &INSERT_STANDING,
                 params![&grant.id, grant.expires_at, grant.max_uses],
             )?;
+            for gateway in &grant.gateways {
+                tx.execute(&INSERT_STANDING_GATEWAY, params![&grant.id, gateway])?;
+            }
             append(tx, sealer, &events)
         })
     }
@@ -432,6 +435,21 @@ impl StandingStore for SqlStore {
         let max = limit(max);
         self.one(move |tx| {
             tx.query(&LIVE_STANDING_GRANTS, params![now, max])?
+                .into_iter()
+                .map(read_grant)
+                .collect()
+        })
+    }
+
+    fn live_standing_grants_of(
+        &self,
+        gateway: &str,
+        now: i64,
+        max: usize,
+    ) -> Result<Vec<StandingGrantRecord>, StoreError> {
+        let (gateway, max) = (gateway.to_owned(), limit(max));
+        self.one(move |tx| {
+            tx.query(&LIVE_STANDING_GRANTS_OF, params![now, max, &gateway])?
                 .into_iter()
                 .map(read_grant)
                 .collect()

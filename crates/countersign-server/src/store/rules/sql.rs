@@ -313,18 +313,31 @@ pub(super) const PREAUTH_USABLE: Sql = Sql::each(
 // ---- standing grants ----
 pub(super) const INSERT_STANDING: Sql =
     Sql::same("INSERT INTO standing_grants (id, expires_at, max_uses) VALUES (?1, ?2, ?3)");
+pub(super) const INSERT_STANDING_GATEWAY: Sql =
+    Sql::same("INSERT INTO standing_grant_gateways (grant_id, gateway) VALUES (?1, ?2)");
 pub(super) const STANDING_GRANT: Sql = Sql::same(concat!(standing_select!(), " AND g_id = ?1"));
 pub(super) const LIVE_STANDING_GRANTS: Sql = Sql::same(concat!(
     standing_select!(),
     " AND status = 'APPROVED' AND revoked_at IS NULL AND g_expires_at > ?1 \
      AND uses < max_uses ORDER BY created_at, id LIMIT ?2"
 ));
-/// The guard is the whole rule: signed, unrevoked, unexpired, a use left.
+/// The live grants one gateway may spend: another tenant's grants are not candidates (nor can
+/// they crowd this gateway's out of the candidate limit).
+pub(super) const LIVE_STANDING_GRANTS_OF: Sql = Sql::same(concat!(
+    standing_select!(),
+    " AND status = 'APPROVED' AND revoked_at IS NULL AND g_expires_at > ?1 \
+     AND uses < max_uses AND EXISTS (SELECT 1 FROM standing_grant_gateways sg \
+     WHERE sg.gateway = ?3 AND sg.grant_id = g_id) ORDER BY created_at, id LIMIT ?2"
+));
+/// The guard is the whole rule: signed, unrevoked, unexpired, a use left, and named for the
+/// gateway whose call takes the use.
 pub(super) const USE_STANDING: Sql = Sql::same(
     "UPDATE standing_grants SET uses = uses + 1 \
      WHERE id = ?1 AND revoked_at IS NULL AND expires_at > ?2 AND uses < max_uses \
      AND EXISTS (SELECT 1 FROM approvals a \
                  WHERE a.id = standing_grants.id AND a.status = 'APPROVED') \
+     AND EXISTS (SELECT 1 FROM standing_grant_gateways sg \
+                 WHERE sg.grant_id = standing_grants.id AND sg.gateway = ?3) \
      RETURNING uses",
 );
 pub(super) const INSERT_STANDING_USE: Sql =
