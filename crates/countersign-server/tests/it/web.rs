@@ -465,3 +465,44 @@ async fn logout_ends_the_session_on_the_server_not_only_in_the_browser() {
     assert_eq!(r.status, 401, "{:?}", r.body);
     assert_no_material(&r.body.to_string());
 }
+
+/// An ordinary file write (content with line breaks, a tab, a final newline) reaches the page
+/// with its line structure quietly marked and no banner; a line break slipped into a member name
+/// still raises it (issue 27: approvers who see alarms on every call learn to ignore them).
+#[tokio::test]
+async fn an_ordinary_multi_line_value_raises_no_banner_on_the_page() {
+    let alice = Approver::alice();
+    let app = TestApp::default_with(&[&alice]).await;
+    let content = "# notes\n\tfirst\nsecond\n";
+    let r = app
+        .create(
+            "payments.transfer",
+            json!({"path": "/srv/notes.md", "content": content}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let id = r.body["approval_id"].as_str().unwrap();
+    let s = sign_in(&app, &alice).await;
+    let view = page_get(&app, &format!("/v1/web/approvals/{id}"), &s).await;
+    let display = &view.body["display"];
+    assert_eq!(display["marked"], false, "{display}");
+    let row = display["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["path"] == "params.content")
+        .unwrap();
+    assert_eq!(row["warnings"], json!([]));
+    let kinds: Vec<_> = marked(&row["value"])
+        .into_iter()
+        .filter_map(|(_, kind)| kind)
+        .collect();
+    assert_eq!(kinds, ["line", "tab", "line", "line"]);
+
+    let r = app
+        .create("payments.transfer", json!({"pa\nth": "/srv/notes.md"}))
+        .await;
+    let id = r.body["approval_id"].as_str().unwrap();
+    let view = page_get(&app, &format!("/v1/web/approvals/{id}"), &s).await;
+    assert_eq!(view.body["display"]["marked"], true);
+}
