@@ -179,14 +179,13 @@ fn ws(b: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// One value at `i` (no leading whitespace): the node (a tree only up to `TREE_DEPTH`) and where
-/// it ends.
+/// One value at `i` (no leading whitespace): the node (a tree up to `TREE_DEPTH`, deeper values
+/// only checked, by [`skip`]) and where it ends.
 fn value(t: &str, i: usize, depth: usize) -> Option<(Node, usize)> {
     let b = t.as_bytes();
-    if depth > MAX_DEPTH {
-        return None;
+    if depth > TREE_DEPTH {
+        return skip(t, i, MAX_DEPTH.saturating_sub(depth)).map(|end| (Node::Other, end));
     }
-    let keep = depth <= TREE_DEPTH;
     match b.get(i)? {
         b'{' => {
             let mut members = Vec::new();
@@ -201,9 +200,7 @@ fn value(t: &str, i: usize, depth: usize) -> Option<(Node, usize)> {
                     return None;
                 }
                 let (v, end) = value(t, ws(b, k + 1), depth + 1)?;
-                if keep {
-                    members.push((key, v));
-                }
+                members.push((key, v));
                 j = ws(b, end);
                 match b.get(j)? {
                     b',' => j = ws(b, j + 1),
@@ -211,12 +208,7 @@ fn value(t: &str, i: usize, depth: usize) -> Option<(Node, usize)> {
                     _ => return None,
                 }
             }
-            let node = if keep {
-                Node::Object(members)
-            } else {
-                Node::Other
-            };
-            Some((node, j + 1))
+            Some((Node::Object(members), j + 1))
         }
         b'[' => {
             let mut items = Vec::new();
@@ -226,9 +218,7 @@ fn value(t: &str, i: usize, depth: usize) -> Option<(Node, usize)> {
             }
             loop {
                 let (v, end) = value(t, j, depth + 1)?;
-                if keep {
-                    items.push(v);
-                }
+                items.push(v);
                 j = ws(b, end);
                 match b.get(j)? {
                     b',' => j = ws(b, j + 1),
@@ -236,18 +226,73 @@ fn value(t: &str, i: usize, depth: usize) -> Option<(Node, usize)> {
                     _ => return None,
                 }
             }
-            let node = if keep {
-                Node::Array(items)
-            } else {
-                Node::Other
-            };
-            Some((node, j + 1))
+            Some((Node::Array(items), j + 1))
         }
         b'"' => string(t, i).map(|(s, end)| (Node::Str(s), end)),
         b't' => literal(b, i, b"true"),
         b'f' => literal(b, i, b"false"),
         b'n' => literal(b, i, b"null"),
         _ => number(b, i).map(|end| (Node::Other, end)),
+    }
+}
+
+/// A value at `i` whose tree is not needed, checked and skipped without recursion (an input may
+/// nest far deeper than a stack allows), with at most `room` more levels of nesting: its end.
+fn skip(t: &str, i: usize, room: usize) -> Option<usize> {
+    let b = t.as_bytes();
+    // After a key in an object: its colon, and where the value starts.
+    let member = |j: usize| -> Option<usize> {
+        let k = ws(b, string(t, j)?.1);
+        (b.get(k) == Some(&b':')).then(|| ws(b, k + 1))
+    };
+    let mut open: Vec<u8> = Vec::new();
+    let mut j = i;
+    loop {
+        // A value starts at `j`.
+        match *b.get(j)? {
+            c @ (b'{' | b'[') => {
+                let close = if c == b'{' { b'}' } else { b']' };
+                j = ws(b, j + 1);
+                if b.get(j) == Some(&close) {
+                    j += 1;
+                } else {
+                    if open.len() >= room {
+                        return None;
+                    }
+                    open.push(close);
+                    if close == b'}' {
+                        j = member(j)?;
+                    }
+                    continue;
+                }
+            }
+            b'"' => j = string(t, j)?.1,
+            b't' => j = literal(b, j, b"true")?.1,
+            b'f' => j = literal(b, j, b"false")?.1,
+            b'n' => j = literal(b, j, b"null")?.1,
+            _ => j = number(b, j)?,
+        }
+        // A value ended at `j`: close what it ends, or go on to the next member or item.
+        loop {
+            let Some(&close) = open.last() else {
+                return Some(j);
+            };
+            j = ws(b, j);
+            match *b.get(j)? {
+                b',' => {
+                    j = ws(b, j + 1);
+                    if close == b'}' {
+                        j = member(j)?;
+                    }
+                    break;
+                }
+                c if c == close => {
+                    open.pop();
+                    j += 1;
+                }
+                _ => return None,
+            }
+        }
     }
 }
 
@@ -403,6 +448,35 @@ mod tests {
         assert_eq!(finds(&[&number]).as_deref(), Some("write_file"));
         let name = HELD.replace("write_file", r"write_file\ud800");
         assert_eq!(finds(&[&name]).as_deref(), Some("write_file\u{fffd}"));
+    }
+
+    #[test]
+    fn nesting_is_read_without_recursion_up_to_the_limit() {
+        let at = |depth: usize| {
+            format!(
+                r#"{{"x":{}1{},{}"#,
+                "[".repeat(depth),
+                "]".repeat(depth),
+                &HELD[1..]
+            )
+        };
+        // Far deeper than a test thread's stack would take recursively, below Go's limit.
+        assert_eq!(finds(&[&at(9_000)]).as_deref(), Some("write_file"));
+        assert_eq!(finds(&[&at(20_000)]), None);
+        let objects = format!(
+            r#"{{"x":{}1{},{}"#,
+            r#"{"a":"#.repeat(5_000),
+            "}".repeat(5_000),
+            &HELD[1..]
+        );
+        assert_eq!(finds(&[&objects]).as_deref(), Some("write_file"));
+        let unbalanced = format!(
+            r#"{{"x":{}1{},{}"#,
+            "[".repeat(5_000),
+            "]".repeat(4_999),
+            &HELD[1..]
+        );
+        assert_eq!(finds(&[&unbalanced]), None);
     }
 
     #[test]
