@@ -14,7 +14,7 @@
 //!   long s for "s", U+212A Kelvin sign for "k");
 //! - duplicate members: the first or the last one wins;
 //! - strings: lone surrogate escapes read as U+FFFD (Go) rather than refused; raw control
-//!   characters accepted;
+//!   characters refused, as all three refuse them;
 //! - numbers: any size (`1e400` is infinity in JavaScript and Python, a raw number in Go);
 //! - nesting: up to 10,000 levels (Go's limit; Python's and JavaScript's readers take less);
 //! - a `tools/call` without an id (a notification) counts as a call; a JSON array is a batch.
@@ -359,6 +359,7 @@ fn string(t: &str, i: usize) -> Option<(String, usize)> {
                 units.push(unit);
                 j += 2;
             }
+            c if c < 0x20 => return None,
             _ => {
                 // One character, as UTF-16 units.
                 let c = t.get(j..)?.chars().next()?;
@@ -490,6 +491,8 @@ mod tests {
             "01x",
             "tru",
             r#"{"a":1}}"#,
+            "\"a\tb\"",
+            "\"\u{0}\"",
         ] {
             assert!(whole_value(text).is_none(), "{text}");
         }
