@@ -9,9 +9,10 @@
 # Measured 2026-12-03 with a warm cargo target and venv on a heavily loaded 2-core machine: 4 min 27 s
 # (npm ci ~20 s, pytest ~2-3 min). Cold, add the package build (minutes on 2 cores) and pip (~30 s).
 # The differential test against the real readers (test_differential_readers.py, 3,000 frames in
-# front of each of three upstreams) adds ~1 min (measured 2026-12-05: 61 s on the shared 2-core
-# machine, warm); it needs Go from Debian (golang-go, 1.19): installed here when missing (~30 s
-# once; apt keeps it), its build cache in the target directory.
+# front of each of three upstreams, Go's also with a real service) adds ~1.5 min (measured
+# 2026-12-05 on the shared 2-core machine, warm: 84 s beside an AFL run, 61 s without the
+# real-service pass); it needs Go from Debian (golang-go, 1.19): installed here when missing
+# (~30 s once; apt keeps it), its build cache in the target directory.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD

@@ -11,7 +11,8 @@ approval. Here three upstreams read their stdin exactly as real MCP servers do a
 A seeded corpus (peers/readers/corpus.py, a few thousand cases) goes through `countersign mcp
 stdio` in front of each: one interposer and upstream per reader with the cases streamed through,
 and a fresh pair per case for the bytes that end the interposer's session. `write_file` is held,
-`read_file` allowed, and the service cannot be reached, so no approval is ever given.
+`read_file` allowed; the service cannot be reached (and, for Go, also a real `countersign serve`
+whose approver never answers), so no approval is ever given.
 
 Pass criterion: no upstream ever executes the held tool. The summary printed per reader says how
 many cases reached the upstream, how many the interposer kept back, and which case families made
@@ -28,6 +29,8 @@ import sys
 import pytest
 
 from conftest import HERE
+from countersign._native import testing
+from support import Service
 from peers.readers import harness
 from peers.readers.corpus import ALLOWED, HELD, corpus
 
@@ -46,8 +49,11 @@ def go_upstream(tmp_path_factory) -> str:
     if go is None:
         pytest.fail("go is not on PATH (.ci/steps/mcp.sh installs Debian's golang-go)")
     out = tmp_path_factory.mktemp("go") / "go_upstream"
-    built = subprocess.run([go, "build", "-o", str(out), str(READERS / "go_upstream.go")],
-                           capture_output=True, text=True)
+    built = subprocess.run(
+        [go, "build", "-o", str(out), str(READERS / "go_upstream.go")],
+        capture_output=True,
+        text=True,
+    )
     assert built.returncode == 0, built.stderr
     return str(out)
 
@@ -60,15 +66,33 @@ def upstream_command(reader: str, request) -> list[str]:
     return [request.getfixturevalue("go_upstream")]
 
 
-@pytest.fixture(scope="module", params=["python", "typescript", "go"])
+@pytest.fixture(scope="module")
+def live_service(countersign_bin, tmp_path_factory):
+    """A real `countersign serve` with one enrolled approver, who never answers."""
+    directory = tmp_path_factory.mktemp("differential-service")
+    alice = testing.SoftAuthenticator("alice-es256")
+    svc = Service(countersign_bin, directory, {"alice@example.com": alice})
+    token = directory / "gateway-token"
+    token.write_text(svc.token + "\n")
+    yield harness.LiveService(
+        svc.base, token, directory / "registry.json", testing.RP_ID, testing.ORIGIN
+    )
+    svc.stop()
+
+
+# Each reader behind an interposer whose service cannot be reached; the most lenient reader (Go)
+# also behind one with a real service, where held calls get pending approvals and tickets.
+@pytest.fixture(scope="module", params=["python", "typescript", "go", "go+service"])
 def reader_run(request, countersign_bin, tmp_path_factory):
     """One reader's results: the streamed run, and one run per isolated case."""
     reader = request.param
-    upstream = upstream_command(reader, request)
+    upstream = upstream_command(reader.split("+")[0], request)
+    live = request.getfixturevalue("live_service") if reader.endswith("+service") else None
     base = tmp_path_factory.mktemp(f"differential-{reader}")
-    streamed = harness.run(countersign_bin, upstream, STREAMED, base / "stream", {})
-    isolated = {c.key: harness.run(countersign_bin, upstream, [c], base / c.key, {})
-                for c in ISOLATED}
+    streamed = harness.run(countersign_bin, upstream, STREAMED, base / "stream", live)
+    isolated = {
+        c.key: harness.run(countersign_bin, upstream, [c], base / c.key, live) for c in ISOLATED
+    }
     return reader, streamed, isolated
 
 
@@ -121,9 +145,13 @@ def test_controls_behave_as_the_policy_says(reader_run):
             assert not streamed.forwarded(case), f"{reader}: plain held {case.key} reached it"
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "issue 25 section 1: the interposer forwards frames it cannot read unjudged and frames "
-    "differently from the readers; remove this mark once the strict admission has landed"))
+@pytest.mark.xfail(
+    strict=False,
+    reason=(
+        "issue 25 section 1: the interposer forwards frames it cannot read unjudged and frames "
+        "differently from the readers; remove this mark once the strict admission has landed"
+    ),
+)
 def test_no_reader_executes_a_held_call(reader_run, capsys):
     text, violations = summary(reader_run)
     with capsys.disabled():

@@ -27,20 +27,53 @@ ALLOWED = "read_file"
 
 # Separators and whitespace a reader might split on, skip, or choke on.
 SEPARATORS = {
-    "CR": "\r", "CRLF": "\r\n", "LS": "\u2028", "PS": "\u2029", "NEL": "\u0085", "NUL": "\x00",
-    "BOM": "\ufeff", "TAB": "\t", "VT": "\x0b", "FF": "\x0c", "FS": "\x1c", "GS": "\x1d",
-    "RS": "\x1e", "SP": " ", "NBSP": "\u00a0",
+    "CR": "\r",
+    "CRLF": "\r\n",
+    "LS": "\u2028",
+    "PS": "\u2029",
+    "NEL": "\u0085",
+    "NUL": "\x00",
+    "BOM": "\ufeff",
+    "TAB": "\t",
+    "VT": "\x0b",
+    "FF": "\x0c",
+    "FS": "\x1c",
+    "GS": "\x1d",
+    "RS": "\x1e",
+    "SP": " ",
+    "NBSP": "\u00a0",
 }
 
 # Out-of-range, signed-zero, huge-integer and otherwise odd number literals.
 NUMBERS = [
-    "1e400", "-1e400", "1E+400", "1e-400", "-0", "-0.0", "1E+2", "0.1e1", "1e308", "2e308",
-    "18446744073709551616", "18446744073709551615", "-9223372036854775809",
-    "123456789012345678901234567890", "1.5", "4.9e-324",
+    "1e400",
+    "-1e400",
+    "1E+400",
+    "1e-400",
+    "-0",
+    "-0.0",
+    "1E+2",
+    "0.1e1",
+    "1e308",
+    "2e308",
+    "18446744073709551616",
+    "18446744073709551615",
+    "-9223372036854775809",
+    "123456789012345678901234567890",
+    "1.5",
+    "4.9e-324",
 ]
 
-SURROGATES = ["\\ud800", "\\udc00", "\\udbff", "\\uDFFF", "x\\ud800", "\\ud800\\u0041",
-              "\\udc00\\ud800", "\\ud83d"]
+SURROGATES = [
+    "\\ud800",
+    "\\udc00",
+    "\\udbff",
+    "\\uDFFF",
+    "x\\ud800",
+    "\\ud800\\u0041",
+    "\\udc00\\ud800",
+    "\\ud83d",
+]
 
 # Member-name variants each reader may take for the real one: case-insensitive (Go's
 # encoding/json folds ASCII case and Unicode simple folds: U+017F long s for "s", U+212A Kelvin
@@ -67,15 +100,27 @@ def args_text(key: str, extra: str = "") -> str:
     return '{"case":"' + key + '","path":"/tmp/diff"' + (("," + extra) if extra else "") + "}"
 
 
-def call_text(key: str, ident: str, tool: str = HELD, *, method: str = "tools/call",
-              params_extra: str = "", top_extra: str = "", args_extra: str = "",
-              jsonrpc: str = '"2.0"', name_text: str | None = None) -> str:
-    """A tools/call frame as text, with raw JSON slots for odd members."""
+def call_text(
+    key: str,
+    ident: str | None,
+    tool: str = HELD,
+    *,
+    method: str = "tools/call",
+    params_extra: str = "",
+    top_extra: str = "",
+    args_extra: str = "",
+    jsonrpc: str = '"2.0"',
+    name_text: str | None = None,
+) -> str:
+    """A tools/call frame as text, with raw JSON slots for odd members; no id (a notification)
+    when `ident` is None."""
     name = name_text if name_text is not None else json.dumps(tool)
     params = '{"name":' + name + ',"arguments":' + args_text(key, args_extra)
     params += ("," + params_extra if params_extra else "") + "}"
+    # A method given as "RAW:<json>" is written as is (escapes, odd strings).
+    method_text = method[4:] if method.startswith("RAW:") else json.dumps(method)
     head = '{"jsonrpc":' + jsonrpc + ("," + '"id":' + ident if ident is not None else "")
-    head += ',"method":' + json.dumps(method) if not method.startswith("RAW:") else ',"method":' + method[4:]
+    head += ',"method":' + method_text
     return head + ',"params":' + params + ("," + top_extra if top_extra else "") + "}"
 
 
@@ -104,8 +149,15 @@ class Builder:
         n = len(self.cases)
         return f"c{n:05d}", str(100_000 + n * 10)
 
-    def add(self, family: str, text: str | bytes, *, held: bool = True, isolated: bool = False,
-            key: str | None = None) -> None:
+    def add(
+        self,
+        family: str,
+        text: str | bytes,
+        *,
+        held: bool = True,
+        isolated: bool = False,
+        key: str | None = None,
+    ) -> None:
         data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
         if not data.endswith(b"\n"):
             data += b"\n"
@@ -139,8 +191,15 @@ class Builder:
 
     def surrogates(self) -> None:
         for s in SURROGATES:
-            for where in ("arguments", "arguments-key", "meta", "top", "id", "method-suffix",
-                          "name-suffix"):
+            for where in (
+                "arguments",
+                "arguments-key",
+                "meta",
+                "top",
+                "id",
+                "method-suffix",
+                "name-suffix",
+            ):
                 key, ident = self.next_key()
                 if where == "arguments":
                     text = call_text(key, ident, args_extra='"s":"' + s + '"')
@@ -180,11 +239,22 @@ class Builder:
                 first = benign(str(int(ident) + 1), kind, key)
                 self.add(f"sep-between-{label}", first + sep + call_text(key, ident))
                 key, ident = self.next_key()
-                self.add(f"sep-after-held-{label}",
-                         call_text(key, ident) + sep + benign(str(int(ident) + 1), kind, key))
+                self.add(
+                    f"sep-after-held-{label}",
+                    call_text(key, ident) + sep + benign(str(int(ident) + 1), kind, key),
+                )
             # Around and inside one held frame.
-            for position in ("before", "after", "after-brace", "after-colon", "after-comma",
-                             "before-close", "in-method", "in-name", "twice-after"):
+            for position in (
+                "before",
+                "after",
+                "after-brace",
+                "after-colon",
+                "after-comma",
+                "before-close",
+                "in-method",
+                "in-name",
+                "twice-after",
+            ):
                 key, ident = self.next_key()
                 text = call_text(key, ident)
                 if position == "before":
@@ -219,26 +289,62 @@ class Builder:
         """The real member with a benign value, its variant with the held one (or the reverse
         order): a reader that folds case takes whichever comes last."""
         v = json.dumps(variant, ensure_ascii=False)
+
         def pair(real: str, alias: str) -> str:
             return real + "," + alias if order == "variant-last" else alias + "," + real
+
         if member == "method":
             held_params = '"params":{"name":"write_file","arguments":' + args_text(key) + "}"
-            return "{" + pair('"method":"ping"', v + ':"tools/call"') + ',"jsonrpc":"2.0","id":' + ident + "," + held_params + "}"
+            return (
+                "{"
+                + pair('"method":"ping"', v + ':"tools/call"')
+                + ',"jsonrpc":"2.0","id":'
+                + ident
+                + ","
+                + held_params
+                + "}"
+            )
         if member == "params":
-            return ('{"jsonrpc":"2.0","id":' + ident + ',"method":"tools/call",'
-                    + pair('"params":{"name":"read_file","arguments":' + args_text(key + "a") + "}",
-                           v + ':{"name":"write_file","arguments":' + args_text(key) + "}") + "}")
+            return (
+                '{"jsonrpc":"2.0","id":'
+                + ident
+                + ',"method":"tools/call",'
+                + pair(
+                    '"params":{"name":"read_file","arguments":' + args_text(key + "a") + "}",
+                    v + ':{"name":"write_file","arguments":' + args_text(key) + "}",
+                )
+                + "}"
+            )
         if member == "name":
-            return ('{"jsonrpc":"2.0","id":' + ident + ',"method":"tools/call","params":{'
-                    + pair('"name":"read_file"', v + ':"write_file"') + ',"arguments":' + args_text(key) + "}}")
+            return (
+                '{"jsonrpc":"2.0","id":'
+                + ident
+                + ',"method":"tools/call","params":{'
+                + pair('"name":"read_file"', v + ':"write_file"')
+                + ',"arguments":'
+                + args_text(key)
+                + "}}"
+            )
         if member == "arguments":
             # The allowed tool's arguments folded onto the held tool's: a reader that takes the
             # variant runs write_file with arguments the interposer never judged.
-            return ('{"jsonrpc":"2.0","id":' + ident + ',"method":"tools/call","params":{"name":"write_file",'
-                    + pair('"arguments":' + args_text(key), v + ":" + args_text(key, '"swapped":true')) + "}}")
+            return (
+                '{"jsonrpc":"2.0","id":'
+                + ident
+                + ',"method":"tools/call","params":{"name":"write_file",'
+                + pair('"arguments":' + args_text(key), v + ":" + args_text(key, '"swapped":true'))
+                + "}}"
+            )
         # id: a notification to the interposer, a request to a folding reader.
-        return ('{"jsonrpc":"2.0",' + v + ":" + ident + ',"method":"tools/call","params":{"name":"write_file","arguments":'
-                + args_text(key) + "}}")
+        return (
+            '{"jsonrpc":"2.0",'
+            + v
+            + ":"
+            + ident
+            + ',"method":"tools/call","params":{"name":"write_file","arguments":'
+            + args_text(key)
+            + "}}"
+        )
 
     def duplicates(self) -> None:
         for member in ("method", "name", "params", "id", "arguments", "jsonrpc"):
@@ -248,29 +354,81 @@ class Builder:
 
     def duplicate(self, member: str, order: str, key: str, ident: str) -> str:
         def pair(benign_part: str, held_part: str) -> str:
-            return benign_part + "," + held_part if order == "held-last" else held_part + "," + benign_part
+            return (
+                benign_part + "," + held_part
+                if order == "held-last"
+                else held_part + "," + benign_part
+            )
+
         if member == "method":
-            return ('{"jsonrpc":"2.0","id":' + ident + "," + pair('"method":"ping"', '"method":"tools/call"')
-                    + ',"params":{"name":"write_file","arguments":' + args_text(key) + "}}")
+            return (
+                '{"jsonrpc":"2.0","id":'
+                + ident
+                + ","
+                + pair('"method":"ping"', '"method":"tools/call"')
+                + ',"params":{"name":"write_file","arguments":'
+                + args_text(key)
+                + "}}"
+            )
         if member == "name":
-            return ('{"jsonrpc":"2.0","id":' + ident + ',"method":"tools/call","params":{'
-                    + pair('"name":"read_file"', '"name":"write_file"') + ',"arguments":' + args_text(key) + "}}")
+            return (
+                '{"jsonrpc":"2.0","id":'
+                + ident
+                + ',"method":"tools/call","params":{'
+                + pair('"name":"read_file"', '"name":"write_file"')
+                + ',"arguments":'
+                + args_text(key)
+                + "}}"
+            )
         if member == "params":
-            return ('{"jsonrpc":"2.0","id":' + ident + ',"method":"tools/call",'
-                    + pair('"params":{"name":"read_file","arguments":' + args_text(key + "a") + "}",
-                           '"params":{"name":"write_file","arguments":' + args_text(key) + "}") + "}")
+            return (
+                '{"jsonrpc":"2.0","id":'
+                + ident
+                + ',"method":"tools/call",'
+                + pair(
+                    '"params":{"name":"read_file","arguments":' + args_text(key + "a") + "}",
+                    '"params":{"name":"write_file","arguments":' + args_text(key) + "}",
+                )
+                + "}"
+            )
         if member == "id":
-            return ('{"jsonrpc":"2.0",' + pair('"id":null', '"id":' + ident)
-                    + ',"method":"tools/call","params":{"name":"write_file","arguments":' + args_text(key) + "}}")
+            return (
+                '{"jsonrpc":"2.0",'
+                + pair('"id":null', '"id":' + ident)
+                + ',"method":"tools/call","params":{"name":"write_file","arguments":'
+                + args_text(key)
+                + "}}"
+            )
         if member == "arguments":
-            return ('{"jsonrpc":"2.0","id":' + ident + ',"method":"tools/call","params":{"name":"write_file",'
-                    + pair('"arguments":' + args_text(key), '"arguments":' + args_text(key, '"dup":true')) + "}}")
-        return call_text(key, ident, jsonrpc='"1.0","jsonrpc":"2.0"' if order == "held-last" else '"2.0","jsonrpc":"1.0"')
+            return (
+                '{"jsonrpc":"2.0","id":'
+                + ident
+                + ',"method":"tools/call","params":{"name":"write_file",'
+                + pair(
+                    '"arguments":' + args_text(key), '"arguments":' + args_text(key, '"dup":true')
+                )
+                + "}}"
+            )
+        return call_text(
+            key,
+            ident,
+            jsonrpc='"1.0","jsonrpc":"2.0"' if order == "held-last" else '"2.0","jsonrpc":"1.0"',
+        )
 
     def escapes(self) -> None:
-        methods = ['"tools\\/call"', '"\\u0074ools/call"', '"tools\\u002fcall"', '"\\u0074\\u006f\\u006f\\u006c\\u0073/call"',
-                   '"tools\\u002Fcall"']
-        names = ['"write\\u005ffile"', '"\\u0077rite_file"', '"write_fil\\u0065"', '"write\\u005Ffile"']
+        methods = [
+            '"tools\\/call"',
+            '"\\u0074ools/call"',
+            '"tools\\u002fcall"',
+            '"\\u0074\\u006f\\u006f\\u006c\\u0073/call"',
+            '"tools\\u002Fcall"',
+        ]
+        names = [
+            '"write\\u005ffile"',
+            '"\\u0077rite_file"',
+            '"write_fil\\u0065"',
+            '"write\\u005Ffile"',
+        ]
         for m in methods:
             key, ident = self.next_key()
             self.add("escaped-method", call_text(key, ident, method="RAW:" + m))
@@ -282,8 +440,12 @@ class Builder:
                 key, ident = self.next_key()
                 self.add("escaped-both", call_text(key, ident, method="RAW:" + m, name_text=n))
         # Escaped member names.
-        for old, new in (('"method"', '"\\u006dethod"'), ('"params"', '"p\\u0061rams"'),
-                         ('"name"', '"n\\u0061me"'), ('"arguments"', '"\\u0061rguments"')):
+        for old, new in (
+            ('"method"', '"\\u006dethod"'),
+            ('"params"', '"p\\u0061rams"'),
+            ('"name"', '"n\\u0061me"'),
+            ('"arguments"', '"\\u0061rguments"'),
+        ):
             key, ident = self.next_key()
             self.add("escaped-member", call_text(key, ident).replace(old, new, 1))
 
@@ -306,15 +468,24 @@ class Builder:
 
     def notifications(self) -> None:
         extras = [
-            {}, {"top_extra": '"x":' + nested(200, "array")}, {"args_extra": '"s":"\\ud800"'},
-            {"args_extra": '"n":1e400'}, {"top_extra": '"Id":7'}, {"top_extra": '"ID":"7"'},
+            {},
+            {"top_extra": '"x":' + nested(200, "array")},
+            {"args_extra": '"s":"\\ud800"'},
+            {"args_extra": '"n":1e400'},
+            {"top_extra": '"Id":7'},
+            {"top_extra": '"ID":"7"'},
         ]
         for extra in extras:
             key, _ = self.next_key()
             self.add("notification", call_text(key, None, **extra))
         for label in ("CR", "LS", "NEL"):
             key, _ = self.next_key()
-            self.add("notification", '{"jsonrpc":"2.0","method":"ping","id":1}' + SEPARATORS[label] + call_text(key, None))
+            self.add(
+                "notification",
+                '{"jsonrpc":"2.0","method":"ping","id":1}'
+                + SEPARATORS[label]
+                + call_text(key, None),
+            )
 
     def jsonrpc_variants(self) -> None:
         for variant in ('"1.0"', "2", "2.0", "null", '"2.0 "', '"2.0\\u0000"', '"\\u0032.0"', "[]"):
@@ -337,9 +508,14 @@ class Builder:
 
     def invalid_utf8(self) -> None:
         """Bytes that are not UTF-8: each ends the interposer's session (isolated)."""
-        for label, raw in (("overlong-slash", b"\xc0\xaf"), ("overlong-underscore", b"\xc1\x9f"),
-                           ("cesu-surrogate", b"\xed\xa0\x80"), ("lone-continuation", b"\x80"),
-                           ("ff", b"\xff"), ("truncated", b"\xe2\x80")):
+        for label, raw in (
+            ("overlong-slash", b"\xc0\xaf"),
+            ("overlong-underscore", b"\xc1\x9f"),
+            ("cesu-surrogate", b"\xed\xa0\x80"),
+            ("lone-continuation", b"\x80"),
+            ("ff", b"\xff"),
+            ("truncated", b"\xe2\x80"),
+        ):
             key, ident = self.next_key()
             text = call_text(key, ident, args_extra='"b":"XX"').encode()
             self.add(f"invalid-utf8-{label}", text.replace(b"XX", raw, 1), isolated=True)
@@ -349,8 +525,20 @@ class Builder:
 
     # --- seeded combinations -------------------------------------------------------------------
 
-    MUTATIONS = ("deep", "surrogate", "number", "sep-inside", "sep-between", "folded", "duplicate",
-                 "escape", "notification", "batch", "jsonrpc", "whitespace")
+    MUTATIONS = (
+        "deep",
+        "surrogate",
+        "number",
+        "sep-inside",
+        "sep-between",
+        "folded",
+        "duplicate",
+        "escape",
+        "notification",
+        "batch",
+        "jsonrpc",
+        "whitespace",
+    )
 
     def random_case(self) -> None:
         rng = self.rng
@@ -361,7 +549,12 @@ class Builder:
         for m in picks:
             if m == "deep":
                 target = rng.choice((top, params, args))
-                target.append('"d":' + nested(rng.choice((100, 128, 129, 300, 1000)), rng.choice(("array", "object"))))
+                target.append(
+                    '"d":'
+                    + nested(
+                        rng.choice((100, 128, 129, 300, 1000)), rng.choice(("array", "object"))
+                    )
+                )
             elif m == "surrogate":
                 rng.choice((top, params, args)).append('"s":"' + rng.choice(SURROGATES) + '"')
             elif m == "number":
@@ -385,7 +578,13 @@ class Builder:
             if real == "method":
                 text = text.replace('"method":', '"method":"ping",' + json.dumps(variant) + ":", 1)
             else:
-                text = text.replace('"params":', '"params":{"name":"read_file"},' + json.dumps(variant, ensure_ascii=False) + ":", 1)
+                text = text.replace(
+                    '"params":',
+                    '"params":{"name":"read_file"},'
+                    + json.dumps(variant, ensure_ascii=False)
+                    + ":",
+                    1,
+                )
         if "duplicate" in picks:
             text = text.replace('"name":"write_file"', '"name":"read_file","name":"write_file"', 1)
         if "whitespace" in picks:
@@ -398,7 +597,9 @@ class Builder:
             text = "[" + text + "]"
         if "sep-between" in picks:
             sep = rng.choice(("\r", "\u2028", "\u2029", "\u0085", "\x0b", "\x0c", "\x00"))
-            text = benign(str(100_000 + len(self.cases) * 10 + 5), rng.randrange(5), key) + sep + text
+            text = (
+                benign(str(100_000 + len(self.cases) * 10 + 5), rng.randrange(5), key) + sep + text
+            )
         self.add("random-" + "+".join(sorted(picks)), text)
 
 
@@ -407,9 +608,20 @@ def corpus(seed: int = 25, size: int = 3000) -> list[Case]:
     combinations up to `size` cases."""
     b = Builder(seed)
     b.controls(20)
-    for family in (b.deep, b.surrogates, b.numbers, b.separators, b.folded_keys, b.duplicates,
-                   b.escapes, b.batches, b.notifications, b.jsonrpc_variants, b.split_lines,
-                   b.invalid_utf8):
+    for family in (
+        b.deep,
+        b.surrogates,
+        b.numbers,
+        b.separators,
+        b.folded_keys,
+        b.duplicates,
+        b.escapes,
+        b.batches,
+        b.notifications,
+        b.jsonrpc_variants,
+        b.split_lines,
+        b.invalid_utf8,
+    ):
         family()
         b.controls(4)
     while len(b.cases) < size - 20:

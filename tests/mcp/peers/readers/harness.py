@@ -7,10 +7,11 @@ client, then an allowed `read_file` call marked "end". The run is over once the 
 executed and nothing more arrived for a second, or the interposer exited (bytes that are not UTF-8
 end its session).
 
-The service is one the interposer cannot reach (a closed port on 127.0.0.1): every held call is
-refused when the approval cannot be asked for, so no approval is ever given here; a held call that
-runs anyway got past the hold unjudged. Between the interposer and the upstream a `tee` keeps
-every byte the upstream was sent.
+The service is either one the interposer cannot reach (a closed port on 127.0.0.1: every held
+call is refused when its approval cannot be asked for) or a real `countersign serve` with an
+enrolled approver who never answers (every held call gets a pending approval and a ticket). No
+approval is ever given here either way: a held call that runs got past the hold unjudged. Between
+the interposer and the upstream a `tee` keeps every byte the upstream was sent.
 """
 
 from __future__ import annotations
@@ -62,33 +63,76 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
-def write_config(directory: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path, str]:
-    """The interposer's configuration: `read_file` allowed, `write_file` held, an empty trusted
-    registry (so nothing is fetched from the service at start), no audit log."""
+@dataclass
+class LiveService:
+    """A running `countersign serve` (support.Service) the interposer asks for approvals."""
+
+    base: str
+    token_file: pathlib.Path
+    registry: pathlib.Path
+    rp_id: str
+    origin: str
+
+
+def write_config(
+    directory: pathlib.Path, live: LiveService | None
+) -> tuple[pathlib.Path, pathlib.Path, str]:
+    """The interposer's configuration: `read_file` allowed, `write_file` held, a trusted registry
+    file (so nothing is fetched from the service at start), no audit log."""
     directory.mkdir(parents=True, exist_ok=True)
-    registry = directory / "registry.json"
-    registry.write_text('{"credentials":[]}')
-    token = directory / "gateway-token"
-    token.write_text("differential-test-token\n")
+    if live is None:
+        registry = directory / "registry.json"
+        registry.write_text('{"credentials":[]}')
+        token = directory / "gateway-token"
+        token.write_text("differential-test-token\n")
+        rp_id, origin, service = (
+            "localhost",
+            "http://localhost",
+            f"http://127.0.0.1:{closed_port()}",
+        )
+    else:
+        registry, token, rp_id, origin, service = (
+            live.registry,
+            live.token_file,
+            live.rp_id,
+            live.origin,
+            live.base,
+        )
     config = directory / "mcp.toml"
     config.write_text(
-        'rp_id = "localhost"\norigins = ["http://localhost"]\n'
+        f"rp_id = {json.dumps(rp_id)}\norigins = [{json.dumps(origin)}]\n"
         f"registry = {json.dumps(str(registry))}\n"
-        f'allow = ["{ALLOWED}"]\nhold = ["{HELD}"]\npark_seconds = 1\n')
-    return config, token, f"http://127.0.0.1:{closed_port()}"
+        f'allow = ["{ALLOWED}"]\nhold = ["{HELD}"]\npark_seconds = 1\n'
+    )
+    return config, token, service
 
 
 def frame(obj: dict) -> bytes:
     return json.dumps(obj).encode() + b"\n"
 
 
-HANDSHAKE_INIT = frame({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {},
-    "clientInfo": {"name": "differential", "version": "1"}}})
+HANDSHAKE_INIT = frame(
+    {
+        "jsonrpc": "2.0",
+        "id": "init",
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "differential", "version": "1"},
+        },
+    }
+)
 HANDSHAKE_INITIALIZED = frame({"jsonrpc": "2.0", "method": "notifications/initialized"})
 HANDSHAKE_LIST = frame({"jsonrpc": "2.0", "id": "list", "method": "tools/list"})
-END = frame({"jsonrpc": "2.0", "id": "end", "method": "tools/call",
-             "params": {"name": ALLOWED, "arguments": {"case": "end"}}})
+END = frame(
+    {
+        "jsonrpc": "2.0",
+        "id": "end",
+        "method": "tools/call",
+        "params": {"name": ALLOWED, "arguments": {"case": "end"}},
+    }
+)
 
 
 def read_executions(record: pathlib.Path) -> list[Execution]:
@@ -98,21 +142,44 @@ def read_executions(record: pathlib.Path) -> list[Execution]:
     return [Execution(e["tool"], e["case"]) for e in map(json.loads, lines)]
 
 
-def run(binary: str, upstream: list[str], cases: list[Case], directory: pathlib.Path,
-        env: dict[str, str]) -> RunResult:
-    config, token, service = write_config(directory)
+def run(
+    binary: str,
+    upstream: list[str],
+    cases: list[Case],
+    directory: pathlib.Path,
+    live: LiveService | None = None,
+) -> RunResult:
+    config, token, service = write_config(directory, live)
     record = directory / "executions.jsonl"
     received = directory / "received.bin"
     for f in (record, received):
         f.unlink(missing_ok=True)
     tee = ["/bin/sh", "-c", 'tee -a "$0" | exec "$@"', str(received), *upstream]
-    command = [binary, "mcp", "stdio", "--service", service, "--gateway-token-file", str(token),
-               "--agent-id", "agent-differential", "--server-id", "differential",
-               "--config", str(config), "--", *tee]
+    command = [
+        binary,
+        "mcp",
+        "stdio",
+        "--service",
+        service,
+        "--gateway-token-file",
+        str(token),
+        "--agent-id",
+        "agent-differential",
+        "--server-id",
+        "differential",
+        "--config",
+        str(config),
+        "--",
+        *tee,
+    ]
     stderr = (directory / "stderr.log").open("wb")
-    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                            env={**os.environ, **env, "READER_RECORD": str(record),
-                                 "RUST_LOG": "warn"})
+    proc = subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        env={**os.environ, "READER_RECORD": str(record), "RUST_LOG": "warn"},
+    )
     answers: list[str] = []
     seen = threading.Condition()
 
@@ -160,8 +227,9 @@ def run(binary: str, upstream: list[str], cases: list[Case], directory: pathlib.
         reader.join(timeout=5)
         stderr.close()
     data = received.read_bytes() if received.exists() else b""
-    return RunResult(data.decode("utf-8", "replace"), read_executions(record), finished,
-                     proc.returncode, answers)
+    return RunResult(
+        data.decode("utf-8", "replace"), read_executions(record), finished, proc.returncode, answers
+    )
 
 
 def wait_until_done(proc: subprocess.Popen, record: pathlib.Path, received: pathlib.Path) -> bool:

@@ -4,8 +4,8 @@
 
 Every `tools/call` the SDK hands to the tool handler is appended, before anything else happens,
 to $READER_RECORD as one JSON line `{"reader": "python", "tool": ..., "case": ...}` (`case`: the
-corpus marker in its arguments): that record is what this server executed. Tools: `read_file` (read-only) and `write_file`.
-Used by test_differential_readers.py.
+corpus marker in its arguments): that record is what this server executed. Tools: `read_file`
+(read-only) and `write_file`. Used by test_differential_readers.py.
 """
 
 from __future__ import annotations
@@ -21,12 +21,18 @@ from mcp.server.stdio import stdio_server
 RECORD = os.environ["READER_RECORD"]
 
 TOOLS = [
-    types.Tool(name="read_file", description="Read a file.",
-               input_schema={"type": "object"},
-               annotations=types.ToolAnnotations(read_only_hint=True)),
-    types.Tool(name="write_file", description="Write a file.",
-               input_schema={"type": "object"},
-               annotations=types.ToolAnnotations(destructive_hint=True, read_only_hint=False)),
+    types.Tool(
+        name="read_file",
+        description="Read a file.",
+        input_schema={"type": "object"},
+        annotations=types.ToolAnnotations(read_only_hint=True),
+    ),
+    types.Tool(
+        name="write_file",
+        description="Write a file.",
+        input_schema={"type": "object"},
+        annotations=types.ToolAnnotations(destructive_hint=True, read_only_hint=False),
+    ),
 ]
 KNOWN = {tool.name for tool in TOOLS}
 
@@ -40,8 +46,9 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
         return types.CallToolResult(content=[types.TextContent(text="unknown tool")], is_error=True)
     args = params.arguments
     case = args.get("case") if isinstance(args, dict) else None
-    line = json.dumps({"reader": "python", "tool": params.name,
-                       "case": case if isinstance(case, str) else None})
+    line = json.dumps(
+        {"reader": "python", "tool": params.name, "case": case if isinstance(case, str) else None}
+    )
     with open(RECORD, "a", encoding="utf-8") as f:
         f.write(line + "\n")
     return types.CallToolResult(content=[types.TextContent(text="done")])
