@@ -104,7 +104,7 @@ def results(reader_run):
 
 
 def summary(reader_run) -> tuple[str, list[str]]:
-    reader, streamed, _ = reader_run
+    reader, streamed, isolated = reader_run
     forwarded = refused = 0
     violations: list[str] = []
     by_family: collections.Counter[str] = collections.Counter()
@@ -120,7 +120,9 @@ def summary(reader_run) -> tuple[str, list[str]]:
                 by_family.update("random with " + m for m in case.family[7:].split("+"))
             else:
                 by_family[case.family] += 1
-    unattributed = [e for r in [streamed] for e in r.held_executions() if e.case is None]
+    # A held execution whose arguments lost the marker (a mutation inside it) is one too.
+    runs = [streamed, *isolated.values()]
+    unattributed = [e for r in runs for e in r.held_executions() if e.case is None]
     lines = [
         f"[{reader}] {len(CASES)} cases ({len(ISOLATED)} isolated): {forwarded} reached the "
         f"upstream (in part at least), {refused} kept back by the interposer; "
