@@ -20,7 +20,16 @@ pub const ALLOWED_TOOL: &str = "read_file";
 pub const HELD_TOOL: &str = "write_file";
 
 const LIST_REQUEST: &str = r#"{"jsonrpc":"2.0","id":"list","method":"tools/list"}"#;
-const LIST_ANSWER: &str = r#"{"jsonrpc":"2.0","id":"list","result":{"tools":[{"name":"read_file","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},{"name":"write_file","inputSchema":{"type":"object"}}]}}"#;
+const LIST_RESULT: &str = r#""result":{"tools":[{"name":"read_file","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},{"name":"write_file","inputSchema":{"type":"object"}}]}"#;
+
+/// The id of a `tools/list` request, as JSON text.
+fn listing_id(line: &str) -> Option<String> {
+    let frame: serde_json::Value = serde_json::from_str(line).ok()?;
+    if frame.get("method")? != "tools/list" {
+        return None;
+    }
+    frame.get("id").map(ToString::to_string)
+}
 
 fn base() -> &'static Interposer {
     static BASE: OnceLock<Interposer> = OnceLock::new();
@@ -88,12 +97,14 @@ pub fn relay_client_bytes(bytes: &[u8]) -> Vec<String> {
                     line.pop();
                 }
                 let text = String::from_utf8_lossy(&line).into_owned();
-                if text == LIST_REQUEST {
-                    let _ = to_relay
-                        .write_all(format!("{LIST_ANSWER}\n").as_bytes())
-                        .await;
-                } else {
-                    sent.push(text);
+                match listing_id(&text) {
+                    // The first listing is the set-up's: answered under the id it came with (a
+                    // relay may forward requests under ids of its own).
+                    Some(id) if sent.is_empty() => {
+                        let answer = format!(r#"{{"jsonrpc":"2.0","id":{id},{LIST_RESULT}}}"#);
+                        let _ = to_relay.write_all(format!("{answer}\n").as_bytes()).await;
+                    }
+                    _ => sent.push(text),
                 }
                 line.clear();
             }
