@@ -3,14 +3,14 @@
 # through afl.rs:
 #   1. installs cargo-afl and builds AFL++ from its bundled source (both cached in the target
 #      directory; needs only cc and make);
-#   2. builds the ten targets instrumented (their own target directory: other RUSTFLAGS);
+#   2. builds the eleven targets instrumented (their own target directory: other RUSTFLAGS);
 #   3. writes each seed corpus from the conformance vectors and fuzzes each target for
 #      FUZZ_SECONDS (default 20). afl-fuzz first runs every seed (its dry run), and stops with an
 #      error if one crashes or hangs; any crash found while fuzzing fails the step too.
 # The plain replay of the same seeds and of fuzz/regressions/ already ran in `cargo test`.
 # Measured on the 2-core development machine, shared with other builds: see the figure in
-# docs/RELIABILITY.md ("CI step"); roughly 3 min to install, 5-7 min to build, 10 x FUZZ_SECONDS.
-# Knobs: FUZZ_SECONDS, FUZZ_TARGETS="canon der ..." (default: all ten).
+# docs/RELIABILITY.md ("CI step"); roughly 3 min to install, 5-7 min to build, 11 x FUZZ_SECONDS.
+# Knobs: FUZZ_SECONDS, FUZZ_TARGETS="canon der ..." (default: all eleven), FUZZ_KNOWN_FAILING.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -19,7 +19,11 @@ tools=$target_dir/afl-tools
 export XDG_DATA_HOME=$tools/share # where cargo-afl keeps the AFL++ it builds
 export PATH=$tools/bin:$PATH
 seconds=${FUZZ_SECONDS:-20}
-targets=${FUZZ_TARGETS:-canon cbor cose der auth_data client_data envelope case harness service}
+targets=${FUZZ_TARGETS:-canon cbor cose der auth_data client_data envelope case harness service mcp_relay}
+# Targets whose crashes are reported but do not fail the step: a known open finding. mcp_relay
+# finds held MCP calls relayed unjudged (issue 25 section 1) until the interposer's strict
+# admission lands; take it out of this list then.
+known_failing=" ${FUZZ_KNOWN_FAILING-mcp_relay} "
 
 if ! cargo afl --version >/dev/null 2>&1; then
     cargo install cargo-afl --version 0.18.2 --locked --root "$tools"
@@ -47,11 +51,13 @@ for t in $targets; do
     out=$afl_target/ci-out/$t
     rm -rf "$out"
     echo "fuzz_$t: ${seconds}s"
+    known=0
+    [[ $known_failing == *" $t "* ]] && known=1
     if ! cargo afl fuzz -V "$seconds" -i "$afl_target/corpus/$t" -o "$out" \
         "$afl_target/debug/fuzz_$t" >"$out.log" 2>&1; then
         echo "fuzz_$t: afl-fuzz failed (a seed crashes or hangs?); the end of its log:"
         tail -n 30 "$out.log"
-        failed=1
+        [ "$known" = 1 ] || failed=1
         continue
     fi
     stats=$out/default/fuzzer_stats
@@ -60,7 +66,11 @@ for t in $targets; do
     if [ "$crashes" -gt 0 ]; then
         echo "fuzz_$t: $crashes crash(es); reproduce with: $afl_target/debug/fuzz_$t < FILE"
         find "$out/default/crashes" -name 'id:*' -print
-        failed=1
+        if [ "$known" = 1 ]; then
+            echo "fuzz_$t: a known open finding (FUZZ_KNOWN_FAILING): not failing the step"
+        else
+            failed=1
+        fi
     fi
 done
 exit "$failed"

@@ -8,6 +8,11 @@
 # into the shared target dir: python.sh's build of the same crate then reuses the compiled code.
 # Measured 2026-12-03 with a warm cargo target and venv on a heavily loaded 2-core machine: 4 min 27 s
 # (npm ci ~20 s, pytest ~2-3 min). Cold, add the package build (minutes on 2 cores) and pip (~30 s).
+# The differential test against the real readers (test_differential_readers.py, 3,000 frames in
+# front of each of three upstreams, Go's also with a real service) adds ~1.5 min (measured
+# 2026-12-05 on the shared 2-core machine, warm: 84 s beside an AFL run, 61 s without the
+# real-service pass); it needs Go from Debian (golang-go, 1.19): installed here when missing
+# (~30 s once; apt keeps it), its build cache in the target directory.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -25,6 +30,13 @@ venv=$root/target/mcp-venv
 echo "--- npm: the TypeScript client and the reference servers (exact versions from the lock file)"
 node --version
 (cd tests/mcp && npm ci --no-audit --no-fund --loglevel=error)
+
+echo "--- Go (Debian's golang-go): the encoding/json reader of the differential test"
+if ! command -v go >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null
+fi
+go version
+export GOCACHE="$CARGO_TARGET_DIR/go-cache"
 
 echo "--- pytest tests/mcp"
 COUNTERSIGN_BIN="$CARGO_TARGET_DIR/debug/countersign" "$venv/bin/python" -m pytest -q -rs tests/mcp

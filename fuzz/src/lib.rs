@@ -21,13 +21,14 @@ mod fixtures;
 // The harness protocol lives in the CLI binary crate, which has no library to link against; its
 // line reader (`answer`) uses only external crates, so the fuzz crate compiles the same file.
 mod harness;
+mod readers;
 pub mod seeds;
 mod service;
 pub mod targets;
 
 /// Every target's name, as its corpus directory, its regression directory and its binary
 /// (`fuzz_NAME`) are named.
-pub const TARGETS: [&str; 10] = [
+pub const TARGETS: [&str; 11] = [
     "canon",
     "cbor",
     "cose",
@@ -38,6 +39,7 @@ pub const TARGETS: [&str; 10] = [
     "case",
     "harness",
     "service",
+    "mcp_relay",
 ];
 
 /// Run the target called `name` on `data`; `false` if there is no such target.
@@ -53,6 +55,7 @@ pub fn run(name: &str, data: &[u8]) -> bool {
         "case" => targets::case,
         "harness" => targets::harness,
         "service" => targets::service,
+        "mcp_relay" => targets::mcp_relay,
         _ => return false,
     };
     target(data);

@@ -62,6 +62,7 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
             .collect(),
         "harness" => harness_lines(),
         "service" => service_bodies(&cases, &entries),
+        "mcp_relay" => mcp_client_frames(),
         _ => BTreeSet::new(),
     };
     set.into_iter().collect()
@@ -177,4 +178,40 @@ fn service_bodies(cases: &[Value], entries: &[&Value]) -> BTreeSet<Vec<u8>> {
             "response": {"attestationObject": "o2NmbXRkbm9uZQ", "clientDataJSON": "e30"}}}),
     ));
     out
+}
+
+/// What an MCP client writes: the allowed and the held tool called plainly, as a notification,
+/// in a batch, with odd members, and two frames on one line; none gets a held call executed.
+fn mcp_client_frames() -> BTreeSet<Vec<u8>> {
+    let call = |id: &str, tool: &str, extra: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0",{id}"method":"tools/call","params":{{"name":"{tool}","arguments":{{"path":"/tmp/a"}}{extra}}}}}"#
+        )
+    };
+    let allowed = call(r#""id":1,"#, "read_file", "");
+    let held = call(r#""id":2,"#, "write_file", "");
+    let ping = r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#;
+    [
+        format!("{allowed}\n"),
+        format!("{held}\n"),
+        format!("{ping}\n{allowed}\n{held}\r\n"),
+        format!("{}\n", call("", "write_file", "")),
+        format!("[{allowed},{held}]\n"),
+        format!(
+            "{}\n",
+            call(
+                r#""id":4,"#,
+                "read_file",
+                r#","_meta":{"progressToken":"t"}"#
+            )
+        ),
+        format!("{allowed}\r{ping}\n"),
+        format!(
+            "{}\n",
+            call(r#""id":"x","#, "read_file", r#","Name":"read_file""#)
+        ),
+    ]
+    .into_iter()
+    .map(String::into_bytes)
+    .collect()
 }

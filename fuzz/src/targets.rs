@@ -1,4 +1,4 @@
-//! The ten target bodies. Each panics on a bug; see the crate documentation for the oracles every
+//! The eleven target bodies. Each panics on a bug; see the crate documentation for the oracles every
 //! target shares, and each function's documentation for its own.
 
 use crate::fixtures::{backends, good_cases};
@@ -360,6 +360,20 @@ pub fn harness(data: &[u8]) {
 /// The service's JSON request bodies, through the real router: see `crate::service`.
 pub fn service(data: &[u8]) {
     crate::service::one_request(data);
+}
+
+/// The MCP interposer's client side (`countersign mcp stdio`, in process): the input is what the
+/// client writes, after a `tools/list` that makes `read_file` allowed; `write_file` and every
+/// other tool are held, and no approval is ever given. Nothing the upstream is sent may be a
+/// `tools/call` of any tool but `read_file` under any of the lenient reader models in
+/// `crate::readers` (the Python, TypeScript and Go SDKs' framings, folded and duplicate member
+/// names, lone surrogates, huge numbers, deep nesting).
+pub fn mcp_relay(data: &[u8]) {
+    use countersign_mcp::fuzzing::{ALLOWED_TOOL, relay_client_bytes};
+    let sent = relay_client_bytes(data);
+    if let Some((tool, text)) = crate::readers::unallowed_call(&sent, ALLOWED_TOOL) {
+        panic!("a tools/call of {tool:?} reached the upstream with no approval: {text:?}");
+    }
 }
 
 #[cfg(test)]

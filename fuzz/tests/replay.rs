@@ -114,3 +114,34 @@ fn every_target_is_replayed_and_has_a_binary() {
     }
     assert!(!run("no-such-target", b""));
 }
+
+#[test]
+fn mcp_relay() {
+    replay("mcp_relay");
+}
+
+/// The frames of issue 25 section 1 (and their neighbours): each got a held tool executed by a
+/// real reader on the relay as it was. Ignored until the strict admission lands; then remove the
+/// `ignore` (or move these files into `fuzz/regressions/mcp_relay/`).
+#[test]
+#[ignore = "issue 25 section 1: fails until the interposer's strict admission lands"]
+fn mcp_relay_issue_25_frames() {
+    let held =
+        r#""method":"tools/call","params":{"name":"write_file","arguments":{"path":"/tmp/a"}}"#;
+    let frames = [
+        format!(r#"{{"jsonrpc":"2.0","id":1,"x":{}1{},{held}}}"#, "[".repeat(200), "]".repeat(200)),
+        format!(r#"{{"jsonrpc":"2.0","id":2,"s":"x\ud800",{held}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":3,"n":1e400,{held}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":4,"method":"ping"}}{}{{"jsonrpc":"2.0","id":5,{held}}}"#, '\r'),
+        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"read_file","Name":"write_file"}}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read_file"},"paramſ":{"name":"write_file"}}"#.to_owned(),
+    ];
+    let executed: Vec<&String> = frames
+        .iter()
+        .filter(|frame| {
+            let input = format!("{frame}\n");
+            std::panic::catch_unwind(|| run("mcp_relay", input.as_bytes())).is_err()
+        })
+        .collect();
+    assert!(executed.is_empty(), "held calls relayed: {executed:#?}");
+}

@@ -13,11 +13,16 @@
 //! - `stdio`: the interposer's own stdin and stdout, read and written without a thread hop;
 //! - [`state`]: the HMAC-protected `requestState` of 2026-07-28 multi round-trip answers;
 //! - `tasks`: 2025-11-25 tasks, a held call answered with a task that runs once approved.
+//! - `fuzzing` (feature `fuzzing`, doc-hidden): the client side run in process for the fuzz
+//!   target `mcp_relay` (fuzz/).
 
 pub mod admission;
 pub mod answer;
 pub mod audit;
 pub mod config;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http;
 pub mod relay;
 mod splice;
