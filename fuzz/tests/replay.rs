@@ -121,10 +121,8 @@ fn mcp_relay() {
 }
 
 /// The frames of issue 25 section 1 (and their neighbours): each got a held tool executed by a
-/// real reader on the relay as it was. Ignored until the strict admission lands; then remove the
-/// `ignore` (or move these files into `fuzz/regressions/mcp_relay/`).
+/// real reader on the relay before its strict admission; none may now.
 #[test]
-#[ignore = "issue 25 section 1: fails until the interposer's strict admission lands"]
 fn mcp_relay_issue_25_frames() {
     let held =
         r#""method":"tools/call","params":{"name":"write_file","arguments":{"path":"/tmp/a"}}"#;

@@ -147,13 +147,6 @@ def test_controls_behave_as_the_policy_says(reader_run):
             assert not streamed.forwarded(case), f"{reader}: plain held {case.key} reached it"
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "issue 25 section 1: the interposer forwards frames it cannot read unjudged and frames "
-        "differently from the readers; remove this mark once the strict admission has landed"
-    ),
-)
 def test_no_reader_executes_a_held_call(reader_run, capsys):
     text, violations = summary(reader_run)
     with capsys.disabled():
