@@ -458,7 +458,9 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
         assert_eq!(r["status"], "PENDING", "{r}");
         r["approval_id"].as_str().unwrap().to_owned()
     };
-    let params_a = json!({"to": ACCOUNT_A, "amount": AMOUNT_A, "memo": "Invoice 2026-114"});
+    // A memo over two lines, as a text field often is: its line breaks are layout, no alarm.
+    let params_a =
+        json!({"to": ACCOUNT_A, "amount": AMOUNT_A, "memo": "Invoice 2026-114\nwith thanks\n"});
     let params_b = json!({"to": ACCOUNT_B, "amount": "99.00"});
     let id_a = create(params_a.clone());
     let id_b = create(params_b.clone());
@@ -495,6 +497,11 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
         assert!(table.contains(shown), "{shown} missing from {table}");
     }
     assert!(!browser.visible("banner"), "nothing deceptive in A");
+    // The memo's two line breaks are drawn quietly, and the text is kept: no deceptive badge.
+    let quiet = browser.js(
+        "return [document.querySelectorAll('#fields .quiet.line').length, document.querySelectorAll('#fields mark.deceptive').length];",
+    );
+    assert_eq!(quiet, json!([2, 0]));
     // The amount is shown exactly, with a grouped reading aid beside it.
     let grouped = browser.js(
         "return Array.from(document.querySelectorAll('#fields .grouped .num')).map(e => e.textContent);",
