@@ -1,10 +1,12 @@
 //! `countersign mcp http`: the interposer on Streamable HTTP, both sides (docs/MCP.md, "HTTP
 //! mode").
 //!
-//! Each POST carries one JSON-RPC message. The relay's decision code
-//! ([`Interposer::client_frame`]) sees it exactly as it sees a stdio frame, with two channels of
-//! this request's own: an answer the interposer gives itself (held, refused) comes back on one, a
-//! frame to forward on the other. A forwarded frame goes to the upstream as the bytes received;
+//! Each POST carries one JSON-RPC message, admitted as a stdio frame is (a body that is not gets
+//! HTTP 400 and goes nowhere), after `Host`, `Origin`, the bearer credential and the routing
+//! headers are checked. The relay's decision code then sees it exactly as it sees a stdio frame,
+//! with two channels of this request's own: an answer the interposer gives itself (held, refused)
+//! comes back on one, a frame to forward on the other. A forwarded frame goes to the upstream as
+//! the bytes received (a request under the interposer's own id);
 //! the upstream's answer, JSON or an SSE stream, is relayed as it arrives, each message through
 //! the relay's upstream hook (audit outcome, `tools/list` catalog).
 //!

@@ -1,8 +1,10 @@
-//! The relay: newline-delimited JSON-RPC between one client and one server. Every frame it does
-//! not decode is forwarded as the exact line it arrived as; a `tools/call` that is forwarded is
-//! forwarded as its original line too, so the upstream receives the bytes that were hashed (an
-//! approved 2026-07-28 retry loses only the interposer's own `requestState` and `inputResponses`
-//! entry, cut out of the line: see [`crate::splice`]).
+//! The relay: newline-delimited JSON-RPC between one client and one server. Every client frame is
+//! admitted first ([`crate::admission`]): one that is not is answered with its error and nothing
+//! of it goes upstream. An admitted frame the relay does not decode is forwarded as the line it
+//! arrived as, a request under an id of the interposer's own (the client's comes back on the
+//! answer); a `tools/call` that is forwarded is its original line too, so the upstream receives
+//! the bytes that were hashed (an approved 2026-07-28 retry loses only the interposer's own
+//! `requestState` and `inputResponses` entry, cut out of the line: see [`crate::splice`]).
 
 use crate::admission::{self, INVALID_REQUEST, Kind, Message, Rejection};
 use crate::answer::{self, ClientKind, Moment, Ticket};
