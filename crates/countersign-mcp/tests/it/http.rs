@@ -941,27 +941,35 @@ async fn http_routing_headers_must_restate_the_body_on_every_post() {
     rig.stop().await;
 }
 
+impl HttpRig {
+    /// An `initialize` POST as agent A carrying `Host: host`: the status it gets.
+    async fn initialize_as_host(&self, host: &str) -> u16 {
+        let init = r#"{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+        self.http
+            .post(&self.url)
+            .bearer_auth(TOKEN_A)
+            .header("host", host)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(init)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+}
+
 #[tokio::test]
 async fn http_a_host_that_is_not_the_relays_is_refused_with_or_without_origin() {
     let rig = http_rig("http-edge-host").await;
-    let init = r#"{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
     // A page on an attacker's name that resolves to 127.0.0.1 (DNS rebinding), no Origin.
     for host in [
         "attacker.example",
         "attacker.example:8080",
         "127.0.0.1.attacker.example",
     ] {
-        let r = rig
-            .http
-            .post(&rig.url)
-            .bearer_auth(TOKEN_A)
-            .header("host", host)
-            .header("content-type", "application/json")
-            .body(init)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 403, "{host}");
+        assert_eq!(rig.initialize_as_host(host).await, 403, "{host}");
         let r = rig
             .http
             .get(&rig.url)
@@ -974,18 +982,7 @@ async fn http_a_host_that_is_not_the_relays_is_refused_with_or_without_origin() 
     }
     assert_eq!(rig.upstream.count(), 0, "nothing reached the upstream");
     for host in ["localhost", "localhost:1234", "127.0.0.1", "[::1]:9"] {
-        let r = rig
-            .http
-            .post(&rig.url)
-            .bearer_auth(TOKEN_A)
-            .header("host", host)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(init)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200, "{host}");
+        assert_eq!(rig.initialize_as_host(host).await, 200, "{host}");
     }
     rig.stop().await;
 }
@@ -996,23 +993,11 @@ async fn http_allowed_hosts_lets_a_named_host_in() {
         c.allowed_hosts = vec!["mcp.internal.example".into()];
     })
     .await;
-    let init = r#"{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
     for (host, status) in [
         ("MCP.internal.example:443", 200),
         ("other.internal.example", 403),
     ] {
-        let r = rig
-            .http
-            .post(&rig.url)
-            .bearer_auth(TOKEN_A)
-            .header("host", host)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(init)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), status, "{host}");
+        assert_eq!(rig.initialize_as_host(host).await, status, "{host}");
     }
     rig.stop().await;
 }
