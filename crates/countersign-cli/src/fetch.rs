@@ -53,7 +53,7 @@ pub(crate) fn run(
 }
 
 /// The token file's text, without surrounding whitespace.
-fn read_token(path: &Path) -> anyhow::Result<String> {
+pub(crate) fn read_token(path: &Path) -> anyhow::Result<String> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let token = text.trim();

@@ -70,6 +70,14 @@ enum Command {
     /// "approvers": [...]}. Exit 0 on ALLOW, 1 on DENY, 2 when the CASE itself is unusable (a
     /// contradictory policy, an unusable result envelope, a malformed member).
     /// Replay state (spent nonces, counters) lives in memory for the one run.
+    ///
+    /// Without a hand-built CASE: --action (the action, or the request body the gateway sent),
+    /// --result (the service's answer), --registry (a file, or the service's published registry
+    /// URL) and --policy, or --config (the service's own configuration: the policy it applies to
+    /// the action's tool). For example:
+    ///
+    ///   countersign verify --action request.json --result answer.json \
+    ///     --registry http://localhost:8080 --gateway-token-file gw.token --config countersign.toml
     Verify(verify::VerifyArgs),
     /// Check an operator profile definition and print the digest that pins it.
     ///

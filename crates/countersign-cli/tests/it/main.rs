@@ -22,4 +22,5 @@ mod preauth;
 mod replicas;
 mod serve;
 mod support;
+mod verify;
 mod witness;
