@@ -147,10 +147,9 @@ fn auditor_add_list_and_revoke_on_sqlite() {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL (.ci/steps/postgres.sh runs it)"]
 fn auditor_add_list_and_revoke_on_postgres() {
-    let Some(schema) = ScratchSchema::for_test("auditor_cli").unwrap() else {
-        return;
-    };
+    let schema = ScratchSchema::required("auditor_cli").unwrap();
     let url = schema.url();
     let dir = support::scratch_dir("auditor-pg");
     let data = data_dir(&dir, Some(&url));

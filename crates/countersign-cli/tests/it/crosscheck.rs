@@ -6,7 +6,7 @@ use crate::support::{BIN, code, scratch_dir, stdout};
 use countersign_server::audit::{AuditEvent, AuditSealer, GENESIS_HASH, authority};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 const T: &str = "2026-12-03T10:00:00Z";
 const UNTIL: &str = "2026-12-03T10:05:00Z";
@@ -114,7 +114,7 @@ impl Pair {
         if json {
             command.arg("--json");
         }
-        command.stderr(Stdio::inherit()).output().unwrap()
+        command.output().unwrap()
     }
 }
 

@@ -9,11 +9,11 @@
 //!
 //! The PostgreSQL tests run in a database of their own (created and dropped), so they may set
 //! database-wide options and terminate that database's connections without touching anyone
-//! else's. They skip (and say so) without a reachable PostgreSQL unless
-//! `COUNTERSIGN_TEST_POSTGRES` is set. The full PostgreSQL restart runs only with
-//! `COUNTERSIGN_FAULT_PG_RESTART=1`, and alone (`.ci/steps/postgres.sh` runs it after the
-//! others, by itself): it cuts every session on the server, the other tests' included. The disk-full test mounts a small tmpfs, which needs root (CAP_SYS_ADMIN); without
-//! it the test skips and says so, unless `COUNTERSIGN_FAULT_MOUNT=required`.
+//! else's. They are ignored unless asked for (`--include-ignored`), as is the disk-full test,
+//! which mounts a small tmpfs and so needs root (CAP_SYS_ADMIN); the test runner lists each with
+//! its reason. The full PostgreSQL restart also wants `COUNTERSIGN_FAULT_PG_RESTART=1` and runs
+//! alone (`.ci/steps/postgres.sh` runs it after the others, by itself): it cuts every session on
+//! the server, the other tests' included.
 
 use crate::support::{self, Approver, Http, Server};
 use countersign::{Decision, b64};
@@ -279,21 +279,12 @@ fn fill(path: &Path) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "mounts a tmpfs, which needs root (.ci/steps/postgres.sh runs it)"]
 async fn a_full_disk_answers_503_and_the_service_recovers_when_space_returns() {
     let dir = support::scratch_dir("faults-full");
     let data = dir.join("data");
-    let mount = match Tmpfs::mount(&data, "6m") {
-        Ok(m) => m,
-        Err(why) => {
-            assert_ne!(
-                std::env::var("COUNTERSIGN_FAULT_MOUNT").as_deref(),
-                Ok("required"),
-                "mounting a tmpfs: {why}"
-            );
-            eprintln!("SKIPPED the disk-full test: cannot mount a tmpfs ({why}); needs root");
-            return;
-        }
-    };
+    let mount = Tmpfs::mount(&data, "6m")
+        .unwrap_or_else(|why| panic!("mounting a tmpfs (needs root): {why}"));
     let alice = Arc::new(Approver::new("alice", "alice-es256", false));
     support::write_config(&dir, &[&alice], "");
     let mut server = Server::start(&dir);
@@ -409,11 +400,10 @@ fn admin(url: &str, sql: &str) {
 }
 
 impl OwnDatabase {
-    /// A fresh database, or `None` (said why) without PostgreSQL when it is not required.
-    fn create(label: &str) -> Option<Self> {
-        // ScratchSchema::for_test decides "skip or required" as every PostgreSQL test does.
-        let probe = ScratchSchema::for_test(label).unwrap()?;
-        drop(probe);
+    /// A fresh database (the test needs PostgreSQL: see [`ScratchSchema::required`]).
+    fn create(label: &str) -> Self {
+        // Fails, saying where it looked, when no PostgreSQL answers.
+        drop(ScratchSchema::required(label).unwrap());
         let admin_url = std::env::var(TEST_DATABASE_ENV)
             .ok()
             .filter(|u| !u.is_empty())
@@ -428,10 +418,10 @@ impl OwnDatabase {
                 .collect::<String>()
         );
         admin(&admin_url, &format!("CREATE DATABASE {name}"));
-        Some(Self {
+        Self {
             admin: admin_url,
             name,
-        })
+        }
     }
 
     /// The URL of this database (the admin URL with its database name replaced).
@@ -517,8 +507,8 @@ struct PgService {
 }
 
 impl PgService {
-    async fn start(label: &str, extra: &str) -> Option<Self> {
-        let db = OwnDatabase::create(label)?;
+    async fn start(label: &str, extra: &str) -> Self {
+        let db = OwnDatabase::create(label);
         let dir = support::scratch_dir(label);
         let alice = Arc::new(Approver::new("alice", "alice-es256", false));
         support::write_config(&dir, &[&alice], extra);
@@ -527,12 +517,12 @@ impl PgService {
         let server = Server::spawn("127.0.0.1:0", &data, &dir.join("config.toml"), Some(&url));
         let gateway = server.add_gateway("faults").await;
         let client = Client::new(&server.base, &gateway, alice).await;
-        Some(Self {
+        Self {
             dir,
             server,
             client,
             db,
-        })
+        }
     }
 
     /// Stop the service; the database's chain and the service's audit file are the same lines,
@@ -553,10 +543,9 @@ impl PgService {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL (.ci/steps/postgres.sh runs it)"]
 async fn a_read_only_postgres_answers_503_and_the_service_recovers() {
-    let Some(s) = PgService::start("faults-readonly", "").await else {
-        return;
-    };
+    let s = PgService::start("faults-readonly", "").await;
     let c = &s.client;
     let mut ledger = Ledger::default();
     c.lifecycle(0, &mut ledger).await;
@@ -793,10 +782,9 @@ async fn under_fault(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL (.ci/steps/postgres.sh runs it)"]
 async fn killed_postgres_connections_mid_settlement_lose_and_double_nothing() {
-    let Some(s) = PgService::start("faults-kill", "").await else {
-        return;
-    };
+    let s = PgService::start("faults-kill", "").await;
     let c = Arc::new(s.client.clone());
     let mut ledger = Ledger::default();
     c.lifecycle(0, &mut ledger).await;
@@ -835,17 +823,15 @@ async fn killed_postgres_connections_mid_settlement_lose_and_double_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "restarts the whole PostgreSQL server (.ci/steps/postgres.sh runs it alone)"]
 async fn a_postgres_restart_mid_settlement_loses_and_doubles_nothing() {
-    if std::env::var("COUNTERSIGN_FAULT_PG_RESTART").as_deref() != Ok("1") {
-        eprintln!(
-            "SKIPPED the PostgreSQL restart test: it restarts the whole server; set \
-             COUNTERSIGN_FAULT_PG_RESTART=1 to run it (.ci/steps/postgres.sh does)"
-        );
-        return;
-    }
-    let Some(s) = PgService::start("faults-restart", "").await else {
-        return;
-    };
+    assert_eq!(
+        std::env::var("COUNTERSIGN_FAULT_PG_RESTART").as_deref(),
+        Ok("1"),
+        "this test restarts the whole PostgreSQL server: set COUNTERSIGN_FAULT_PG_RESTART=1 to \
+         say that is fine here"
+    );
+    let s = PgService::start("faults-restart", "").await;
     let c = Arc::new(s.client.clone());
     let mut ledger = Ledger::default();
     c.lifecycle(0, &mut ledger).await;
@@ -1186,10 +1172,9 @@ async fn wall_clock_steps_never_let_a_verdict_in_after_expiry_sqlite() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL (.ci/steps/postgres.sh runs it)"]
 async fn wall_clock_steps_never_let_a_verdict_in_after_expiry_postgres() {
-    let Some(schema) = ScratchSchema::for_test("faults-clock").unwrap() else {
-        return;
-    };
+    let schema = ScratchSchema::required("faults-clock").unwrap();
     let store = PostgresStore::connect(&schema.url(), AuditSealer::from_seed([7; 32]), 2).unwrap();
     clock_jumps(Arc::new(store), "faults-clock-postgres").await;
 }

@@ -27,13 +27,13 @@ struct Cluster {
 }
 
 impl Cluster {
-    fn start(label: &str, approvers: &[&Approver]) -> Option<Self> {
+    fn start(label: &str, approvers: &[&Approver]) -> Self {
         Self::start_with(label, approvers, QUICK_TOOL)
     }
 
     /// [`Cluster::start`] with `extra` TOML in the shared config.
-    fn start_with(label: &str, approvers: &[&Approver], extra: &str) -> Option<Self> {
-        let schema = ScratchSchema::for_test(label).unwrap()?;
+    fn start_with(label: &str, approvers: &[&Approver], extra: &str) -> Self {
+        let schema = ScratchSchema::required(label).unwrap();
         let url = schema.url();
         let dir = std::env::temp_dir().join(format!("countersign-{label}-{}", schema.name()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -51,7 +51,7 @@ impl Cluster {
         let replicas = (0..3)
             .map(|n| Self::replica(&dir, &dir.join(format!("data{n}")), &url))
             .collect();
-        Some(Self {
+        Self {
             dir,
             url,
             replicas,
@@ -62,7 +62,7 @@ impl Cluster {
                     .unwrap(),
             ),
             _schema: schema,
-        })
+        }
     }
 
     fn replica(dir: &Path, data: &Path, url: &str) -> Server {
@@ -144,6 +144,7 @@ fn lines_of<'a>(chain: &'a [Value], kind: &str, id: &str) -> Vec<&'a Value> {
 /// `max_uses`: 64 concurrent covered calls, spread over the three, give exactly 5 approvals; the
 /// other 59 wait for a human like any uncovered call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL (.ci/steps/postgres.sh runs it)"]
 async fn a_preauthorization_is_used_exactly_max_uses_times_across_three_services() {
     const PREAUTH: &str = r#"
 [[preauthorizations]]
@@ -155,9 +156,7 @@ max_uses = 5
 constraints = [{ kind = "max", arg = "/n", max = "1000" }]
 "#;
     let alice = Approver::new("alice", "alice-es256", false);
-    let Some(mut c) = Cluster::start_with("replicas-preauth", &[&alice], PREAUTH) else {
-        return;
-    };
+    let mut c = Cluster::start_with("replicas-preauth", &[&alice], PREAUTH);
     let mut racing = tokio::task::JoinSet::new();
     for n in 0..64_u64 {
         let (http, base) = (c.http.clone(), c.base(n as usize));
@@ -200,12 +199,11 @@ constraints = [{ kind = "max", arg = "/n", max = "1000" }]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL (.ci/steps/postgres.sh runs it)"]
 async fn replicas_settle_everything_exactly_once_on_one_chain() {
     let alice = Arc::new(Approver::new("alice", "alice-es256", false));
     let bob = Approver::new("bob", "bob-es256", true);
-    let Some(mut c) = Cluster::start("replicas", &[&alice, &bob]) else {
-        return;
-    };
+    let mut c = Cluster::start("replicas", &[&alice, &bob]);
     let http = c.http.clone();
     // A session made on one replica is honoured by the others: sessions live in the database.
     let token = http.login(&c.base(0), &alice).await;
@@ -498,6 +496,7 @@ async fn stream(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL (.ci/steps/postgres.sh runs it)"]
 async fn sigkill_random_replicas_mid_stream_loses_and_doubles_nothing() {
     let iterations: u64 = std::env::var("COUNTERSIGN_CRASH_ITERATIONS")
         .ok()
@@ -513,9 +512,7 @@ async fn sigkill_random_replicas_mid_stream_loses_and_doubles_nothing() {
     eprintln!("crash test: {iterations} iterations, COUNTERSIGN_CRASH_SEED={seed}");
     let mut rng = Rng(seed);
     let alice = Arc::new(Approver::new("alice", "alice-es256", false));
-    let Some(mut c) = Cluster::start("crash", &[&alice]) else {
-        return;
-    };
+    let mut c = Cluster::start("crash", &[&alice]);
     let http = c.http.clone();
     let token = http.login(&c.base(0), &alice).await;
     let mut acks = Acks::default();
@@ -609,10 +606,9 @@ async fn sigkill_random_replicas_mid_stream_loses_and_doubles_nothing() {
 /// `enroll invite --database postgres://…` writes the invite where the replicas look: in
 /// PostgreSQL, not in the data directory's SQLite file.
 #[test]
+#[ignore = "needs PostgreSQL (.ci/steps/postgres.sh runs it)"]
 fn enroll_invite_writes_the_invite_to_postgres() {
-    let Some(schema) = ScratchSchema::for_test("enroll_invite_postgres").unwrap() else {
-        return;
-    };
+    let schema = ScratchSchema::required("enroll_invite_postgres").unwrap();
     let dir = support::scratch_dir("invite-postgres");
     let data = dir.join("data");
     std::fs::create_dir_all(&data).unwrap();
@@ -670,20 +666,14 @@ fn rfc3339(v: &Value) -> time::OffsetDateTime {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL and Debian's libfaketime (.ci/steps/postgres.sh runs it)"]
 async fn a_replica_whose_wall_clock_is_an_hour_slow_keeps_the_databases_time() {
-    if !Path::new(LIBFAKETIME).exists() {
-        // CI installs it (.ci/steps/postgres.sh) and says so; elsewhere the test says why not.
-        assert!(
-            std::env::var_os("COUNTERSIGN_TEST_FAKETIME").is_none(),
-            "COUNTERSIGN_TEST_FAKETIME is set but {LIBFAKETIME} is missing"
-        );
-        eprintln!("SKIPPED the clock-skew replica test: install Debian's libfaketime");
-        return;
-    }
+    assert!(
+        Path::new(LIBFAKETIME).exists(),
+        "{LIBFAKETIME} is missing: install Debian's libfaketime"
+    );
     let alice = Approver::new("alice", "alice-es256", false);
-    let Some(mut c) = Cluster::start("replicas-skew", &[&alice]) else {
-        return;
-    };
+    let mut c = Cluster::start("replicas-skew", &[&alice]);
     // Replica 2 comes back with its wall clock an hour behind (an unsynchronised host); its
     // monotonic clock, which timers use, is left alone.
     let data = c.replicas[2].data.clone();

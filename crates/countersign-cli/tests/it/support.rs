@@ -37,7 +37,7 @@ pub(crate) fn run_with_data_dir(args: &[&str], data: &Path) -> Output {
         .unwrap()
 }
 
-/// `countersign audit verify FILE --key KEY`, stdout captured (stderr shown); see [`code`].
+/// `countersign audit verify FILE --key KEY`, stdout and stderr captured; see [`code`].
 pub(crate) fn audit_verify(file: &Path, key: &Path) -> Output {
     Command::new(BIN)
         .args(["audit", "verify"])
@@ -47,7 +47,6 @@ pub(crate) fn audit_verify(file: &Path, key: &Path) -> Output {
         // Every test service runs under the worked example's RP (write_config): the evidence of
         // its Decisions is re-verified under it.
         .args(["--rp-id", RP_ID, "--origin", ORIGIN])
-        .stderr(Stdio::inherit())
         .output()
         .unwrap()
 }
@@ -106,6 +105,37 @@ pub(crate) fn write_config(dir: &Path, approvers: &[&Approver], extra: &str) -> 
     )
     .unwrap();
     config
+}
+
+/// Where a child process's stderr goes: a file beside `path`, printed with the test's output only
+/// if the test fails. A passing run stays quiet, although the services and tools it starts log
+/// the errors and warnings the test provokes; a failing one shows them.
+pub(crate) struct ShownOnFailure(PathBuf);
+
+impl ShownOnFailure {
+    /// A new log file named after `path` and `what` (unique in this test process).
+    pub(crate) fn next_to(path: &Path, what: &str) -> Self {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let mut name = path.as_os_str().to_owned();
+        name.push(format!(".{what}-{n}.stderr.log"));
+        Self(PathBuf::from(name))
+    }
+
+    /// The file, opened for the child's stderr.
+    pub(crate) fn stdio(&self) -> Stdio {
+        std::fs::File::create(&self.0).unwrap().into()
+    }
+}
+
+impl Drop for ShownOnFailure {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // eprintln! goes to the test harness's capture: it is shown with the failure.
+            let text = std::fs::read_to_string(&self.0).unwrap_or_default();
+            eprintln!("--- stderr of {} ---\n{text}--- end ---", self.0.display());
+        }
+    }
 }
 
 /// A child process, killed (SIGKILL) and reaped when dropped.
@@ -180,6 +210,8 @@ pub(crate) async fn until_gateway(base: &str, token: &str, accepted: bool) {
 /// One `countersign serve` process, killed on drop.
 pub(crate) struct Server {
     process: KillOnDrop,
+    /// What it wrote to stderr, shown only if the test fails.
+    _log: ShownOnFailure,
     /// `http://ADDR:PORT`, as the process printed it.
     pub(crate) base: String,
     /// Its data directory.
@@ -225,7 +257,8 @@ impl Server {
         if let Some(url) = database {
             command.arg("--database").arg(url);
         }
-        command.stdout(Stdio::piped()).stderr(Stdio::inherit());
+        let log = ShownOnFailure::next_to(data, "serve");
+        command.stdout(Stdio::piped()).stderr(log.stdio());
         adjust(&mut command);
         let mut process = KillOnDrop(command.spawn().unwrap());
         let stdout = process.0.stdout.take().unwrap();
@@ -242,6 +275,7 @@ impl Server {
         std::thread::spawn(move || for _ in lines {});
         Self {
             process,
+            _log: log,
             base,
             data: data.to_owned(),
             database: database.map(str::to_owned),

@@ -72,17 +72,19 @@ fn log_vkey(sealer: &AuditSealer) -> String {
 struct WitnessProcess {
     child: Child,
     addr: String,
+    _log: support::ShownOnFailure,
 }
 
 impl WitnessProcess {
     fn start(key: &Path, log_key: &str, state: &Path) -> Self {
+        let log = support::ShownOnFailure::next_to(state, "witness");
         let mut child = Command::new(BIN)
             .args(["witness", "serve", "--listen", "127.0.0.1:0", "--key"])
             .arg(key)
             .args(["--log-key", log_key, "--state-dir"])
             .arg(state)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(log.stdio())
             .spawn()
             .unwrap();
         let mut out = BufReader::new(child.stdout.take().unwrap());
@@ -98,7 +100,11 @@ impl WitnessProcess {
             }
         }
         assert!(!addr.is_empty(), "the witness printed no address");
-        Self { child, addr }
+        Self {
+            child,
+            addr,
+            _log: log,
+        }
     }
 
     /// POST /add-checkpoint: (status, body).

@@ -18,35 +18,44 @@ pub struct ScratchSchema {
     name: String,
 }
 
-/// Environment variable naming the PostgreSQL database tests use. When it is set the PostgreSQL
-/// tests must run (CI); when it is not, they try the local default and skip if it is absent.
+/// Environment variable naming the PostgreSQL database tests use (CI sets it). The tests that need
+/// PostgreSQL are ignored unless asked for; the store suite runs its PostgreSQL half only when it
+/// is set.
 pub const TEST_DATABASE_ENV: &str = "COUNTERSIGN_TEST_POSTGRES";
 /// What the tests try when [`TEST_DATABASE_ENV`] is not set.
 pub const TEST_DATABASE_DEFAULT: &str = "postgres://postgres@127.0.0.1:5432/test";
 
 impl ScratchSchema {
-    /// A fresh schema in the test database, or `None` (with a message saying why) when no
-    /// PostgreSQL is reachable and [`TEST_DATABASE_ENV`] is not set. With the variable set, an
-    /// unreachable database is an error: CI must not skip silently.
-    pub fn for_test(label: &str) -> Result<Option<Self>, StoreError> {
-        let (base, required) = match std::env::var(TEST_DATABASE_ENV) {
-            Ok(url) if !url.is_empty() => (url, true),
-            _ => (TEST_DATABASE_DEFAULT.to_owned(), false),
+    /// For a test that needs PostgreSQL: a fresh schema in the test database
+    /// ([`TEST_DATABASE_ENV`], else [`TEST_DATABASE_DEFAULT`]), or an error saying where none
+    /// answered.
+    ///
+    /// Such tests are marked `#[ignore = "needs PostgreSQL …"]`, so a run without a database
+    /// reports them as ignored, with the reason, instead of passing them silently; `cargo test
+    /// -- --include-ignored` (.ci/steps/postgres.sh) runs them, and then a missing database fails.
+    pub fn required(label: &str) -> Result<Self, StoreError> {
+        let base = match std::env::var(TEST_DATABASE_ENV) {
+            Ok(url) if !url.is_empty() => url,
+            _ => TEST_DATABASE_DEFAULT.to_owned(),
         };
-        if !required && !port_open(&base) {
-            eprintln!(
-                "SKIPPED {label} on PostgreSQL: no PostgreSQL at {base} (set {TEST_DATABASE_ENV}=postgres://… \
-                 to run the PostgreSQL tests; .ci/steps/postgres.sh does)"
-            );
-            return Ok(None);
+        if !port_open(&base) {
+            return Err(StoreError::Database(format!(
+                "{label} needs PostgreSQL and none answers at {base}: set \
+                 {TEST_DATABASE_ENV}=postgres://… (.ci/steps/postgres.sh does)"
+            )));
         }
-        match Self::create(&base) {
-            Ok(s) => Ok(Some(s)),
-            Err(e) if !required => {
-                eprintln!("SKIPPED {label}: PostgreSQL at {base} is not usable: {e}");
-                Ok(None)
-            }
-            Err(e) => Err(e),
+        Self::create(&base)
+    }
+
+    /// For the PostgreSQL half of a suite that runs on SQLite anyway: a fresh schema when
+    /// [`TEST_DATABASE_ENV`] names a database (an unusable one is an error), `None` when it is
+    /// not set. The suite's ignored marker test names the half that did not run.
+    pub fn if_configured(label: &str) -> Result<Option<Self>, StoreError> {
+        match std::env::var(TEST_DATABASE_ENV) {
+            Ok(url) if !url.is_empty() => Self::create(&url)
+                .map(Some)
+                .map_err(|e| StoreError::Database(format!("{label}: {e}"))),
+            _ => Ok(None),
         }
     }
 
