@@ -270,7 +270,7 @@ fn evidence_check(
     origins: Vec<String>,
     registry: Option<PathBuf>,
     threads: usize,
-) -> anyhow::Result<countersign_server::audit::EvidenceCheck> {
+) -> anyhow::Result<countersign_audit::EvidenceCheck> {
     let mut config = match config {
         Some(path) => countersign_server::config::Config::from_file(&path)
             .with_context(|| format!("reading {}", path.display()))?,
@@ -293,7 +293,7 @@ fn evidence_check(
         }
         None => None,
     };
-    Ok(countersign_server::audit::EvidenceCheck {
+    Ok(countersign_audit::EvidenceCheck {
         policy: config.policy(&config.default_tool, None),
         tools: config
             .tools
@@ -317,7 +317,7 @@ fn audit_verify(
     key: &str,
     checkpoints: &[PathBuf],
     json: bool,
-    check: &countersign_server::audit::EvidenceCheck,
+    check: &countersign_audit::EvidenceCheck,
     witnessing: &Witnessing,
     floor: bool,
     interposer: Option<(PathBuf, String)>,
@@ -361,9 +361,9 @@ fn audit_verify(
                 return Ok(EXIT_UNUSABLE);
             }
         };
-        match countersign_server::audit::Checkpoint::verify(&text, &key, None) {
+        match countersign_audit::Checkpoint::verify(&text, &key, None) {
             Ok(c) => {
-                let found = countersign_server::audit::note::valid_cosignatures(&text, &witnesses)
+                let found = countersign_audit::note::valid_cosignatures(&text, &witnesses)
                     .unwrap_or_default();
                 cosigned.push((cp.clone(), c.size, found));
                 verified.push(c);
@@ -395,7 +395,7 @@ fn audit_verify(
         }
     };
     let started = std::time::Instant::now();
-    let mut report = countersign_server::audit::verify_log_with(&bytes, &key, Some(check));
+    let mut report = countersign_audit::verify_log_with(&bytes, &key, Some(check));
     let took = started.elapsed();
     for c in &verified {
         report.check_checkpoint(&bytes, c);
@@ -407,16 +407,16 @@ fn audit_verify(
         let names: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
         let (class, code) = if found.len() >= quorum {
             (
-                countersign_server::audit::IssueClass::Informational,
+                countersign_audit::IssueClass::Informational,
                 "checkpoint_witnessed",
             )
         } else {
             (
-                countersign_server::audit::IssueClass::Violation,
+                countersign_audit::IssueClass::Violation,
                 "checkpoint_no_quorum",
             )
         };
-        report.issues.push(countersign_server::audit::AuditIssue {
+        report.issues.push(countersign_audit::AuditIssue {
             line: usize::try_from(*size).unwrap_or(usize::MAX),
             class,
             code,
@@ -470,12 +470,12 @@ fn cross_checked(
     out: &mut impl std::io::Write,
     json: bool,
     bytes: &[u8],
-    report: &countersign_server::audit::AuditReport,
+    report: &countersign_audit::AuditReport,
     ibytes: &[u8],
     ikey: &ed25519_dalek::VerifyingKey,
 ) -> anyhow::Result<u8> {
-    let ireport = countersign_server::audit::verify_log(ibytes, ikey);
-    let cross = countersign_server::audit::cross_check(bytes, ibytes);
+    let ireport = countersign_audit::verify_log(ibytes, ikey);
+    let cross = countersign_audit::cross_check(bytes, ibytes);
     let valid = report.is_valid() && ireport.is_valid() && cross.is_valid();
     if json {
         let all = serde_json::json!({
@@ -528,10 +528,10 @@ fn cross_checked(
     Ok(if valid { EXIT_ALLOW } else { EXIT_DENY })
 }
 
-fn class_word(class: countersign_server::audit::IssueClass) -> &'static str {
+fn class_word(class: countersign_audit::IssueClass) -> &'static str {
     match class {
-        countersign_server::audit::IssueClass::Violation => "VIOLATION",
-        countersign_server::audit::IssueClass::Informational => "info",
+        countersign_audit::IssueClass::Violation => "VIOLATION",
+        countersign_audit::IssueClass::Informational => "info",
     }
 }
 
@@ -539,7 +539,7 @@ fn class_word(class: countersign_server::audit::IssueClass) -> &'static str {
 fn print_issues(
     out: &mut impl std::io::Write,
     which: &str,
-    report: &countersign_server::audit::AuditReport,
+    report: &countersign_audit::AuditReport,
 ) -> std::io::Result<()> {
     for issue in &report.issues {
         let reason = issue

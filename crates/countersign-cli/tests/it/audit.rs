@@ -4,7 +4,7 @@
 
 use crate::support;
 
-use countersign_server::audit::{
+use countersign_audit::{
     AuditEvent, AuditSealer, Checkpoint, GENESIS_HASH, SealedLine, verify_log,
 };
 use std::path::{Path, PathBuf};
@@ -40,13 +40,13 @@ fn checkpoint(sealer: &AuditSealer, lines: &[SealedLine]) -> String {
         .sign_checkpoint(&Checkpoint {
             origin: ORIGIN.into(),
             size: lines.len() as u64,
-            hash: countersign_server::audit::merkle::MerkleTree::from_lines(
+            hash: countersign_audit::merkle::MerkleTree::from_lines(
                 lines.iter().map(|l| l.line.as_bytes()),
             )
             .root(lines.len() as u64)
             .unwrap(),
             time: TIME.into(),
-            kind: countersign_server::audit::CheckpointHash::MerkleRoot,
+            kind: countersign_audit::CheckpointHash::MerkleRoot,
         })
         .unwrap()
 }

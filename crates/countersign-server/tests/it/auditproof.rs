@@ -3,7 +3,7 @@
 
 use crate::support::{Approver, TestApp, audit_of};
 use countersign::{Decision, ReasonCode};
-use countersign_server::audit::{AuditEvent, AuditReport, GENESIS_HASH, IssueClass};
+use countersign_audit::{AuditEvent, AuditReport, GENESIS_HASH, IssueClass};
 use countersign_testkit::payment_fields;
 use serde_json::{Map, Value};
 

@@ -14,7 +14,7 @@
 //! violation; and so is a decision whose evidence names a credential revoked earlier in the file,
 //! because the service refuses a revoked credential's assertions.
 
-use super::{AUDIT_DOMAIN, GENESIS_HASH, SIG_SUFFIX_LEN, line_hash};
+use crate::seal::{AUDIT_DOMAIN, GENESIS_HASH, SIG_SUFFIX_LEN, line_hash};
 use countersign::b64;
 use ed25519_dalek::{Signature, VerifyingKey};
 use serde::Serialize;
@@ -65,11 +65,11 @@ impl AuditReport {
     /// Compare the log with a checkpoint already verified under the service key, and record the
     /// finding: informational when the log covers it, a violation when it is shorter (lines
     /// were cut from its end, which the chain alone cannot reveal) or diverges.
-    pub fn check_checkpoint(&mut self, log: &[u8], checkpoint: &super::Checkpoint) {
+    pub fn check_checkpoint(&mut self, log: &[u8], checkpoint: &crate::Checkpoint) {
         let size = checkpoint.size;
         let at = usize::try_from(size).unwrap_or(usize::MAX);
         let (class, code, detail) = match checkpoint.compare(log) {
-            super::LogComparison::Covers => (
+            crate::LogComparison::Covers => (
                 IssueClass::Informational,
                 "checkpoint_covered",
                 format!(
@@ -77,7 +77,7 @@ impl AuditReport {
                     size, checkpoint.time
                 ),
             ),
-            super::LogComparison::Shorter { lines, .. } => (
+            crate::LogComparison::Shorter { lines, .. } => (
                 IssueClass::Violation,
                 "checkpoint_truncated",
                 format!(
@@ -86,20 +86,20 @@ impl AuditReport {
                     checkpoint.time
                 ),
             ),
-            super::LogComparison::Diverges {
+            crate::LogComparison::Diverges {
                 expected, found, ..
             } => (
                 IssueClass::Violation,
                 "checkpoint_diverges",
                 match checkpoint.kind {
-                    super::CheckpointHash::ChainHead => format!(
+                    crate::CheckpointHash::ChainHead => format!(
                         "a checkpoint signed at {} says line {size} hashes to {} but it hashes \
                          to {}",
                         checkpoint.time,
                         b64::encode(&expected),
                         b64::encode(&found)
                     ),
-                    super::CheckpointHash::MerkleRoot => format!(
+                    crate::CheckpointHash::MerkleRoot => format!(
                         "a checkpoint signed at {} says the first {size} lines have Merkle root \
                          {} but they have {}",
                         checkpoint.time,
@@ -1100,8 +1100,8 @@ fn grant(c: &mut Checker, n: usize, id: String) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{AuditEvent, AuditSealer};
     use super::*;
+    use crate::{AuditEvent, AuditSealer};
 
     fn log(events: &[AuditEvent]) -> (AuditSealer, Vec<String>) {
         log_signed_at(events, |_| true)
@@ -1126,7 +1126,7 @@ mod tests {
     /// An approval whose outcome records `one_call` authority for op_hash [1; 32] until `until`,
     /// and a grant for `fingerprint` at `at`.
     fn scoped(fingerprint: &[u8; 32], at: &str, until: &str) -> Vec<AuditEvent> {
-        let granted = super::super::authority(Some(&[1; 32]), Some(until), "tool_rule", None);
+        let granted = crate::authority(Some(&[1; 32]), Some(until), "tool_rule", None);
         vec![
             AuditEvent::outcome("s", T, "APPROVED", None).with_member("authority", granted),
             AuditEvent::grant("s", at, &b64::encode(fingerprint)),
@@ -1153,7 +1153,7 @@ mod tests {
     fn lifecycle(id: &str) -> Vec<AuditEvent> {
         let fields = serde_json::json!({"a": 1});
         vec![
-            AuditEvent::request(&super::super::events::RequestFacts {
+            AuditEvent::request(&crate::events::RequestFacts {
                 approval_id: id,
                 ts: T,
                 agent_id: "agent",
@@ -1260,7 +1260,7 @@ mod tests {
             .enumerate()
             .map(|(i, e)| {
                 let seq = i as u64 + 1;
-                let text = super::super::unsigned_line(seq, &prev, e);
+                let text = crate::unsigned_line(seq, &prev, e);
                 let line = if signed(i + 1) {
                     sealer.sign(seq, &text).line
                 } else {
@@ -1436,12 +1436,7 @@ mod tests {
             sign_count: 0,
             revoked: false,
         };
-        AuditEvent::enrollment_of(
-            T,
-            &record,
-            Some("ops"),
-            super::super::EnrollmentSource::Invite,
-        )
+        AuditEvent::enrollment_of(T, &record, Some("ops"), crate::EnrollmentSource::Invite)
     }
 
     fn revoked(credential: &[u8]) -> AuditEvent {

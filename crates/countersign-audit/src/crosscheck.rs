@@ -3,11 +3,11 @@
 //! exactly one verdict and exactly one collected grant for that approval and that op_hash; and
 //! every grant the service handed out for an approval of this interposer must have been executed.
 //!
-//! Each log's own integrity (seals, chain, per-log rules) is [`super::verify_log`]'s job and is
+//! Each log's own integrity (seals, chain, per-log rules) is [`crate::verify_log`]'s job and is
 //! checked first by the CLI; this walk reads whatever lines parse as JSON and judges only what
 //! the two logs say about each other.
 
-use super::IssueClass;
+use crate::verify::IssueClass;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
