@@ -238,57 +238,46 @@ impl Checkpoint {
             // The piece after the final newline is not a line.
             lines.next_back();
         }
-        let size = self.size;
-        if self.kind == CheckpointHash::MerkleRoot {
-            let take = usize::try_from(size).unwrap_or(usize::MAX);
-            // The right edge is all a root needs: memory stays flat however long the log.
-            let mut edge = crate::merkle::Frontier::new();
-            for line in lines.clone().take(take) {
-                edge.push(crate::merkle::leaf_hash(line));
-            }
-            if edge.size() < size {
-                return LogComparison::Shorter {
-                    size,
-                    lines: lines.count() as u64,
-                };
-            }
-            let found = edge.root();
-            return if found == self.hash {
-                LogComparison::Covers
-            } else {
-                LogComparison::Diverges {
-                    size,
-                    expected: self.hash,
-                    found,
-                }
-            };
-        }
-        let Some(index) = size.checked_sub(1) else {
-            return if self.hash == crate::GENESIS_HASH {
-                LogComparison::Covers
-            } else {
-                LogComparison::Diverges {
-                    size,
-                    expected: self.hash,
-                    found: crate::GENESIS_HASH,
-                }
-            };
-        };
+        let take = usize::try_from(self.size).unwrap_or(usize::MAX);
         let count = lines.clone().count() as u64;
-        let line = usize::try_from(index).ok().and_then(|i| lines.nth(i));
-        match line {
-            None => LogComparison::Shorter { size, lines: count },
-            Some(line) => {
-                let found: [u8; 32] = Sha256::digest(line).into();
-                if found == self.hash {
-                    LogComparison::Covers
-                } else {
-                    LogComparison::Diverges {
-                        size,
-                        expected: self.hash,
-                        found,
-                    }
+        let at_size = match self.kind {
+            CheckpointHash::MerkleRoot => {
+                // The right edge is all a root needs: memory stays flat however long the log.
+                let mut edge = crate::merkle::Frontier::new();
+                for line in lines.take(take) {
+                    edge.push(crate::merkle::leaf_hash(line));
                 }
+                (edge.size() == self.size).then(|| edge.root())
+            }
+            CheckpointHash::ChainHead => take
+                .checked_sub(1)
+                .and_then(|index| lines.nth(index))
+                .map(|line| Sha256::digest(line).into()),
+        };
+        self.judge(count, at_size)
+    }
+
+    /// How a log of `lines` lines compares with this checkpoint, given what the log holds at
+    /// the checkpoint's size (`at_size`: the Merkle root of its first `size` lines, or for
+    /// version 1 the hash of line `size`; `None` when the log is shorter or for size 0).
+    pub fn judge(&self, lines: u64, at_size: Option<[u8; 32]>) -> LogComparison {
+        let size = self.size;
+        let found = match (self.kind, size) {
+            (CheckpointHash::MerkleRoot, 0) => crate::merkle::empty_root(),
+            (CheckpointHash::ChainHead, 0) => crate::GENESIS_HASH,
+            _ if lines < size => return LogComparison::Shorter { size, lines },
+            _ => match at_size {
+                Some(found) => found,
+                None => return LogComparison::Shorter { size, lines },
+            },
+        };
+        if found == self.hash {
+            LogComparison::Covers
+        } else {
+            LogComparison::Diverges {
+                size,
+                expected: self.hash,
+                found,
             }
         }
     }

@@ -35,7 +35,10 @@ pub use events::{
     AuditEvent, EnrollmentFacts, EnrollmentSource, PreauthFacts, RequestFacts, authority,
 };
 pub use seal::{AUDIT_DOMAIN, AuditSealer, GENESIS_HASH, SealedLine, line_hash, unsigned_line};
-pub use verify::{AuditIssue, AuditReport, EvidenceCheck, IssueClass, verify_log, verify_log_with};
+pub use verify::{
+    AuditIssue, AuditReport, EvidenceCheck, IssueClass, VerifyOptions, verify_log, verify_log_with,
+    verify_reader,
+};
 
 /// `N` random bytes from the operating system's generator.
 fn random_bytes<const N: usize>() -> Result<[u8; N], getrandom::Error> {

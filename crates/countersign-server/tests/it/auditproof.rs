@@ -55,7 +55,7 @@ fn violations(report: &AuditReport) -> Vec<(&'static str, Option<ReasonCode>)> {
         .issues
         .iter()
         .filter(|i| i.class == IssueClass::Violation)
-        .map(|i| (i.code, i.reason_code))
+        .map(|i| (i.code.as_str(), i.reason_code))
         .collect()
 }
 
