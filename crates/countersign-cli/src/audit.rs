@@ -37,6 +37,15 @@ pub(crate) enum AuditCommand {
         /// A signed checkpoint file (the note text) the log must contain; repeatable.
         #[arg(long, value_name = "CP")]
         checkpoint: Vec<PathBuf>,
+        /// Verify incrementally from a signed checkpoint (the note text) of this log that an
+        /// earlier `audit verify` already checked: the log must begin with exactly the lines
+        /// the checkpoint signed (else the violation checkpoint_inconsistent: a line before it
+        /// was changed, or the checkpoint is another log's or another size's). Those lines are
+        /// read again for the state later lines refer to, but their signatures and evidence are
+        /// not re-verified and their findings are not reported; every line after them is
+        /// verified in full.
+        #[arg(long, value_name = "CP")]
+        from: Option<PathBuf>,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -217,6 +226,7 @@ pub(crate) fn run(command: AuditCommand) -> anyhow::Result<u8> {
             file,
             key,
             checkpoint,
+            from,
             json,
             config,
             rp_id,
@@ -232,7 +242,10 @@ pub(crate) fn run(command: AuditCommand) -> anyhow::Result<u8> {
             Ok(check) => audit_verify(
                 &file,
                 &key,
-                &checkpoint,
+                &Checkpoints {
+                    contained: checkpoint,
+                    from,
+                },
                 json,
                 &check,
                 &Witnessing {
@@ -270,7 +283,7 @@ fn evidence_check(
     origins: Vec<String>,
     registry: Option<PathBuf>,
     threads: usize,
-) -> anyhow::Result<countersign_server::audit::EvidenceCheck> {
+) -> anyhow::Result<countersign_audit::EvidenceCheck> {
     let mut config = match config {
         Some(path) => countersign_server::config::Config::from_file(&path)
             .with_context(|| format!("reading {}", path.display()))?,
@@ -293,7 +306,7 @@ fn evidence_check(
         }
         None => None,
     };
-    Ok(countersign_server::audit::EvidenceCheck {
+    Ok(countersign_audit::EvidenceCheck {
         policy: config.policy(&config.default_tool, None),
         tools: config
             .tools
@@ -303,6 +316,12 @@ fn evidence_check(
         registry,
         threads,
     })
+}
+
+/// `audit verify --checkpoint CP... --from CP`.
+struct Checkpoints {
+    contained: Vec<PathBuf>,
+    from: Option<PathBuf>,
 }
 
 /// `audit verify --witness-key W... --quorum K`.
@@ -315,9 +334,9 @@ struct Witnessing {
 fn audit_verify(
     path: &PathBuf,
     key: &str,
-    checkpoints: &[PathBuf],
+    checkpoints: &Checkpoints,
     json: bool,
-    check: &countersign_server::audit::EvidenceCheck,
+    check: &countersign_audit::EvidenceCheck,
     witnessing: &Witnessing,
     floor: bool,
     interposer: Option<(PathBuf, String)>,
@@ -330,7 +349,7 @@ fn audit_verify(
         }
     };
     let quorum = witnessing.quorum.unwrap_or(witnesses.len());
-    if quorum > witnesses.len() || (quorum > 0 && checkpoints.is_empty()) {
+    if quorum > witnesses.len() || (quorum > 0 && checkpoints.contained.is_empty()) {
         eprintln!(
             "countersign: --quorum {quorum} needs at least {quorum} --witness-key and a --checkpoint"
         );
@@ -342,8 +361,10 @@ fn audit_verify(
         );
         return Ok(EXIT_UNUSABLE);
     };
-    let bytes = match read_input(path) {
-        Ok(bytes) => bytes,
+    // The log is read as it is verified (memory grows with its approvals, not its bytes),
+    // except for --floor and --interposer-log, which read it whole.
+    let log = match open_log(path, floor || interposer.is_some()) {
+        Ok(log) => log,
         Err(e) => {
             eprintln!("countersign: {e:#}");
             return Ok(EXIT_UNUSABLE);
@@ -351,29 +372,24 @@ fn audit_verify(
     };
     // Every checkpoint must verify before the log is judged: a forged or unreadable checkpoint
     // is unusable input, not evidence against the log.
-    let mut verified = Vec::with_capacity(checkpoints.len());
-    let mut cosigned = Vec::with_capacity(checkpoints.len());
-    for cp in checkpoints {
-        let text = match std::fs::read_to_string(cp) {
-            Ok(text) => text,
-            Err(e) => {
-                eprintln!("countersign: reading checkpoint {}: {e}", cp.display());
-                return Ok(EXIT_UNUSABLE);
-            }
+    let mut verified = Vec::with_capacity(checkpoints.contained.len());
+    let mut cosigned = Vec::with_capacity(checkpoints.contained.len());
+    for cp in &checkpoints.contained {
+        let Some((c, text)) = read_checkpoint(cp, &key) else {
+            return Ok(EXIT_UNUSABLE);
         };
-        match countersign_server::audit::Checkpoint::verify(&text, &key, None) {
-            Ok(c) => {
-                let found = countersign_server::audit::note::valid_cosignatures(&text, &witnesses)
-                    .unwrap_or_default();
-                cosigned.push((cp.clone(), c.size, found));
-                verified.push(c);
-            }
-            Err(e) => {
-                eprintln!("countersign: checkpoint {} is unusable: {e}", cp.display());
-                return Ok(EXIT_UNUSABLE);
-            }
-        }
+        let found =
+            countersign_audit::note::valid_cosignatures(&text, &witnesses).unwrap_or_default();
+        cosigned.push((cp.clone(), c.size, found));
+        verified.push(c);
     }
+    let from = match &checkpoints.from {
+        None => None,
+        Some(cp) => match read_checkpoint(cp, &key) {
+            Some((c, _)) => Some(c),
+            None => return Ok(EXIT_UNUSABLE),
+        },
+    };
     // The interposer's log, read and keyed before anything is judged (unusable input is exit 2).
     let interposer = match interposer {
         None => None,
@@ -394,33 +410,44 @@ fn audit_verify(
             }
         }
     };
+    let options = countersign_audit::VerifyOptions {
+        evidence: Some(check),
+        checkpoints: &verified,
+        from: from.as_ref(),
+    };
     let started = std::time::Instant::now();
-    let mut report = countersign_server::audit::verify_log_with(&bytes, &key, Some(check));
+    let (report, bytes) = match log {
+        Log::Whole(bytes) => (
+            countersign_audit::verify_reader(bytes.as_slice(), &key, &options),
+            bytes,
+        ),
+        Log::Stream(reader) => (
+            countersign_audit::verify_reader(reader, &key, &options),
+            Vec::new(),
+        ),
+    };
     let took = started.elapsed();
-    for c in &verified {
-        report.check_checkpoint(&bytes, c);
-    }
+    let mut report = match report {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("countersign: reading {}: {e}", path.display());
+            return Ok(EXIT_UNUSABLE);
+        }
+    };
     for (cp, size, found) in &cosigned {
         if witnesses.is_empty() {
             continue;
         }
         let names: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
-        let (class, code) = if found.len() >= quorum {
-            (
-                countersign_server::audit::IssueClass::Informational,
-                "checkpoint_witnessed",
-            )
+        let code = if found.len() >= quorum {
+            countersign_audit::AuditCode::CheckpointWitnessed
         } else {
-            (
-                countersign_server::audit::IssueClass::Violation,
-                "checkpoint_no_quorum",
-            )
+            countersign_audit::AuditCode::CheckpointNoQuorum
         };
-        report.issues.push(countersign_server::audit::AuditIssue {
-            line: usize::try_from(*size).unwrap_or(usize::MAX),
-            class,
+        report.issues.push(countersign_audit::AuditIssue::new(
+            usize::try_from(*size).unwrap_or(usize::MAX),
             code,
-            detail: format!(
+            format!(
                 "checkpoint {} carries {} valid cosignature(s) of the {} witness key(s) given \
                  ({}), quorum {quorum}",
                 cp.display(),
@@ -432,8 +459,7 @@ fn audit_verify(
                     names.join(", ")
                 }
             ),
-            reason_code: None,
-        });
+        ));
     }
     if floor {
         proofs::print_floor(&bytes, &key, check, took);
@@ -464,18 +490,61 @@ fn audit_verify(
     })
 }
 
+/// The log to verify: read whole, or read line by line as it is verified.
+enum Log {
+    Whole(Vec<u8>),
+    Stream(Box<dyn std::io::BufRead>),
+}
+
+/// Open the log at `path` (`-`: stdin), reading it whole when `whole`.
+fn open_log(path: &PathBuf, whole: bool) -> anyhow::Result<Log> {
+    if whole {
+        return read_input(path).map(Log::Whole);
+    }
+    if path.as_os_str() == "-" {
+        return Ok(Log::Stream(Box::new(std::io::stdin().lock())));
+    }
+    let file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(Log::Stream(Box::new(std::io::BufReader::with_capacity(
+        1 << 16,
+        file,
+    ))))
+}
+
+/// A checkpoint file verified under `key`, and its text; `None` (after saying why on stderr)
+/// when it is unreadable or not signed by `key`: unusable input, not evidence against the log.
+fn read_checkpoint(
+    cp: &PathBuf,
+    key: &ed25519_dalek::VerifyingKey,
+) -> Option<(countersign_audit::Checkpoint, String)> {
+    let text = match std::fs::read_to_string(cp) {
+        Ok(text) => text,
+        Err(e) => {
+            eprintln!("countersign: reading checkpoint {}: {e}", cp.display());
+            return None;
+        }
+    };
+    match countersign_audit::Checkpoint::verify(&text, key, None) {
+        Ok(c) => Some((c, text)),
+        Err(e) => {
+            eprintln!("countersign: checkpoint {} is unusable: {e}", cp.display());
+            None
+        }
+    }
+}
+
 /// `audit verify --interposer-log`: the interposer's log verified under its own key, then the
 /// two logs cross-checked (SPEC §12.2). Exit 0 all three hold, 1 any violation.
 fn cross_checked(
     out: &mut impl std::io::Write,
     json: bool,
     bytes: &[u8],
-    report: &countersign_server::audit::AuditReport,
+    report: &countersign_audit::AuditReport,
     ibytes: &[u8],
     ikey: &ed25519_dalek::VerifyingKey,
 ) -> anyhow::Result<u8> {
-    let ireport = countersign_server::audit::verify_log(ibytes, ikey);
-    let cross = countersign_server::audit::cross_check(bytes, ibytes);
+    let ireport = countersign_audit::verify_log(ibytes, ikey);
+    let cross = countersign_audit::cross_check(bytes, ibytes);
     let valid = report.is_valid() && ireport.is_valid() && cross.is_valid();
     if json {
         let all = serde_json::json!({
@@ -528,10 +597,10 @@ fn cross_checked(
     Ok(if valid { EXIT_ALLOW } else { EXIT_DENY })
 }
 
-fn class_word(class: countersign_server::audit::IssueClass) -> &'static str {
+fn class_word(class: countersign_audit::IssueClass) -> &'static str {
     match class {
-        countersign_server::audit::IssueClass::Violation => "VIOLATION",
-        countersign_server::audit::IssueClass::Informational => "info",
+        countersign_audit::IssueClass::Violation => "VIOLATION",
+        countersign_audit::IssueClass::Informational => "info",
     }
 }
 
@@ -539,7 +608,7 @@ fn class_word(class: countersign_server::audit::IssueClass) -> &'static str {
 fn print_issues(
     out: &mut impl std::io::Write,
     which: &str,
-    report: &countersign_server::audit::AuditReport,
+    report: &countersign_audit::AuditReport,
 ) -> std::io::Result<()> {
     for issue in &report.issues {
         let reason = issue

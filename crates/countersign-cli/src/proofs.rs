@@ -5,9 +5,10 @@ use crate::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE};
 use anyhow::Context as _;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use countersign_server::audit::merkle::{self, Hash};
-use countersign_server::audit::note::{NoteSigner, NoteVerifier};
-use countersign_server::audit::{Checkpoint, CheckpointHash};
+use countersign_audit::merkle::{self, Hash};
+use countersign_audit::note::{NoteSigner, NoteVerifier};
+use countersign_audit::{Checkpoint, CheckpointHash};
+use countersign_server::witness::WitnessRouter as _;
 use ed25519_dalek::VerifyingKey;
 use serde_json::Value;
 use std::path::Path;
@@ -29,7 +30,7 @@ pub(crate) fn witness_keys(keys: &[String]) -> anyhow::Result<Vec<NoteVerifier>>
             let key =
                 NoteVerifier::parse(text.trim()).with_context(|| format!("--witness-key {k:?}"))?;
             anyhow::ensure!(
-                key.kind == countersign_server::audit::note::TYPE_COSIGNATURE_V1,
+                key.kind == countersign_audit::note::TYPE_COSIGNATURE_V1,
                 "--witness-key {k:?} is not a cosignature/v1 key (type 0x04)"
             );
             Ok(key)
@@ -272,7 +273,7 @@ type Seal = (Vec<u8>, ed25519_dalek::Signature);
 pub(crate) fn print_floor(
     log: &[u8],
     key: &VerifyingKey,
-    check: &countersign_server::audit::EvidenceCheck,
+    check: &countersign_audit::EvidenceCheck,
     took: std::time::Duration,
 ) {
     use countersign::webauthn::{CosePublicKey, DerPolicy, PreparedSignature, default_backend};
@@ -298,7 +299,7 @@ pub(crate) fn print_floor(
         else {
             continue;
         };
-        let mut message = countersign_server::audit::AUDIT_DOMAIN.to_vec();
+        let mut message = countersign_audit::AUDIT_DOMAIN.to_vec();
         message.extend_from_slice(head.as_bytes());
         message.push(b'}');
         seals.push((message, sig));

@@ -28,7 +28,7 @@ impl StoreArgs {
             "{} is not a countersign data directory (no service key)",
             self.data_dir.display()
         );
-        let sealer = countersign_server::audit::AuditSealer::load_or_create(&key)?;
+        let sealer = countersign_audit::AuditSealer::load_or_create(&key)?;
         let url = match &self.database {
             Some(url) => DatabaseUrl::parse(url)?,
             None => DatabaseUrl::default_in(&self.data_dir),

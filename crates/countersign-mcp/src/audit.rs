@@ -2,7 +2,9 @@
 //! checks it), with MCP kinds. Seed 000's rule: the record of a call closes at once (intent, then
 //! outcome); only a response may park.
 
-use countersign_server::audit::{AuditEvent, AuditSealer, GENESIS_HASH, line_hash, unsigned_line};
+use countersign_audit::{
+    AuditEvent, AuditSealer, GENESIS_HASH, McpOutcome, line_hash, unsigned_line,
+};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -40,15 +42,32 @@ impl std::fmt::Debug for AuditLog {
 }
 
 /// What the interposer writes about one outcome.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Outcome<'a> {
-    pub outcome: &'a str,
+    pub outcome: McpOutcome,
     pub op_hash: &'a str,
     pub approval_id: Option<&'a str>,
     pub approval_ref: Option<&'a str>,
     pub reason_code: Option<&'a str>,
     pub expires_at: Option<&'a str>,
     pub upstream: Option<&'a str>,
+}
+
+/// Every writer names its outcome; the default is only the base the others are written over
+/// (`..Outcome::default()`), and it is the refusal, so a forgotten word can never read as a
+/// call that ran.
+impl Default for Outcome<'_> {
+    fn default() -> Self {
+        Self {
+            outcome: McpOutcome::Denied,
+            op_hash: "",
+            approval_id: None,
+            approval_ref: None,
+            reason_code: None,
+            expires_at: None,
+            upstream: None,
+        }
+    }
 }
 
 /// A line's body without its `ts`, and the moment it happened (formatted by the writer thread).
@@ -260,8 +279,8 @@ impl AuditLog {
             let Some(op_hash) = s("op_hash") else {
                 continue;
             };
-            match s("outcome").as_deref() {
-                Some("pending_approval") => {
+            match s("outcome").as_deref().and_then(McpOutcome::from_wire) {
+                Some(McpOutcome::PendingApproval) => {
                     if let Some(approval_id) = s("approval_id") {
                         tickets.insert(
                             op_hash,
@@ -272,7 +291,7 @@ impl AuditLog {
                         );
                     }
                 }
-                Some("executed" | "denied") => {
+                Some(McpOutcome::Executed | McpOutcome::Denied) => {
                     tickets.remove(&op_hash);
                 }
                 _ => {}
@@ -359,7 +378,7 @@ impl AuditLog {
         let mut body = vec![
             ("kind", "mcp_outcome".into()),
             ("call_id", call_id.into()),
-            ("outcome", o.outcome.into()),
+            ("outcome", o.outcome.as_str().into()),
             ("op_hash", o.op_hash.into()),
         ];
         for (k, v) in [
@@ -408,7 +427,7 @@ impl Drop for AuditLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use countersign_server::audit::verify_log;
+    use countersign_audit::verify_log;
 
     fn temp(name: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("cs-mcp-audit-{name}-{}", std::process::id()));
@@ -432,7 +451,7 @@ mod tests {
             log.outcome(
                 &id,
                 &Outcome {
-                    outcome: "allowed",
+                    outcome: McpOutcome::Allowed,
                     op_hash: "h",
                     upstream: Some("ok"),
                     ..Outcome::default()

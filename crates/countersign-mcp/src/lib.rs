@@ -25,6 +25,7 @@ pub mod config;
 pub mod fuzzing;
 pub mod http;
 pub mod relay;
+mod shutdown;
 mod splice;
 pub mod state;
 mod stdio;
@@ -241,8 +242,6 @@ pub async fn run_http(options: HttpOptions) -> anyhow::Result<()> {
     }
     tracing::info!(listen = %options.listen, upstream = %options.upstream, "mcp http relay ready");
     let relay = http::HttpRelay::new(base, options.agents, options.upstream);
-    relay
-        .serve(listener, countersign_server::shutdown_signal())
-        .await?;
+    relay.serve(listener, shutdown::shutdown_signal()).await?;
     Ok(())
 }

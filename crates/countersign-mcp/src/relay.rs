@@ -12,6 +12,7 @@ use crate::audit::{AuditLog, OpenTicket, Outcome};
 use crate::config::{Config, ListedTool, Rule};
 use crate::tasks::{self, Payload, Status, Task, Tasks};
 use countersign::{ApprovalResult, ApprovalStatus, ReasonCode};
+use countersign_audit::McpOutcome;
 use countersign_client::{Gateway, Refusal, ToolCall};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -42,7 +43,7 @@ struct Forwarded {
     call_id: String,
     op_hash: String,
     /// `allowed`, `executed` or `continued`.
-    outcome: &'static str,
+    outcome: McpOutcome,
     approval_ref: Option<String>,
     /// For an approved call: the tool and argument bytes that ran, which a continuation of it
     /// must repeat exactly.
@@ -706,7 +707,7 @@ impl Interposer {
         self.record(
             &call_id,
             &Outcome {
-                outcome: "denied",
+                outcome: McpOutcome::Denied,
                 op_hash: "",
                 reason_code: Some("tools_call_without_id"),
                 ..Outcome::default()
@@ -766,7 +767,7 @@ impl Interposer {
         let track = Track::Call(Forwarded {
             call_id,
             op_hash,
-            outcome: "allowed",
+            outcome: McpOutcome::Allowed,
             approval_ref: None,
             bound: None,
         });
@@ -1025,7 +1026,7 @@ impl Interposer {
                 let f = Forwarded {
                     call_id,
                     op_hash: op_hash_text,
-                    outcome: "allowed",
+                    outcome: McpOutcome::Allowed,
                     approval_ref: None,
                     bound: None,
                 };
@@ -1168,7 +1169,7 @@ impl Interposer {
         self.record(
             call_id,
             &Outcome {
-                outcome: "denied",
+                outcome: McpOutcome::Denied,
                 op_hash: &ticket.op_hash,
                 approval_id: ticket.approval_id.as_deref(),
                 reason_code: ticket.denied.as_deref(),
@@ -1252,7 +1253,7 @@ impl Interposer {
                 _ = &mut h.cancel => {
                     self.dropped(&h.id);
                     self.record(&h.call_id, &Outcome {
-                        outcome: "pending_approval",
+                        outcome: McpOutcome::PendingApproval,
                         op_hash: &h.op_hash,
                         approval_id: Some(&open.approval_id),
                         expires_at: open.expires_at.as_deref(),
@@ -1285,7 +1286,7 @@ impl Interposer {
                 self.record(
                     &h.call_id,
                     &Outcome {
-                        outcome: "pending_approval",
+                        outcome: McpOutcome::PendingApproval,
                         op_hash: &h.op_hash,
                         approval_id: Some(&open.approval_id),
                         expires_at: open.expires_at.as_deref(),
@@ -1352,7 +1353,7 @@ impl Interposer {
         self.record(
             &h.call_id,
             &Outcome {
-                outcome: "pending_approval",
+                outcome: McpOutcome::PendingApproval,
                 op_hash: &h.op_hash,
                 approval_id: Some(&approval_id),
                 expires_at: result.expires_at.as_deref(),
@@ -1445,7 +1446,7 @@ impl Interposer {
             self.record(
                 &h.call_id,
                 &Outcome {
-                    outcome: "pending_approval",
+                    outcome: McpOutcome::PendingApproval,
                     op_hash: &h.op_hash,
                     approval_id: Some(approval_id),
                     expires_at: expires_at.as_deref(),
@@ -1469,7 +1470,7 @@ impl Interposer {
         let f = Forwarded {
             call_id,
             op_hash,
-            outcome: "executed",
+            outcome: McpOutcome::Executed,
             approval_ref: Some(approval_id.to_owned()),
             bound: Some(bound),
         };
@@ -1482,7 +1483,7 @@ impl Interposer {
     /// it: the open tickets a restart finds are read back from these lines.
     fn record(&self, call_id: &str, o: &Outcome<'_>) {
         self.audit.outcome(call_id, o);
-        if o.outcome != "allowed" {
+        if o.outcome != McpOutcome::Allowed {
             self.audit.flush();
         }
     }
@@ -1659,7 +1660,7 @@ impl Interposer {
         self.record(
             &h.call_id,
             &Outcome {
-                outcome: "pending_approval",
+                outcome: McpOutcome::PendingApproval,
                 op_hash: &h.op_hash,
                 approval_id: Some(&approval_id),
                 expires_at: expires_at.as_deref(),
@@ -2078,7 +2079,7 @@ impl Interposer {
         let f = Forwarded {
             call_id,
             op_hash,
-            outcome: "continued",
+            outcome: McpOutcome::Continued,
             approval_ref: Some(pass.approval_id),
             bound: Some(pass.bound),
         };

@@ -9,9 +9,9 @@
 )]
 
 use countersign::{CredentialRecord, Decision, b64};
+use countersign_audit::{AuditSealer, IssueClass, verify_log};
 use countersign_mcp::answer::APPROVAL_KEY;
 use countersign_mcp::{Config, Interposer};
-use countersign_server::audit::{AuditSealer, IssueClass, verify_log};
 use countersign_server::store::SqliteStore;
 use countersign_server::{AppState, AssertionBody, StateParts, SystemClock};
 use countersign_softkey::{AssertionRequest, SoftKey};

@@ -43,7 +43,7 @@
 )]
 
 use countersign::b64;
-use countersign_server::audit::AuditSealer;
+use countersign_audit::AuditSealer;
 use countersign_server::store::{POSTGRES_POOL, PostgresStore, ScratchSchema};
 use countersign_server::{AppState, Config, CreateRequest, StateParts, SystemClock, open_state};
 use countersign_softkey::AssertionRequest;
@@ -656,7 +656,7 @@ impl Soak {
                             let _ = std::fs::remove_file(&snapshot);
                             ok
                         }
-                        None => countersign_server::audit::verify_log(&bytes, &key).is_valid(),
+                        None => countersign_audit::verify_log(&bytes, &key).is_valid(),
                     };
                     format!(
                         "{lines} lines {} in {:.1} s",

@@ -15,8 +15,8 @@
     reason = "benchmark harness: a panic stops a measurement whose setup is broken"
 )]
 
-use countersign_server::audit::hashfile::StoredTree;
-use countersign_server::audit::merkle::{MerkleTree, leaf_hash};
+use countersign_audit::hashfile::StoredTree;
+use countersign_audit::merkle::{MerkleTree, leaf_hash};
 use std::time::Instant;
 
 fn rss_mib() -> f64 {

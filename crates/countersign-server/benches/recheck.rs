@@ -14,8 +14,9 @@
     reason = "benchmark harness: a panic stops a measurement whose setup is broken"
 )]
 
+use countersign_audit::{AuditEvent, AuditSealer, GENESIS_HASH, RequestFacts};
 use countersign_server::Config;
-use countersign_server::audit::{AuditEvent, AuditSealer, GENESIS_HASH, RequestFacts, recheck};
+use countersign_server::audit::recheck;
 use serde_json::{Map, Value, json};
 use std::time::Instant;
 
@@ -32,7 +33,7 @@ fn main() {
 
     let key = sealer.public_key();
     let t = Instant::now();
-    let report = countersign_server::audit::verify_log(text.as_bytes(), &key);
+    let report = countersign_audit::verify_log(text.as_bytes(), &key);
     let verified = t.elapsed().as_secs_f64();
     assert!(report.is_valid());
 
@@ -114,7 +115,7 @@ fn build_log(sealer: &AuditSealer, approvals: usize) -> String {
             fingerprint: &fp,
         });
         push(request, &mut out);
-        let authority = countersign_server::audit::authority(
+        let authority = countersign_audit::authority(
             Some(&op_hash),
             Some("2026-12-01T10:01:00Z"),
             "decision",

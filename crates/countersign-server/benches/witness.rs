@@ -12,10 +12,10 @@
     reason = "benchmark harness: a panic stops a measurement whose setup is broken"
 )]
 
-use countersign_server::audit::merkle::MerkleTree;
-use countersign_server::audit::note::{NoteSigner, NoteVerifier, TYPE_ED25519};
-use countersign_server::audit::{AuditSealer, Checkpoint, CheckpointHash};
-use countersign_server::witness::Witness;
+use countersign_audit::merkle::MerkleTree;
+use countersign_audit::note::{NoteSigner, NoteVerifier, TYPE_ED25519};
+use countersign_audit::{AuditSealer, Checkpoint, CheckpointHash};
+use countersign_server::witness::{Witness, WitnessRouter as _};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,7 +53,7 @@ async fn run(n: usize) {
     let started = Instant::now();
     for i in 0..n {
         for j in 0..16 {
-            tree.push(countersign_server::audit::merkle::leaf_hash(
+            tree.push(countersign_audit::merkle::leaf_hash(
                 format!("line {i}.{j}").as_bytes(),
             ));
         }

@@ -4,7 +4,7 @@
 
 use crate::support;
 
-use countersign_server::audit::{
+use countersign_audit::{
     AuditEvent, AuditSealer, Checkpoint, GENESIS_HASH, SealedLine, verify_log,
 };
 use std::path::{Path, PathBuf};
@@ -40,13 +40,13 @@ fn checkpoint(sealer: &AuditSealer, lines: &[SealedLine]) -> String {
         .sign_checkpoint(&Checkpoint {
             origin: ORIGIN.into(),
             size: lines.len() as u64,
-            hash: countersign_server::audit::merkle::MerkleTree::from_lines(
+            hash: countersign_audit::merkle::MerkleTree::from_lines(
                 lines.iter().map(|l| l.line.as_bytes()),
             )
             .root(lines.len() as u64)
             .unwrap(),
             time: TIME.into(),
-            kind: countersign_server::audit::CheckpointHash::MerkleRoot,
+            kind: countersign_audit::CheckpointHash::MerkleRoot,
         })
         .unwrap()
 }
@@ -199,4 +199,104 @@ fn a_checkpoint_not_signed_by_the_key_or_malformed_is_unusable() {
     let junk = f.write("junk.cp", "hello\n");
     assert_eq!(code(&f.verify(&log, &[&junk])), 2);
     assert_eq!(code(&f.verify(&log, &[&f.dir.join("absent.cp")])), 2);
+}
+
+/// `countersign audit verify LOG --key KEY --from CP`.
+fn verify_from(f: &Files, log: &Path, from: &Path) -> std::process::Output {
+    Command::new(BIN)
+        .args(["audit", "verify"])
+        .arg(log)
+        .arg("--key")
+        .arg(&f.key)
+        .arg("--from")
+        .arg(from)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn from_a_checkpoint_appended_honest_lines_verify() {
+    let sealer = AuditSealer::from_seed([3; 32]);
+    let f = Files::new("from-valid", &sealer);
+    let lines = sealed(&sealer, 10, "");
+    // Checkpoint after line 5: approval 2's PENDING is before it, its withdrawal after it.
+    let cp = f.write("old.cp", &checkpoint(&sealer, &lines[..5]));
+    let log = f.write("audit.jsonl", &text(&lines));
+    let out = verify_from(&f, &log, &cp);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        stdout(&out).contains("valid: 10 line(s)"),
+        "{}",
+        stdout(&out)
+    );
+    // What changed after the checkpoint is still caught: a line edited after it.
+    let mut edited: Vec<String> = lines.iter().map(|l| format!("{}\n", l.line)).collect();
+    edited[9] = edited[9].replace("cancelled", "expired_unanswered");
+    let log = f.write("edited.jsonl", &edited.concat());
+    let out = verify_from(&f, &log, &cp);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("line 10: VIOLATION bad_signature"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn from_a_checkpoint_a_rewritten_prefix_another_log_or_a_wrong_size_is_refused() {
+    let sealer = AuditSealer::from_seed([3; 32]);
+    let f = Files::new("from-refused", &sealer);
+    let lines = sealed(&sealer, 10, "");
+    let log = f.write("audit.jsonl", &text(&lines));
+
+    // A line before the checkpoint rewritten, and the log re-sealed after it with the key:
+    // the chain and every signature hold, only the checkpoint's root can tell.
+    let cp = f.write("old.cp", &checkpoint(&sealer, &lines[..6]));
+    let mut rewritten = sealed(&sealer, 10, "");
+    let first = AuditEvent::outcome("apv_0", TIME, "DENIED", None);
+    rewritten[0] = sealer.seal(1, &GENESIS_HASH, &first);
+    for i in 1..rewritten.len() {
+        let event = if i % 2 == 0 {
+            AuditEvent::outcome(&format!("apv_{}", i / 2), TIME, "PENDING", None)
+        } else {
+            AuditEvent::settlement(&format!("apv_{}", i / 2), TIME, "cancelled")
+        };
+        let prev = rewritten[i - 1].hash;
+        rewritten[i] = sealer.seal(i as u64 + 1, &prev, &event);
+    }
+    let forged = f.write("forged.jsonl", &text(&rewritten));
+    let out = verify_from(&f, &forged, &cp);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("line 7: VIOLATION checkpoint_inconsistent"),
+        "{}",
+        stdout(&out)
+    );
+
+    // Another log's checkpoint, signed by the same key.
+    let other = f.write("other.cp", &checkpoint(&sealer, &sealed(&sealer, 6, "x")));
+    let out = verify_from(&f, &log, &other);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("checkpoint_inconsistent"),
+        "{}",
+        stdout(&out)
+    );
+
+    // A checkpoint of 12 lines for a log of 10.
+    let longer = sealed(&sealer, 12, "");
+    let beyond = f.write("beyond.cp", &checkpoint(&sealer, &longer));
+    let out = verify_from(&f, &log, &beyond);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("line 0: VIOLATION checkpoint_inconsistent"),
+        "{}",
+        stdout(&out)
+    );
+
+    // A checkpoint another key signed is unusable input, not a finding.
+    let stranger = AuditSealer::from_seed([4; 32]);
+    let foreign = f.write("foreign.cp", &checkpoint(&stranger, &lines[..6]));
+    let out = verify_from(&f, &log, &foreign);
+    assert_eq!(code(&out), 2, "{}{}", stdout(&out), stderr(&out));
 }

@@ -63,7 +63,7 @@ fn add_list_revoke(data: &Path, database: Option<&str>) {
     assert_ne!(token, other);
 
     // The database holds the token's SHA-256, never the token; and no gateway was added.
-    let sealer = countersign_server::audit::AuditSealer::load_or_create(
+    let sealer = countersign_audit::AuditSealer::load_or_create(
         &data.join(countersign_server::files::SERVICE_KEY),
     )
     .unwrap();

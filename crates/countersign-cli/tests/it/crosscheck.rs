@@ -3,7 +3,7 @@
 //! verdict and one collected grant in the service's log for that approval and op_hash.
 
 use crate::support::{BIN, code, scratch_dir, stdout};
-use countersign_server::audit::{AuditEvent, AuditSealer, GENESIS_HASH, authority};
+use countersign_audit::{AuditEvent, AuditSealer, GENESIS_HASH, authority};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -17,7 +17,7 @@
 
 use crate::support::{self, Approver, Http, Server};
 use countersign::{Decision, b64};
-use countersign_server::audit::AuditSealer;
+use countersign_audit::AuditSealer;
 use countersign_server::store::{
     PostgresStore, ScratchSchema, SqliteStore, Store as _, TEST_DATABASE_DEFAULT, TEST_DATABASE_ENV,
 };

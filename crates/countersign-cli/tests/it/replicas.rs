@@ -7,7 +7,7 @@
 use crate::support;
 
 use countersign::{Decision, b64};
-use countersign_server::audit::AuditSealer;
+use countersign_audit::AuditSealer;
 use countersign_server::store::{PostgresStore, ScratchSchema, Store as _};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};

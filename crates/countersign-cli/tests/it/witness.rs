@@ -5,8 +5,8 @@ use crate::support;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use countersign_server::audit::merkle::MerkleTree;
-use countersign_server::audit::{
+use countersign_audit::merkle::MerkleTree;
+use countersign_audit::{
     AuditEvent, AuditSealer, Checkpoint, CheckpointHash, GENESIS_HASH, SealedLine,
 };
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
@@ -60,9 +60,9 @@ fn body(old: usize, proof: &[[u8; 32]], note: &str) -> String {
 
 /// The log key as a vkey (what GET /v1/service-key's checkpoint_vkey says).
 fn log_vkey(sealer: &AuditSealer) -> String {
-    countersign_server::audit::note::NoteVerifier {
+    countersign_audit::note::NoteVerifier {
         name: ORIGIN.into(),
-        kind: countersign_server::audit::note::TYPE_ED25519,
+        kind: countersign_audit::note::TYPE_ED25519,
         key: sealer.public_key(),
     }
     .vkey()

@@ -8,12 +8,12 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse as _, Response};
 use countersign::Decision;
+use countersign_audit::{AuditSealer, verify_log};
 use countersign_mcp::Config;
 use countersign_mcp::answer::APPROVAL_KEY;
 use countersign_mcp::http::{
     AgentEntry, Agents, HEADER_MISMATCH_CODE, HttpRelay, UNAUTHORIZED_CODE,
 };
-use countersign_server::audit::{AuditSealer, verify_log};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

@@ -2,7 +2,7 @@
 
 use super::AppState;
 use crate::audit::AuditEvent;
-use crate::audit::events::RequestFacts;
+use crate::audit::RequestFacts;
 use crate::clock::{from_ms, rfc3339};
 use crate::config::{ApprovalRule, Severity, ToolRule};
 use crate::error::{ApiError, ErrorCode};

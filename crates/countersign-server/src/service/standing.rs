@@ -16,7 +16,7 @@
 use super::AppState;
 use super::gateway::DEFAULT_PROFILE;
 use crate::audit::AuditEvent;
-use crate::audit::events::RequestFacts;
+use crate::audit::RequestFacts;
 use crate::clock::{from_ms, rfc3339};
 use crate::config::{ApprovalRule, Severity};
 use crate::error::{ApiError, ErrorCode};

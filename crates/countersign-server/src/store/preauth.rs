@@ -77,8 +77,10 @@ impl PreauthChange {
     /// The audit line recording the change.
     pub fn event(&self, ts: &str) -> AuditEvent {
         match self {
-            Self::Insert(d) => AuditEvent::preauthorization(ts, "added", &d.slug, Some(d)),
-            Self::Replace(d) => AuditEvent::preauthorization(ts, "changed", &d.slug, Some(d)),
+            Self::Insert(d) => AuditEvent::preauthorization(ts, "added", &d.slug, Some(d.into())),
+            Self::Replace(d) => {
+                AuditEvent::preauthorization(ts, "changed", &d.slug, Some(d.into()))
+            }
             Self::Remove(slug) => AuditEvent::preauthorization(ts, "removed", slug, None),
         }
     }

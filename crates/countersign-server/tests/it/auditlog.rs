@@ -5,8 +5,8 @@
 use crate::support::{Approver, GATEWAY, TestApp, audit_of};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use countersign_server::audit::merkle::{leaf_hash, verify_inclusion};
-use countersign_server::audit::{Checkpoint, CheckpointHash};
+use countersign_audit::merkle::{leaf_hash, verify_inclusion};
+use countersign_audit::{Checkpoint, CheckpointHash};
 use serde_json::{Value, json};
 
 /// The destination accounts of the two gateways' payments: what must not leak.

@@ -3,7 +3,7 @@
 
 use crate::support::{Approver, TestApp, audit_of};
 use countersign::{Decision, ReasonCode};
-use countersign_server::audit::{AuditEvent, AuditReport, GENESIS_HASH, IssueClass};
+use countersign_audit::{AuditEvent, AuditReport, GENESIS_HASH, IssueClass};
 use countersign_testkit::payment_fields;
 use serde_json::{Map, Value};
 
@@ -55,7 +55,7 @@ fn violations(report: &AuditReport) -> Vec<(&'static str, Option<ReasonCode>)> {
         .issues
         .iter()
         .filter(|i| i.class == IssueClass::Violation)
-        .map(|i| (i.code, i.reason_code))
+        .map(|i| (i.code.as_str(), i.reason_code))
         .collect()
 }
 

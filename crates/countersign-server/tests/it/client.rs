@@ -119,7 +119,7 @@ async fn the_gateway_holds_verifies_and_collects_the_grant() {
     assert_eq!(grant.fingerprint, gw.fingerprint(&the_call).unwrap());
     // The grant comes with the service's signed checkpoint covering it.
     let note = grant.checkpoint.as_deref().unwrap();
-    let cp = countersign_server::audit::Checkpoint::verify(note, &app.sealer.public_key(), None);
+    let cp = countersign_audit::Checkpoint::verify(note, &app.sealer.public_key(), None);
     assert!(cp.unwrap().size >= 4, "request, outcome, decision, grant");
     // Permission is an event: the same approval cannot be collected again.
     let again = app

@@ -316,7 +316,7 @@ async fn verified_policy_refuses_an_aaguid_outside_the_allowlist() {
 fn verified_policy_without_roots_is_a_startup_error() {
     let mut cfg = config();
     cfg.enrollment = toml_enrollment("attestation = \"verified\"");
-    let sealer = countersign_server::audit::AuditSealer::from_seed([1; 32]);
+    let sealer = countersign_audit::AuditSealer::from_seed([1; 32]);
     let store = countersign_server::store::SqliteStore::in_memory(sealer.clone()).unwrap();
     let r = countersign_server::AppState::new(countersign_server::StateParts {
         config: cfg,

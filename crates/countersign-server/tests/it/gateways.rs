@@ -4,7 +4,7 @@
 
 use crate::support::{Approver, GATEWAY, TestApp, config};
 use countersign::Decision;
-use countersign_server::audit::AuditSealer;
+use countersign_audit::AuditSealer;
 use countersign_server::config::Durability;
 use countersign_server::store::SqliteStore;
 use countersign_server::{AppState, StateParts, SystemClock};

@@ -3,7 +3,7 @@
 
 use crate::support::{Approver, TestApp, config};
 use countersign::{Decision, b64};
-use countersign_server::audit::{Checkpoint, default_origin, line_hash};
+use countersign_audit::{Checkpoint, default_origin, line_hash};
 use countersign_server::{AssertionBody, Clock, ManualClock};
 use serde_json::json;
 use std::sync::Arc;
@@ -25,8 +25,7 @@ async fn until(mut done: impl FnMut() -> bool, what: &str) {
 
 /// The RFC 9162 root of every line of `log`.
 fn merkle_root(log: &str) -> [u8; 32] {
-    let tree =
-        countersign_server::audit::merkle::MerkleTree::from_lines(log.lines().map(str::as_bytes));
+    let tree = countersign_audit::merkle::MerkleTree::from_lines(log.lines().map(str::as_bytes));
     tree.root(tree.size()).unwrap()
 }
 
@@ -58,7 +57,7 @@ async fn the_checkpoint_endpoint_serves_a_signed_note_of_the_whole_log() {
     assert_eq!(checkpoint.hash, merkle_root(&log));
     assert_eq!(checkpoint.time, "2026-11-20T10:00:00Z");
     // Signed by the audit key and nothing else: another key finds no signature of its own.
-    let other = countersign_server::audit::AuditSealer::from_seed([1; 32]);
+    let other = countersign_audit::AuditSealer::from_seed([1; 32]);
     assert!(Checkpoint::verify(&note, &other.public_key(), None).is_err());
 }
 
@@ -124,7 +123,7 @@ async fn the_grant_carries_a_checkpoint_covering_the_grant_and_the_decision() {
     assert_eq!(cp.hash, merkle_root(&covered));
     assert_eq!(
         cp.compare(log.as_bytes()),
-        countersign_server::audit::LogComparison::Covers
+        countersign_audit::LogComparison::Covers
     );
     // The same log without its last line (the grant) is shorter than the checkpoint.
     let cut: String = log
@@ -134,7 +133,7 @@ async fn the_grant_carries_a_checkpoint_covering_the_grant_and_the_decision() {
         .collect();
     assert!(matches!(
         cp.compare(cut.as_bytes()),
-        countersign_server::audit::LogComparison::Shorter { .. }
+        countersign_audit::LogComparison::Shorter { .. }
     ));
 }
 

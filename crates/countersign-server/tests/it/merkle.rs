@@ -5,10 +5,10 @@
 use crate::support::{Approver, TestApp, config};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use countersign_server::audit::merkle::{leaf_hash, verify_consistency, verify_inclusion};
-use countersign_server::audit::note::{NoteSigner, NoteVerifier, TYPE_ED25519, valid_cosignatures};
-use countersign_server::audit::{Checkpoint, CheckpointHash};
-use countersign_server::witness::Witness;
+use countersign_audit::merkle::{leaf_hash, verify_consistency, verify_inclusion};
+use countersign_audit::note::{NoteSigner, NoteVerifier, TYPE_ED25519, valid_cosignatures};
+use countersign_audit::{Checkpoint, CheckpointHash};
+use countersign_server::witness::{Witness, WitnessRouter as _};
 use serde_json::Value;
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! 200 again once it can (the process stays up throughout).
 
 use crate::support::{START, config};
-use countersign_server::audit::AuditSealer;
+use countersign_audit::AuditSealer;
 use countersign_server::config::Durability;
 use countersign_server::store::SqliteStore;
 use countersign_server::{AppState, ManualClock, StateParts};

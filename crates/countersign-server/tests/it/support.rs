@@ -1,7 +1,7 @@
 //! A `TestApp`: the real router on 127.0.0.1:0, a fresh in-memory database, a manual clock.
 
 use countersign::{CredentialRecord, Decision, b64};
-use countersign_server::audit::{AuditReport, AuditSealer, EvidenceCheck, verify_log_with};
+use countersign_audit::{AuditReport, AuditSealer, EvidenceCheck, verify_log_with};
 use countersign_server::store::SqliteStore;
 use countersign_server::{AppState, AssertionBody, Config, ManualClock, StateParts};
 use countersign_softkey::{AssertionRequest, SoftKey};

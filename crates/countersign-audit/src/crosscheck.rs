@@ -3,11 +3,12 @@
 //! exactly one verdict and exactly one collected grant for that approval and that op_hash; and
 //! every grant the service handed out for an approval of this interposer must have been executed.
 //!
-//! Each log's own integrity (seals, chain, per-log rules) is [`super::verify_log`]'s job and is
+//! Each log's own integrity (seals, chain, per-log rules) is [`crate::verify_log`]'s job and is
 //! checked first by the CLI; this walk reads whatever lines parse as JSON and judges only what
 //! the two logs say about each other.
 
-use super::IssueClass;
+use crate::code::{AuditCode, McpOutcome};
+use crate::verify::IssueClass;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -17,8 +18,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CrossIssue {
     pub class: IssueClass,
-    /// A stable code: `mcp_executed_without_decision`, `mcp_executed_twice`, ...
-    pub code: &'static str,
+    /// A stable code (docs/spec/service.md, "Audit issue codes"): `mcp_executed_twice`, ...
+    pub code: AuditCode,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -43,6 +44,25 @@ impl CrossReport {
     pub fn is_valid(&self) -> bool {
         !self.issues.iter().any(|i| i.class == IssueClass::Violation)
     }
+
+    /// A finding about approval `id`, at these lines of each log.
+    fn push(
+        &mut self,
+        code: AuditCode,
+        id: &str,
+        interposer_line: Option<usize>,
+        service_line: Option<usize>,
+        detail: String,
+    ) {
+        self.issues.push(CrossIssue {
+            class: code.class(),
+            code,
+            approval_id: Some(id.to_owned()),
+            interposer_line,
+            service_line,
+            detail,
+        });
+    }
 }
 
 /// A verdict line of the service log: a human `decision`, an at-once APPROVED/DENIED `outcome`,
@@ -64,6 +84,21 @@ struct ServiceApproval {
     grants: Vec<(usize, String)>,
 }
 
+/// What the interposer's log says.
+#[derive(Default)]
+struct InterposerLog {
+    /// approval_ref -> (line, op_hash) of each `executed` outcome, by approval.
+    executed: BTreeMap<String, Vec<(usize, String)>>,
+    /// (line, approval_ref, op_hash) of the answers passed on to an approved call's upstream.
+    continued: Vec<(usize, String, String)>,
+    /// Every approval id an outcome line names.
+    referenced: HashSet<String>,
+    /// (agent_id, server_id) of every intent.
+    callers: HashSet<(String, String)>,
+    /// call_id -> (line, op_hash) of intents still without an outcome.
+    open: HashMap<String, (usize, String)>,
+}
+
 fn objects(bytes: &[u8]) -> impl Iterator<Item = (usize, serde_json::Map<String, Value>)> + '_ {
     String::from_utf8_lossy(bytes)
         .lines()
@@ -82,6 +117,20 @@ fn text(o: &serde_json::Map<String, Value>, key: &str) -> Option<String> {
 
 /// Cross-check the interposer's log against the service's (both as bytes of JSON lines).
 pub fn cross_check(service: &[u8], interposer: &[u8]) -> CrossReport {
+    let approvals = read_service(service);
+    let log = read_interposer(interposer);
+    let mut report = CrossReport::default();
+    check_executions(&mut report, &approvals, &log);
+    check_continuations(&mut report, &log);
+    check_unexecuted_grants(&mut report, &approvals, &log);
+    report
+        .issues
+        .sort_by_key(|i| (i.interposer_line.unwrap_or(usize::MAX), i.service_line));
+    report
+}
+
+/// The service's side: each approval's caller, verdict lines and grants.
+fn read_service(service: &[u8]) -> HashMap<String, ServiceApproval> {
     let mut approvals: HashMap<String, ServiceApproval> = HashMap::new();
     for (n, o) in objects(service) {
         let Some(id) = text(&o, "approval_id") else {
@@ -129,80 +178,77 @@ pub fn cross_check(service: &[u8], interposer: &[u8]) -> CrossReport {
             _ => {}
         }
     }
+    approvals
+}
 
-    // The interposer's side.
-    let mut executed: BTreeMap<String, Vec<(usize, String)>> = BTreeMap::new();
-    // (line, approval_ref, op_hash) of the answers passed on to an approved call's upstream.
-    let mut continued: Vec<(usize, String, String)> = Vec::new();
-    let mut referenced: HashSet<String> = HashSet::new();
-    let mut callers: HashSet<(String, String)> = HashSet::new();
-    // call_id -> (line, op_hash) of intents still without an outcome.
-    let mut open: HashMap<String, (usize, String)> = HashMap::new();
+/// The interposer's side: executions, continuations, the approvals and callers it names, and
+/// the intents still open.
+fn read_interposer(interposer: &[u8]) -> InterposerLog {
+    let mut log = InterposerLog::default();
     for (n, o) in objects(interposer) {
         match text(&o, "kind").as_deref() {
             Some("mcp_call") => {
                 if let (Some(agent), Some(server)) = (text(&o, "agent_id"), text(&o, "server_id")) {
-                    callers.insert((agent, server));
+                    log.callers.insert((agent, server));
                 }
                 if let Some(call) = text(&o, "call_id") {
-                    open.insert(call, (n, text(&o, "op_hash").unwrap_or_default()));
+                    log.open
+                        .insert(call, (n, text(&o, "op_hash").unwrap_or_default()));
                 }
             }
-            Some("mcp_outcome") => {
-                if let Some(call) = text(&o, "call_id") {
-                    open.remove(&call);
-                }
-                if let Some(id) = text(&o, "approval_id") {
-                    referenced.insert(id);
-                }
-                if text(&o, "outcome").as_deref() == Some("continued")
-                    && let Some(id) = text(&o, "approval_ref")
-                {
-                    referenced.insert(id.clone());
-                    continued.push((n, id, text(&o, "op_hash").unwrap_or_default()));
-                }
-                if text(&o, "outcome").as_deref() == Some("executed") {
-                    // An executed line without approval_ref is the single-log verifier's
-                    // violation (mcp_executed_without_approval_ref); nothing to match here.
-                    if let Some(id) = text(&o, "approval_ref") {
-                        referenced.insert(id.clone());
-                        executed
-                            .entry(id)
-                            .or_default()
-                            .push((n, text(&o, "op_hash").unwrap_or_default()));
-                    }
-                }
-            }
+            Some("mcp_outcome") => read_outcome(&mut log, n, &o),
             _ => {}
         }
     }
-    let in_flight: HashMap<&str, usize> = open
-        .values()
-        .map(|(line, op_hash)| (op_hash.as_str(), *line))
-        .collect();
+    log
+}
 
-    let mut issues = Vec::new();
-    let mut push = |class, code, id: &str, il, sl, detail| {
-        issues.push(CrossIssue {
-            class,
-            code,
-            approval_id: Some(id.to_owned()),
-            interposer_line: il,
-            service_line: sl,
-            detail,
-        });
-    };
-    let violation = IssueClass::Violation;
-    let mut examined = 0;
-    for (id, runs) in &executed {
-        examined += runs.len();
-        let Some(&(line, ref op_hash)) = runs.first() else {
+fn read_outcome(log: &mut InterposerLog, n: usize, o: &serde_json::Map<String, Value>) {
+    if let Some(call) = text(o, "call_id") {
+        log.open.remove(&call);
+    }
+    if let Some(id) = text(o, "approval_id") {
+        log.referenced.insert(id);
+    }
+    let outcome = text(o, "outcome")
+        .as_deref()
+        .and_then(McpOutcome::from_wire);
+    if outcome == Some(McpOutcome::Continued)
+        && let Some(id) = text(o, "approval_ref")
+    {
+        log.referenced.insert(id.clone());
+        log.continued
+            .push((n, id, text(o, "op_hash").unwrap_or_default()));
+    }
+    // An executed line without approval_ref is the single-log verifier's violation
+    // (mcp_executed_without_approval_ref); nothing to match here.
+    if outcome == Some(McpOutcome::Executed)
+        && let Some(id) = text(o, "approval_ref")
+    {
+        log.referenced.insert(id.clone());
+        log.executed
+            .entry(id)
+            .or_default()
+            .push((n, text(o, "op_hash").unwrap_or_default()));
+    }
+}
+
+/// Every execution: once per approval, after exactly one APPROVED verdict and exactly one
+/// grant, both for the op_hash it executed.
+fn check_executions(
+    report: &mut CrossReport,
+    approvals: &HashMap<String, ServiceApproval>,
+    log: &InterposerLog,
+) {
+    let empty = ServiceApproval::default();
+    for (id, runs) in &log.executed {
+        report.executed += runs.len();
+        let Some((line, op_hash)) = runs.first() else {
             continue;
         };
         for (again, _) in runs.iter().skip(1) {
-            push(
-                violation,
-                "mcp_executed_twice",
+            report.push(
+                AuditCode::McpExecutedTwice,
                 id,
                 Some(*again),
                 None,
@@ -212,110 +258,124 @@ pub fn cross_check(service: &[u8], interposer: &[u8]) -> CrossReport {
                 ),
             );
         }
-        let empty = ServiceApproval::default();
         let a = approvals.get(id).unwrap_or(&empty);
-        match a.verdicts.as_slice() {
-            [] => push(
-                violation,
-                "mcp_executed_without_decision",
-                id,
-                Some(line),
-                None,
-                format!("{id} was executed but the service log records no verdict for it"),
-            ),
-            [v] if v.status != "APPROVED" => push(
-                violation,
-                "mcp_executed_denied",
-                id,
-                Some(line),
-                Some(v.line),
-                format!("{id} was executed but its {} says {}", v.kind, v.status),
-            ),
-            [v] => {
-                if let Some(granted) = v.op_hash.as_deref().filter(|g| g != op_hash) {
-                    push(
-                        violation,
-                        "mcp_op_hash_mismatch",
-                        id,
-                        Some(line),
-                        Some(v.line),
-                        format!(
-                            "{id} was executed for op_hash {op_hash} but its {} granted {granted}",
-                            v.kind
-                        ),
-                    );
-                }
-            }
-            [first, rest @ ..] => push(
-                violation,
-                "mcp_two_decisions",
-                id,
-                Some(line),
-                rest.first().map(|v| v.line),
-                format!(
-                    "{id} has {} verdict lines (first on service line {})",
-                    rest.len() + 1,
-                    first.line
-                ),
-            ),
-        }
-        match a.grants.as_slice() {
-            [] => push(
-                violation,
-                "mcp_executed_without_grant",
-                id,
-                Some(line),
-                None,
-                format!("{id} was executed but the service log records no collected grant"),
-            ),
-            [(g, fingerprint)] if fingerprint != op_hash => push(
-                violation,
-                "mcp_op_hash_mismatch",
-                id,
-                Some(line),
-                Some(*g),
-                format!(
-                    "{id} was executed for op_hash {op_hash} but its grant was collected for \
-                     {fingerprint}"
-                ),
-            ),
-            [_] => {}
-            [(first, _), (second, _), ..] => push(
-                violation,
-                "mcp_two_grants",
-                id,
-                Some(line),
-                Some(*second),
-                format!(
-                    "{id} has {} collected grants (first on service line {first})",
-                    a.grants.len()
-                ),
-            ),
-        }
+        check_verdict(report, id, *line, op_hash, &a.verdicts);
+        check_grant(report, id, *line, op_hash, &a.grants);
     }
+}
 
-    // A continuation goes on with an execution this log recorded before it, of the same call.
-    for (line, id, op_hash) in &continued {
-        examined += 1;
-        match executed.get(id).and_then(|runs| runs.first()) {
+/// An execution's verdict: exactly one, APPROVED, for the op_hash executed.
+fn check_verdict(
+    report: &mut CrossReport,
+    id: &str,
+    line: usize,
+    op_hash: &str,
+    verdicts: &[Verdict],
+) {
+    match verdicts {
+        [] => report.push(
+            AuditCode::McpExecutedWithoutDecision,
+            id,
+            Some(line),
+            None,
+            format!("{id} was executed but the service log records no verdict for it"),
+        ),
+        [v] if v.status != "APPROVED" => report.push(
+            AuditCode::McpExecutedDenied,
+            id,
+            Some(line),
+            Some(v.line),
+            format!("{id} was executed but its {} says {}", v.kind, v.status),
+        ),
+        [v] => {
+            if let Some(granted) = v.op_hash.as_deref().filter(|g| *g != op_hash) {
+                report.push(
+                    AuditCode::McpOpHashMismatch,
+                    id,
+                    Some(line),
+                    Some(v.line),
+                    format!(
+                        "{id} was executed for op_hash {op_hash} but its {} granted {granted}",
+                        v.kind
+                    ),
+                );
+            }
+        }
+        [first, rest @ ..] => report.push(
+            AuditCode::McpTwoDecisions,
+            id,
+            Some(line),
+            rest.first().map(|v| v.line),
+            format!(
+                "{id} has {} verdict lines (first on service line {})",
+                rest.len() + 1,
+                first.line
+            ),
+        ),
+    }
+}
+
+/// An execution's grant: exactly one, collected for the op_hash executed.
+fn check_grant(
+    report: &mut CrossReport,
+    id: &str,
+    line: usize,
+    op_hash: &str,
+    grants: &[(usize, String)],
+) {
+    match grants {
+        [] => report.push(
+            AuditCode::McpExecutedWithoutGrant,
+            id,
+            Some(line),
+            None,
+            format!("{id} was executed but the service log records no collected grant"),
+        ),
+        [(g, fingerprint)] if fingerprint != op_hash => report.push(
+            AuditCode::McpOpHashMismatch,
+            id,
+            Some(line),
+            Some(*g),
+            format!(
+                "{id} was executed for op_hash {op_hash} but its grant was collected for \
+                 {fingerprint}"
+            ),
+        ),
+        [_] => {}
+        [(first, _), (second, _), ..] => report.push(
+            AuditCode::McpTwoGrants,
+            id,
+            Some(line),
+            Some(*second),
+            format!(
+                "{id} has {} collected grants (first on service line {first})",
+                grants.len()
+            ),
+        ),
+    }
+}
+
+/// A continuation goes on with an execution this log recorded before it, of the same call.
+fn check_continuations(report: &mut CrossReport, log: &InterposerLog) {
+    for (line, id, op_hash) in &log.continued {
+        report.executed += 1;
+        match log.executed.get(id).and_then(|runs| runs.first()) {
             Some((first, executed_hash)) if first < line => {
                 if executed_hash != op_hash {
-                    push(
-                        violation,
-                        "mcp_op_hash_mismatch",
+                    report.push(
+                        AuditCode::McpOpHashMismatch,
                         id,
                         Some(*line),
                         None,
                         format!(
-                            "{id} was continued for op_hash {op_hash} but executed (interposer \
-                             line {first}) for {executed_hash}"
+                            "{id} was continued for op_hash {op_hash} but executed \
+                             (interposer line {first}) for {executed_hash}"
                         ),
                     );
                 }
             }
-            _ => push(
-                violation,
-                "mcp_continued_without_execution",
+            _ => report.push(
+                AuditCode::McpContinuedWithoutExecution,
                 id,
                 Some(*line),
                 None,
@@ -326,56 +386,64 @@ pub fn cross_check(service: &[u8], interposer: &[u8]) -> CrossReport {
             ),
         }
     }
+}
 
-    // Grants with no execution: the converse.
+/// The converse: every grant collected for an approval of this interposer (one it names, or one
+/// its agent and server requested) was executed, or is explained.
+fn check_unexecuted_grants(
+    report: &mut CrossReport,
+    approvals: &HashMap<String, ServiceApproval>,
+    log: &InterposerLog,
+) {
+    let in_flight: HashMap<&str, usize> = log
+        .open
+        .values()
+        .map(|(line, op_hash)| (op_hash.as_str(), *line))
+        .collect();
     let mut grants: Vec<(&String, &ServiceApproval)> = approvals
         .iter()
         .filter(|(id, a)| {
             !a.grants.is_empty()
-                && (referenced.contains(*id)
-                    || a.caller.as_ref().is_some_and(|c| callers.contains(c)))
+                && (log.referenced.contains(*id)
+                    || a.caller.as_ref().is_some_and(|c| log.callers.contains(c)))
         })
         .collect();
     grants.sort_by_key(|(_, a)| a.grants.first().map(|g| g.0));
-    let mut attributed = 0;
     for (id, a) in grants {
-        attributed += a.grants.len();
-        if executed.contains_key(id) {
+        report.grants += a.grants.len();
+        if log.executed.contains_key(id) {
             continue;
         }
         let Some((g, fingerprint)) = a.grants.first() else {
             continue;
         };
         if let Some(intent) = in_flight.get(fingerprint.as_str()) {
-            push(
-                IssueClass::Informational,
-                "mcp_grant_in_flight",
+            report.push(
+                AuditCode::McpGrantInFlight,
                 id,
                 Some(*intent),
                 Some(*g),
                 format!(
-                    "{id}'s grant was collected and the interposer's intent for that op_hash has \
-                     no outcome (it stopped before the upstream answered): whether the call ran \
-                     is not provable from these logs"
+                    "{id}'s grant was collected and the interposer's intent for that op_hash \
+                     has no outcome (it stopped before the upstream answered): whether the call \
+                     ran is not provable from these logs"
                 ),
             );
-        } else if referenced.contains(id) {
-            push(
-                violation,
-                "mcp_grant_not_executed",
+        } else if log.referenced.contains(id) {
+            report.push(
+                AuditCode::McpGrantNotExecuted,
                 id,
                 None,
                 Some(*g),
                 format!(
                     "{id}'s grant was collected but the interposer log records no execution of \
-                     it: a grant spent outside this interposer's record (its gateway credential \
-                     used elsewhere), or an execution it did not log"
+                     it: a grant spent outside this interposer's record (its gateway \
+                     credential used elsewhere), or an execution it did not log"
                 ),
             );
         } else {
-            push(
-                IssueClass::Informational,
-                "mcp_grant_unattributed",
+            report.push(
+                AuditCode::McpGrantUnattributed,
                 id,
                 None,
                 Some(*g),
@@ -386,12 +454,6 @@ pub fn cross_check(service: &[u8], interposer: &[u8]) -> CrossReport {
                 ),
             );
         }
-    }
-    issues.sort_by_key(|i| (i.interposer_line.unwrap_or(usize::MAX), i.service_line));
-    CrossReport {
-        executed: examined,
-        grants: attributed,
-        issues,
     }
 }
 
@@ -452,7 +514,10 @@ mod tests {
     }
 
     fn codes(r: &CrossReport) -> Vec<(&'static str, IssueClass)> {
-        r.issues.iter().map(|i| (i.code, i.class)).collect()
+        r.issues
+            .iter()
+            .map(|i| (i.code.as_str(), i.class))
+            .collect()
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //!   the signature over `cosignature/v1\ntime <timestamp>\n` followed by the checkpoint text.
 //!   The key id is `SHA-256(name || 0x0A || 0x04 || public key)[:4]`.
 
-use super::checkpoint::{CheckpointError, malformed, parse_signature_line, split_note};
+use crate::checkpoint::{CheckpointError, malformed, parse_signature_line, split_note};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::{Signature, Signer as _, SigningKey, Verifier as _, VerifyingKey};
@@ -68,7 +68,7 @@ impl NoteVerifier {
                 "{vkey:?} is not a vkey (name+keyid+base64)"
             )));
         };
-        if !super::valid_origin(name) {
+        if !crate::valid_origin(name) {
             return Err(malformed(format!("invalid key name {name:?}")));
         }
         let data = STANDARD
@@ -116,7 +116,7 @@ impl std::fmt::Debug for NoteSigner {
 impl NoteSigner {
     /// A signer from a seed.
     pub fn from_seed(name: &str, seed: [u8; 32]) -> Result<Self, CheckpointError> {
-        if !super::valid_origin(name) {
+        if !crate::valid_origin(name) {
             return Err(malformed(format!("invalid key name {name:?}")));
         }
         Ok(Self {
@@ -205,7 +205,7 @@ pub fn checkpoint_head(text: &str) -> Result<(String, u64, [u8; 32]), Checkpoint
     if lines.any(str::is_empty) {
         return Err(malformed("an extension line is empty"));
     }
-    if !super::valid_origin(origin) {
+    if !crate::valid_origin(origin) {
         return Err(malformed(format!("invalid origin {origin:?}")));
     }
     let size = (!size.is_empty()

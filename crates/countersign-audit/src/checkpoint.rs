@@ -15,7 +15,7 @@
 //! A chain alone cannot show that lines were cut from its end; a checkpoint can: whoever holds
 //! one signed at size N can prove that a log shorter than N, or whose first N lines have another
 //! Merkle root, is not the log the service kept. Version 2 (this service writes it) carries the
-//! RFC 9162 Merkle tree head of [`super::merkle`], exactly where tlog-checkpoint puts it, so
+//! RFC 9162 Merkle tree head of [`crate::merkle`], exactly where tlog-checkpoint puts it, so
 //! C2SP witnesses can cosign it and inclusion and consistency proofs check against it. Version 1
 //! (still read, no longer written) carried the chain head instead (the SHA-256 of line N, which
 //! commits to every earlier line through `prev_hash`); its version line kept generic clients from
@@ -231,64 +231,53 @@ impl Checkpoint {
     ///
     /// Version 2: the Merkle root of the first `size` lines is computed. Version 1: only line
     /// `size` is hashed: through `prev_hash`, its hash commits to every line before it, which
-    /// [`super::verify_log`] checks separately.
+    /// [`crate::verify_log`] checks separately.
     pub fn compare(&self, log: &[u8]) -> LogComparison {
         let mut lines = log.split(|b| *b == b'\n');
         if log.last() == Some(&b'\n') || log.is_empty() {
             // The piece after the final newline is not a line.
             lines.next_back();
         }
-        let size = self.size;
-        if self.kind == CheckpointHash::MerkleRoot {
-            let take = usize::try_from(size).unwrap_or(usize::MAX);
-            // The right edge is all a root needs: memory stays flat however long the log.
-            let mut edge = super::merkle::Frontier::new();
-            for line in lines.clone().take(take) {
-                edge.push(super::merkle::leaf_hash(line));
-            }
-            if edge.size() < size {
-                return LogComparison::Shorter {
-                    size,
-                    lines: lines.count() as u64,
-                };
-            }
-            let found = edge.root();
-            return if found == self.hash {
-                LogComparison::Covers
-            } else {
-                LogComparison::Diverges {
-                    size,
-                    expected: self.hash,
-                    found,
-                }
-            };
-        }
-        let Some(index) = size.checked_sub(1) else {
-            return if self.hash == super::GENESIS_HASH {
-                LogComparison::Covers
-            } else {
-                LogComparison::Diverges {
-                    size,
-                    expected: self.hash,
-                    found: super::GENESIS_HASH,
-                }
-            };
-        };
+        let take = usize::try_from(self.size).unwrap_or(usize::MAX);
         let count = lines.clone().count() as u64;
-        let line = usize::try_from(index).ok().and_then(|i| lines.nth(i));
-        match line {
-            None => LogComparison::Shorter { size, lines: count },
-            Some(line) => {
-                let found: [u8; 32] = Sha256::digest(line).into();
-                if found == self.hash {
-                    LogComparison::Covers
-                } else {
-                    LogComparison::Diverges {
-                        size,
-                        expected: self.hash,
-                        found,
-                    }
+        let at_size = match self.kind {
+            CheckpointHash::MerkleRoot => {
+                // The right edge is all a root needs: memory stays flat however long the log.
+                let mut edge = crate::merkle::Frontier::new();
+                for line in lines.take(take) {
+                    edge.push(crate::merkle::leaf_hash(line));
                 }
+                (edge.size() == self.size).then(|| edge.root())
+            }
+            CheckpointHash::ChainHead => take
+                .checked_sub(1)
+                .and_then(|index| lines.nth(index))
+                .map(|line| Sha256::digest(line).into()),
+        };
+        self.judge(count, at_size)
+    }
+
+    /// How a log of `lines` lines compares with this checkpoint, given what the log holds at
+    /// the checkpoint's size (`at_size`: the Merkle root of its first `size` lines, or for
+    /// version 1 the hash of line `size`; `None` when the log is shorter or for size 0).
+    pub fn judge(&self, lines: u64, at_size: Option<[u8; 32]>) -> LogComparison {
+        let size = self.size;
+        let found = match (self.kind, size) {
+            (CheckpointHash::MerkleRoot, 0) => crate::merkle::empty_root(),
+            (CheckpointHash::ChainHead, 0) => crate::GENESIS_HASH,
+            _ if lines < size => return LogComparison::Shorter { size, lines },
+            _ => match at_size {
+                Some(found) => found,
+                None => return LogComparison::Shorter { size, lines },
+            },
+        };
+        if found == self.hash {
+            LogComparison::Covers
+        } else {
+            LogComparison::Diverges {
+                size,
+                expected: self.hash,
+                found,
             }
         }
     }
@@ -413,9 +402,9 @@ mod tests {
     use super::*;
 
     /// Known answer computed independently of this code, by
-    /// `crates/countersign-server/tests/checkpoint_kat.py` (Python's hashlib and the
+    /// `crates/countersign-audit/tests/checkpoint_kat.py` (Python's hashlib and the
     /// `cryptography` package's Ed25519).
-    const KAT_NOTE: &str = include_str!("../../tests/checkpoint_kat.txt");
+    const KAT_NOTE: &str = include_str!("../tests/checkpoint_kat.txt");
 
     fn kat() -> (Checkpoint, SigningKey) {
         let checkpoint = Checkpoint {
@@ -552,7 +541,7 @@ mod tests {
             LogComparison::Diverges { size: 2, .. }
         ));
         let empty = Checkpoint {
-            hash: super::super::GENESIS_HASH,
+            hash: crate::GENESIS_HASH,
             ..at(0, b"")
         };
         assert_eq!(empty.compare(b""), LogComparison::Covers);
@@ -565,7 +554,7 @@ mod tests {
     #[test]
     fn a_version_2_checkpoint_is_compared_by_merkle_root() {
         let log = b"one\ntwo\nthree\n";
-        let tree = super::super::merkle::MerkleTree::from_lines([&b"one"[..], b"two", b"three"]);
+        let tree = crate::merkle::MerkleTree::from_lines([&b"one"[..], b"two", b"three"]);
         let at = |size: u64, hash: [u8; 32]| Checkpoint {
             origin: "o.example/log".into(),
             size,
@@ -616,7 +605,7 @@ mod tests {
         assert!(!valid_origin("a b"));
         assert!(!valid_origin("a+b"));
         assert!(!valid_origin("countersign.audit/1"));
-        assert_eq!(super::super::AUDIT_DOMAIN, b"countersign.audit/1\n");
+        assert_eq!(crate::AUDIT_DOMAIN, b"countersign.audit/1\n");
         let bad = Checkpoint {
             origin: "countersign.audit/1".into(),
             ..kat().0

@@ -9,7 +9,7 @@
 //!
 //! A tree is the hashes of its complete, aligned subtrees (about two per line); a root or a proof
 //! for any size up to the tree's is computed from `O(log n)` of them, whether they are held in
-//! memory ([`MerkleTree`]) or read from the stored-hash file ([`super::hashfile::StoredTree`],
+//! memory ([`MerkleTree`]) or read from the stored-hash file ([`crate::hashfile::StoredTree`],
 //! what the service uses, with only the [`Frontier`] in memory). The verifiers
 //! ([`verify_inclusion`], [`verify_consistency`]) are the RFC's algorithms and need no tree.
 
@@ -68,7 +68,7 @@ fn split(n: u64) -> u64 {
 }
 
 /// Where a tree's complete, aligned subtree hashes come from: memory ([`MerkleTree`]) or the
-/// stored-hash file ([`super::hashfile::StoredTree`]). Roots and proofs are computed from these
+/// stored-hash file ([`crate::hashfile::StoredTree`]). Roots and proofs are computed from these
 /// alone, by the same code for both.
 pub(crate) trait Subtrees {
     /// The number of leaves.
@@ -290,7 +290,7 @@ impl Frontier {
 
 /// The Merkle tree of a log's first lines, grown one line at a time, whole in memory (about
 /// 64 bytes a leaf). The service keeps its tree in a file instead
-/// ([`super::hashfile::StoredTree`]); this one serves tools and tests, and is the reference the
+/// ([`crate::hashfile::StoredTree`]); this one serves tools and tests, and is the reference the
 /// file-backed tree is tested against.
 #[derive(Debug, Clone, Default)]
 pub struct MerkleTree {

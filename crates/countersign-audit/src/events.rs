@@ -47,6 +47,15 @@ impl EnrollmentSource {
     }
 }
 
+/// What a `preauthorization` line records about a definition added or changed: its JSON text
+/// (`{"slug": …, "scope": …}`) and its digest. The service's stored definition lends these two
+/// fields; the log needs nothing else of it.
+#[derive(Debug, Clone, Copy)]
+pub struct PreauthFacts<'a> {
+    pub definition_json: &'a str,
+    pub digest: &'a [u8; 32],
+}
+
 /// What an `enrollment` line records.
 #[derive(Debug, Clone)]
 pub struct EnrollmentFacts<'a> {
@@ -262,7 +271,7 @@ impl AuditEvent {
         ts: &str,
         change: &str,
         slug: &str,
-        definition: Option<&crate::store::PreauthDefinition>,
+        definition: Option<PreauthFacts<'_>>,
     ) -> Self {
         let mut line = Self::of(json!({
             "kind": "preauthorization",
@@ -271,16 +280,16 @@ impl AuditEvent {
             "slug": slug,
         }));
         if let Some(d) = definition {
-            let parsed: Value = serde_json::from_str(&d.definition_json).unwrap_or(Value::Null);
+            let parsed: Value = serde_json::from_str(d.definition_json).unwrap_or(Value::Null);
             line.0.insert("definition".into(), parsed);
             line.0
-                .insert("digest".into(), Value::from(b64::encode(&d.digest)));
+                .insert("digest".into(), Value::from(b64::encode(d.digest)));
         }
         line
     }
 
     /// Set one member (replacing it if present).
-    pub(crate) fn with_member(mut self, key: &str, value: Value) -> Self {
+    pub fn with_member(mut self, key: &str, value: Value) -> Self {
         self.0.insert(key.into(), value);
         self
     }
@@ -298,8 +307,10 @@ impl AuditEvent {
         self.0.remove(key);
     }
 
-    #[cfg(test)]
-    pub(crate) fn test(approval_id: &str) -> Self {
+    /// A PENDING outcome for `approval_id` at a fixed time: the line tests seal when only the
+    /// chain matters.
+    #[doc(hidden)]
+    pub fn test(approval_id: &str) -> Self {
         Self::outcome(approval_id, "2026-01-01T00:00:00Z", "PENDING", None)
     }
 }

@@ -14,7 +14,7 @@
 //! and one that disagrees (stale, from another log, edited) is rewritten from the first hash
 //! that differs, which `extend` reports so it can be logged.
 
-use super::merkle::{
+use crate::merkle::{
     Frontier, Hash, ProofError, Subtrees, consistency_of, inclusion_of, root_of, stored_hash_count,
     stored_hash_index,
 };
@@ -62,7 +62,7 @@ impl StoredTree {
     /// A tree in an unnamed temporary file (for a service without a data directory): created,
     /// then unlinked at once where the system allows, so it goes away with the process.
     pub fn temporary() -> io::Result<Self> {
-        let suffix = crate::random::bytes::<12>().map_err(io::Error::other)?;
+        let suffix = crate::random_bytes::<12>().map_err(io::Error::other)?;
         let name: String = suffix.iter().map(|b| format!("{b:02x}")).collect();
         let path = std::env::temp_dir().join(format!("countersign-merkle-{name}"));
         let file = std::fs::OpenOptions::new()
@@ -100,7 +100,7 @@ impl StoredTree {
         self.frontier.size()
     }
 
-    /// Append leaves (the [`super::merkle::leaf_hash`]es of the next lines of the log): their
+    /// Append leaves (the [`crate::merkle::leaf_hash`]es of the next lines of the log): their
     /// stored hashes are recomputed, compared with those the file already has at their
     /// positions, and written from the first position that is missing or differs. On an error
     /// (disk full) the tree is unchanged and the file holds at least its hashes.
@@ -230,8 +230,8 @@ fn write_at(file: &File, mut buf: &[u8], mut at: u64) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::merkle::{MerkleTree, leaf_hash};
     use super::*;
+    use crate::merkle::{MerkleTree, leaf_hash};
     use proptest::prelude::*;
 
     fn leaves(n: usize, salt: &str) -> Vec<Hash> {
