@@ -26,6 +26,7 @@ use super::{
 };
 use crate::audit::{AuditEvent, AuditSealer, GENESIS_HASH};
 use crate::clock::{from_ms, rfc3339};
+use countersign::webauthn::sign_count_advances;
 use countersign::{ApprovalStatus, CredentialRecord, Decision, ReasonCode};
 use std::sync::Arc;
 
@@ -354,11 +355,11 @@ fn expire_in(tx: &mut dyn Tx, sealer: &AuditSealer, id: &str, now: i64) -> Resul
     Ok(())
 }
 
-/// The counter rule: a verdict or login must advance the credential's signature counter,
-/// unless both are zero (an authenticator without a counter). Returns the stored count that
-/// was not passed.
+/// The counter rule, as the verifier applies it ([`sign_count_advances`]): a verdict or login
+/// must advance the credential's signature counter, unless both are zero (an authenticator
+/// without a counter). Returns the stored count that was not passed.
 fn regressed(stored: Option<u32>, got: u32) -> Option<u32> {
-    stored.filter(|&s| !(s == 0 && got == 0) && got <= s)
+    stored.filter(|&s| !sign_count_advances(s, got))
 }
 
 /// Read the credential's counter with its row locked, creating the row first on first use.

@@ -6,29 +6,25 @@
 //! record with several defects reports.
 
 use crate::assurance::{AssuranceLevel, IdentityAssurance};
-use crate::b64;
 use crate::canon::{self, CanonError, CanonicalFields, Decision, OpHash, Profile};
 use crate::policy::Policy;
 use crate::reason::ReasonCode;
-use crate::registry::{CredentialRegistry, EnrolledCredential};
+use crate::registry::CredentialRegistry;
 use crate::replay::{Enforcement, ReplayState};
-use crate::result::{
-    ApprovalResult, ApprovalStatus, EvidenceEntry, EvidenceSlot, WEBAUTHN_ASSERTION_FORMAT,
-};
-use crate::webauthn::{
-    self, Assertion, AssertionExpectations, ClientData, DerPolicy, SignatureBackend,
-};
+use crate::result::{ApprovalResult, ApprovalStatus};
+use crate::webauthn::{self, SignatureBackend};
 use serde::Serialize;
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
+mod entry;
 mod error;
 mod standing;
 
 pub use error::{EvidenceError, VerifyError};
 pub use standing::{GrantScope, grant_fields_of_scope, scope_of_grant_fields};
 
-use crate::challenge::{DECISION_CHALLENGE_LEN, NONCE_LEN, split_decision_challenge};
+use crate::challenge::NONCE_LEN;
+use entry::EntryMode;
 
 /// The action a gateway is about to authorize: a profile id, the raw JSON text of its fields and,
 /// optionally, the tool (operation) it will run them with.
@@ -181,7 +177,6 @@ pub fn verify_evidence_with(
         now,
         findings: Vec::new(),
         replay,
-        standing_use: None,
     };
     let outcome = ctx.decide(result);
     let replay_mode = match ctx.replay.enforcement() {
@@ -250,13 +245,6 @@ impl Outcome {
     }
 }
 
-/// One verified entry, before the replay state is committed.
-struct Verified {
-    approver: Approver,
-    nonce: Vec<u8>,
-    credential_id: Vec<u8>,
-}
-
 struct Context<'a> {
     backend: &'a dyn SignatureBackend,
     policy: &'a Policy,
@@ -265,8 +253,6 @@ struct Context<'a> {
     now: OffsetDateTime,
     findings: Vec<Finding>,
     replay: &'a mut dyn ReplayState,
-    /// Set while verifying the evidence of a standing grant: this call's use number.
-    standing_use: Option<u64>,
 }
 
 /// The action's profile, fields and op_hashes, computed at most once per decision.
@@ -288,8 +274,10 @@ impl Bound<'_> {
 }
 
 impl<'a> Context<'a> {
+    /// SPEC §6 in order: steps 1–3 here, 4–5 in [`Context::verify_entries`], 6–10 in
+    /// [`Context::apply_policy`].
     fn decide(&mut self, result: &ApprovalResult) -> Outcome {
-        // A pending result is never permission, whatever it carries.
+        // §6 step 1: a pending result is never permission, whatever it carries.
         if result.status == ApprovalStatus::Pending {
             return Outcome::Deny {
                 decision: ApprovalStatus::Pending,
@@ -299,35 +287,30 @@ impl<'a> Context<'a> {
                 error: None,
             };
         }
-        // A call approved under a standing grant carries the grant's evidence (§14).
+        // §6 step 1: a call approved under a standing grant carries the grant's evidence (§14.3).
         if let Some(standing) = &result.standing_grant {
             return self.decide_standing(result, standing);
         }
+        // §6 step 2: no evidence.
         if result.approver_evidence.is_empty() {
             return self.decide_without_evidence(result);
         }
+        // §6 step 3: the action.
         let mut bound = match self.bind_action() {
             Ok(bound) => bound,
             Err(e) => return Outcome::deny_with(result, e),
         };
-        let mut verified: Vec<Verified> = Vec::with_capacity(result.approver_evidence.len());
-        for (index, slot) in result.approver_evidence.iter().enumerate() {
-            let in_this_result = verified.iter().map(|v| v.nonce.as_slice());
-            match self.verify_entry(slot, &mut bound, in_this_result) {
-                Ok(v) => verified.push(v),
-                Err(error) => {
-                    return Outcome::deny_with(result, VerifyError::Evidence { index, error });
-                }
-            }
-        }
-        // Every entry verified: spend the nonces and advance the counters, whatever the verdict.
-        for v in &verified {
-            self.replay
-                .record(&v.nonce, &v.credential_id, v.approver.sign_count);
-        }
-        self.apply_policy(result, verified.into_iter().map(|v| v.approver).collect())
+        // §6 steps 4–5: every entry binds it; the replay state records them.
+        let approvers =
+            match self.verify_entries(&result.approver_evidence, &mut bound, EntryMode::Call) {
+                Ok(approvers) => approvers,
+                Err(e) => return Outcome::deny_with(result, e),
+            };
+        // §6 steps 6–10: the verified decisions under the policy.
+        self.apply_policy(result, approvers)
     }
 
+    /// SPEC §6 step 2: a result without evidence.
     fn decide_without_evidence(&self, result: &ApprovalResult) -> Outcome {
         let assurance = IdentityAssurance::declared(result.identity_assurance.as_ref());
         match result.status {
@@ -379,194 +362,6 @@ impl<'a> Context<'a> {
         })
     }
 
-    /// The per-entry checks, in the order docs/SPEC.md §6 gives.
-    fn verify_entry<'n>(
-        &mut self,
-        slot: &EvidenceSlot,
-        bound: &mut Bound<'_>,
-        mut earlier_nonces: impl Iterator<Item = &'n [u8]>,
-    ) -> Result<Verified, EvidenceError> {
-        let entry: &EvidenceEntry = match slot {
-            EvidenceSlot::Decoded(entry) => entry,
-            // A format this verifier does not implement cannot be expected to have our fields:
-            // name the format rather than call the entry malformed.
-            EvidenceSlot::Malformed { raw, reason } => {
-                return Err(match raw.get("format").and_then(|f| f.as_str()) {
-                    Some(format) if format != WEBAUTHN_ASSERTION_FORMAT => {
-                        EvidenceError::UnsupportedFormat(format.to_owned())
-                    }
-                    _ => EvidenceError::Malformed(reason.clone()),
-                });
-            }
-        };
-        if entry.format != WEBAUTHN_ASSERTION_FORMAT {
-            return Err(EvidenceError::UnsupportedFormat(entry.format.clone()));
-        }
-        // Decoding the entry includes its timestamp: an undecodable one is malformed whatever
-        // else is wrong, before any lookup or signature work.
-        let assertion_at = OffsetDateTime::parse(&entry.assertion_at, &Rfc3339)
-            .map_err(|_| EvidenceError::AssertionAtInvalid(entry.assertion_at.clone()))?;
-        self.check_profile(entry, bound.profile)?;
-        let credential = self.enrolled_credential(entry)?;
-        let key = credential.key().map_err(|e| EvidenceError::UnusableKey {
-            credential_id: b64::encode(&entry.credential_id),
-            source: e.clone(),
-        })?;
-        let signed_decision = check_binding(entry, bound)?;
-        // A spent nonce is refused before any signature work: nothing else about the record can
-        // make it acceptable again, and a replay would otherwise surface as a counter regression.
-        // Under a standing grant the single-use key is the nonce and this call's use (§14).
-        let replay_key = match self.standing_use {
-            Some(use_number) => standing::use_key(&entry.nonce, use_number),
-            None => entry.nonce.clone(),
-        };
-        let spent_here = earlier_nonces.any(|n| n == replay_key.as_slice());
-        if spent_here || self.replay.is_spent(&replay_key) {
-            let error = EvidenceError::Replayed(b64::encode(&replay_key));
-            self.enforce_or_report(error)?;
-        }
-
-        let stored_sign_count = match (self.replay.enforcement(), self.standing_use) {
-            (Enforcement::Enforce, None) => {
-                self.stored_sign_count(credential, &entry.credential_id)
-            }
-            // An audit of an old record against today's registry would always see a "regression",
-            // and so would every use of a standing grant after its approver signed anything else.
-            (Enforcement::ReportOnly, _) | (_, Some(_)) => 0,
-        };
-        let expectations = AssertionExpectations {
-            challenge: &challenge_of(entry),
-            rp_id: &self.policy.rp_id,
-            origins: &self.policy.origins,
-            allow_cross_origin: self.policy.allow_cross_origin,
-            allowed_top_origins: &self.policy.top_origins,
-            der_policy: DerPolicy::Strict,
-            require_user_verification: self.policy.require_user_verification,
-            stored_sign_count,
-            backup_eligible: credential.record().backup_eligible,
-        };
-        let assertion = Assertion {
-            client_data_json: &entry.client_data_json,
-            authenticator_data: &entry.authenticator_data,
-            signature: &entry.signature,
-        };
-        let verified = webauthn::verify_assertion(key, &assertion, &expectations, self.backend)
-            .map_err(EvidenceError::Assertion)?;
-
-        if self.replay.enforcement() == Enforcement::ReportOnly && self.standing_use.is_none() {
-            let known = self.stored_sign_count(credential, &entry.credential_id);
-            if !(verified.sign_count == 0 && known == 0) && verified.sign_count <= known {
-                self.report(
-                    ReasonCode::CounterRegression,
-                    format!(
-                        "counter {} is not above the recorded {known}",
-                        verified.sign_count
-                    ),
-                );
-            }
-        }
-        if self.standing_use.is_some() {
-            self.check_grant_assertion_time(assertion_at)?;
-        } else {
-            self.check_freshness(assertion_at)?;
-        }
-        let assurance = IdentityAssurance::derive(
-            verified.flags,
-            credential,
-            self.policy.aal3_aaguids.as_deref(),
-        );
-        Ok(Verified {
-            approver: Approver {
-                principal: credential.principal().to_owned(),
-                credential_id: b64::encode(&entry.credential_id),
-                decision: signed_decision,
-                identity_assurance: assurance,
-                sign_count: verified.sign_count,
-                assertion_at: entry.assertion_at.clone(),
-            },
-            nonce: replay_key,
-            credential_id: entry.credential_id.clone(),
-        })
-    }
-
-    fn check_profile(
-        &self,
-        entry: &EvidenceEntry,
-        action_profile: &Profile,
-    ) -> Result<(), EvidenceError> {
-        // The profile named in the evidence is resolved against the verifier's own registry; an
-        // unknown one is refused, never replaced by a default.
-        if self
-            .policy
-            .profiles
-            .get(&entry.canonicalization_profile)
-            .is_none()
-        {
-            return Err(EvidenceError::ProfileUnknown(
-                entry.canonicalization_profile.clone(),
-            ));
-        }
-        if entry.canonicalization_profile != action_profile.id {
-            return Err(EvidenceError::ProfileMismatch {
-                evidence: entry.canonicalization_profile.clone(),
-                action: action_profile.id.clone(),
-            });
-        }
-        Ok(())
-    }
-
-    fn enrolled_credential(
-        &self,
-        entry: &EvidenceEntry,
-    ) -> Result<&'a EnrolledCredential, EvidenceError> {
-        let registry: &'a CredentialRegistry = self.registry;
-        let credential = registry
-            .get(&entry.credential_id)
-            .ok_or_else(|| EvidenceError::CredentialUnknown(b64::encode(&entry.credential_id)))?;
-        if credential.record().revoked {
-            return Err(EvidenceError::CredentialRevoked {
-                credential_id: b64::encode(&entry.credential_id),
-                principal: credential.principal().to_owned(),
-            });
-        }
-        // Eligibility before any signature work: evidence from a principal who may not decide
-        // is refused whatever it says, approvals and refusals alike.
-        if !self.policy.is_eligible(credential.principal()) {
-            return Err(EvidenceError::Ineligible {
-                principal: credential.principal().to_owned(),
-                credential_id: b64::encode(&entry.credential_id),
-            });
-        }
-        Ok(credential)
-    }
-
-    fn stored_sign_count(&self, credential: &EnrolledCredential, credential_id: &[u8]) -> u32 {
-        let recorded = credential.record().sign_count;
-        self.replay
-            .sign_count(credential_id)
-            .map_or(recorded, |seen| seen.max(recorded))
-    }
-
-    /// Exact durations, never truncated: 300.5 s old is older than a 300 s maximum age.
-    fn check_freshness(&mut self, at: OffsetDateTime) -> Result<(), EvidenceError> {
-        let age = self.now - at;
-        let max_age = self.policy.max_age_seconds;
-        let skew = self.policy.clock_skew_seconds;
-        if age.is_negative() && age.unsigned_abs() > std::time::Duration::from_secs(skew) {
-            return self.enforce_or_report(EvidenceError::FutureDated {
-                ahead: age.unsigned_abs(),
-                skew_seconds: skew,
-            });
-        }
-        if age.is_positive() && age.unsigned_abs() > std::time::Duration::from_secs(max_age) {
-            return self.enforce_or_report(EvidenceError::Stale {
-                age: age.unsigned_abs(),
-                max_age_seconds: max_age,
-            });
-        }
-        Ok(())
-    }
-
     fn enforce_or_report(&mut self, error: EvidenceError) -> Result<(), EvidenceError> {
         match self.replay.enforcement() {
             Enforcement::Enforce => Err(error),
@@ -584,20 +379,10 @@ impl<'a> Context<'a> {
         });
     }
 
-    /// Combine verified entries under the policy: a refusal vetoes, then assurance, then quorum.
+    /// SPEC §6 steps 6–10: a refusal vetoes, then the status, assurance and quorum.
     fn apply_policy(&self, result: &ApprovalResult, approvers: Vec<Approver>) -> Outcome {
-        let weakest = |list: &[Approver]| {
-            list.iter()
-                .min_by_key(|a| a.identity_assurance.level)
-                .map(|a| a.identity_assurance.clone())
-                .unwrap_or_else(|| IdentityAssurance::declared(None))
-        };
-        // A verified refusal from any enrolled approver is a veto (fail closed).
-        let refusals: Vec<&Approver> = approvers
-            .iter()
-            .filter(|a| a.decision == Decision::Denied)
-            .collect();
-        if let Some(first) = refusals.first() {
+        // §6 step 6: a verified refusal from any enrolled approver is a veto (fail closed).
+        if let Some(first) = approvers.iter().find(|a| a.decision == Decision::Denied) {
             let assurance = first.identity_assurance.clone();
             return Outcome::Deny {
                 decision: ApprovalStatus::Denied,
@@ -607,6 +392,7 @@ impl<'a> Context<'a> {
                 error: None,
             };
         }
+        // §6 step 7: a refusing status over evidence that only approves contradicts it.
         if result.status != ApprovalStatus::Approved {
             let error = VerifyError::StatusContradictsEvidence {
                 status: result.status.as_str(),
@@ -620,6 +406,7 @@ impl<'a> Context<'a> {
                 error: Some(error),
             };
         }
+        // §6 step 8: every approval at the policy's minimum assurance.
         if let Some(required) = self.policy.min_assurance
             && let Some(low) = approvers
                 .iter()
@@ -630,22 +417,18 @@ impl<'a> Context<'a> {
                 required: required.as_str(),
                 got: low.identity_assurance.level.as_str(),
             };
-            return deny_after_evidence(error, approvers, weakest);
+            return deny_after_evidence(error, approvers);
         }
-
+        // §6 step 9: distinct principals; a quorum of 0 would allow with no approver: read as 1.
         let mut principals: Vec<&str> = approvers.iter().map(|a| a.principal.as_str()).collect();
         principals.sort_unstable();
         principals.dedup();
         let got = u32::try_from(principals.len()).unwrap_or(u32::MAX);
-        // A quorum of zero would allow with no approver at all: read it as one.
         let required = self.policy.quorum.max(1);
         if got < required {
-            return deny_after_evidence(
-                VerifyError::QuorumNotMet { required, got },
-                approvers,
-                weakest,
-            );
+            return deny_after_evidence(VerifyError::QuorumNotMet { required, got }, approvers);
         }
+        // §6 step 10: ALLOW at the weakest approving entry's level.
         let assurance = weakest(&approvers);
         debug_assert!(assurance.level > AssuranceLevel::Declared);
         Outcome::Allow {
@@ -655,11 +438,18 @@ impl<'a> Context<'a> {
     }
 }
 
-fn deny_after_evidence(
-    error: VerifyError,
-    approvers: Vec<Approver>,
-    weakest: impl Fn(&[Approver]) -> IdentityAssurance,
-) -> Outcome {
+/// The weakest verified entry's assurance (`declared` for none): a verdict is as strong as its
+/// weakest approval.
+fn weakest(approvers: &[Approver]) -> IdentityAssurance {
+    approvers
+        .iter()
+        .min_by_key(|a| a.identity_assurance.level)
+        .map(|a| a.identity_assurance.clone())
+        .unwrap_or_else(|| IdentityAssurance::declared(None))
+}
+
+/// A DENY of an APPROVED result whose evidence verified, for a rule applied after it.
+fn deny_after_evidence(error: VerifyError, approvers: Vec<Approver>) -> Outcome {
     Outcome::Deny {
         decision: ApprovalStatus::Approved,
         reason: error.reason_code(),
@@ -677,53 +467,3 @@ const TRANSPORT_DENY_REASONS: &[ReasonCode] = &[
     ReasonCode::CallbackTimeout,
     ReasonCode::Cancelled,
 ];
-
-fn challenge_of(entry: &EvidenceEntry) -> Vec<u8> {
-    let mut challenge = Vec::with_capacity(DECISION_CHALLENGE_LEN);
-    challenge.extend_from_slice(&entry.nonce);
-    challenge.extend_from_slice(&entry.op_hash);
-    challenge
-}
-
-/// Read the decision from the signed challenge and check it binds this action.
-///
-/// The signature itself is checked later against the same challenge bytes, so everything read
-/// here is covered by it once verification succeeds.
-fn check_binding(entry: &EvidenceEntry, bound: &mut Bound<'_>) -> Result<Decision, EvidenceError> {
-    if entry.nonce.len() != NONCE_LEN {
-        return Err(EvidenceError::NonceLength {
-            got: entry.nonce.len(),
-        });
-    }
-    let client_data =
-        ClientData::parse(&entry.client_data_json).map_err(EvidenceError::Assertion)?;
-    let challenge = client_data.challenge.as_slice();
-    let Some((signed_nonce, signed_op_hash)) = split_decision_challenge(challenge) else {
-        return Err(EvidenceError::ChallengeLength {
-            got: challenge.len(),
-        });
-    };
-    if signed_nonce.as_slice() != entry.nonce.as_slice() {
-        return Err(EvidenceError::NonceMismatch);
-    }
-    if signed_op_hash != entry.op_hash.as_slice() {
-        return Err(EvidenceError::OpHashFieldMismatch);
-    }
-    let other = match entry.decision {
-        Decision::Approved => Decision::Denied,
-        Decision::Denied => Decision::Approved,
-    };
-    if bound.op_hash(entry.decision).0.as_slice() == signed_op_hash {
-        return Ok(entry.decision);
-    }
-    if bound.op_hash(other).0.as_slice() == signed_op_hash {
-        return Err(EvidenceError::DecisionMismatch {
-            claimed: entry.decision.as_str(),
-            signed: other.as_str(),
-        });
-    }
-    Err(EvidenceError::ActionMismatch {
-        signed: b64::encode(signed_op_hash),
-        approved: b64::encode(&bound.op_hash(Decision::Approved).0),
-    })
-}

@@ -14,16 +14,20 @@
 //! - the single-use key is `nonce || use` (one signature, many calls, each use spendable once),
 //!   and the signature counter is not compared: the authenticator has signed other things since.
 //!
+//! The last two are the entry checks' only differences, and `EntryMode::Grant` (in `entry.rs`)
+//! carries them; the entries themselves go through the same `verify_entries` as a call's.
+//!
 //! `max_uses` is checked only as far as an offline verifier can: the use number the service
 //! assigned must not exceed it. Whether the service really handed out each number once is
 //! beyond what any single record can show (docs/THREAT-MODEL.md).
 
-use super::{Bound, Context, Outcome, Verified, VerifyError};
-use crate::canon::{self, Decision, NfcMode, STANDING_GRANT_PROFILE};
+use super::entry::EntryMode;
+use super::{Bound, Context, Outcome, VerifyError, deny_after_evidence};
+use crate::canon::{self, CanonError, Decision, NfcMode, STANDING_GRANT_PROFILE};
+use crate::policy::Policy;
 use crate::result::{ApprovalResult, ApprovalStatus, StandingGrantUse};
 use crate::scope::{Calls, OutOfScope, Scope};
 use serde_json::Value;
-use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 /// The fields a call's profile must declare for a standing grant to be able to cover it: who
@@ -121,14 +125,45 @@ struct Call<'v> {
     params: &'v Value,
 }
 
+impl<'v> Call<'v> {
+    /// §14.3 step 2: the bound call as a grant's scope reads it. A profile without the three
+    /// call fields cannot be covered, nor a server a grant could not name exactly (an operator
+    /// profile typing `server_id` as something other than a string is refused, not read as "no
+    /// server").
+    fn of(bound: &'v Bound<'_>) -> Result<Self, VerifyError> {
+        let value = bound.fields.as_value();
+        let not_a_call = || VerifyError::StandingNotToolCall {
+            profile: bound.profile.id.clone(),
+        };
+        let [agent_id, tool_name, params] = CALL_FIELDS.map(|name| value.get(name));
+        let (Some(Value::String(agent_id)), Some(Value::String(tool_name)), Some(params)) =
+            (agent_id, tool_name, params)
+        else {
+            return Err(not_a_call());
+        };
+        let server_id = match value.get(SERVER_FIELD) {
+            None => None,
+            Some(Value::String(server)) => Some(server.as_str()),
+            Some(_) => return Err(not_a_call()),
+        };
+        Ok(Self {
+            profile: &bound.profile.id,
+            server_id,
+            agent_id,
+            tool_name,
+            params,
+        })
+    }
+}
+
 impl<'a> Context<'a> {
-    /// SPEC §14: verify a result that carries `standing_grant`.
+    /// SPEC §14.3 in order: verify a result that carries `standing_grant`.
     pub(super) fn decide_standing(
         &mut self,
         result: &ApprovalResult,
         standing: &StandingGrantUse,
     ) -> Outcome {
-        // A grant only ever approves; a refused or pending answer carrying one is contradictory.
+        // §14.3 step 1: a grant only ever approves, and only with evidence.
         if result.status != ApprovalStatus::Approved {
             return Outcome::deny_with(
                 result,
@@ -141,93 +176,50 @@ impl<'a> Context<'a> {
         if result.approver_evidence.is_empty() {
             return Outcome::deny_with(result, VerifyError::EvidenceMissing { status: "APPROVED" });
         }
-        // 1. The call: its profile, fields and operation, as for any action (§6 step 3).
-        let call = match self.bind_action() {
+        // §14.3 step 2: the call, bound as any action (§6 step 3) and readable as a tool call.
+        let bound_call = match self.bind_action() {
+            Ok(bound) => bound,
+            Err(e) => return Outcome::deny_with(result, e),
+        };
+        let call = match Call::of(&bound_call) {
             Ok(call) => call,
             Err(e) => return Outcome::deny_with(result, e),
         };
-        let call_value = call.fields.as_value();
-        let (Some(Value::String(agent_id)), Some(Value::String(tool_name)), Some(params)) = (
-            call_value.get(CALL_FIELDS[0]),
-            call_value.get(CALL_FIELDS[1]),
-            call_value.get(CALL_FIELDS[2]),
-        ) else {
-            return Outcome::deny_with(
-                result,
-                VerifyError::StandingNotToolCall {
-                    profile: call.profile.id.clone(),
-                },
-            );
-        };
-        // A server a grant could not name exactly (an operator profile typing `server_id` as
-        // something other than a string) is refused, not read as "no server".
-        let server_id = match call_value.get(SERVER_FIELD) {
-            None => None,
-            Some(Value::String(server)) => Some(server.as_str()),
-            Some(_) => {
-                return Outcome::deny_with(
-                    result,
-                    VerifyError::StandingNotToolCall {
-                        profile: call.profile.id.clone(),
-                    },
-                );
-            }
-        };
-        let call = Call {
-            profile: &call.profile.id,
-            server_id,
-            agent_id,
-            tool_name,
-            params,
-        };
-        // 2. The grant: its pinned profile and its signed fields, admitted exactly.
+        // §14.3 step 3: the grant's signed fields under its pinned profile, read as a scope.
         let (mut grant, scope) = match self.bind_grant(standing) {
             Ok(bound) => bound,
             Err(e) => return Outcome::deny_with(result, e),
         };
-        // 3. Every entry binds the grant (signature, eligibility, replay of this use).
-        self.standing_use = Some(standing.use_number);
-        let mut verified: Vec<Verified> = Vec::with_capacity(result.approver_evidence.len());
-        for (index, slot) in result.approver_evidence.iter().enumerate() {
-            let in_this_result = verified.iter().map(|v| v.nonce.as_slice());
-            match self.verify_entry(slot, &mut grant, in_this_result) {
-                Ok(v) => verified.push(v),
-                Err(error) => {
-                    return Outcome::deny_with(result, VerifyError::Evidence { index, error });
-                }
-            }
-        }
-        for v in &verified {
-            self.replay
-                .record(&v.nonce, &v.credential_id, v.approver.sign_count);
-        }
-        let approvers: Vec<_> = verified.into_iter().map(|v| v.approver).collect();
-        // A signed refusal of the grant is a veto like any other (apply_policy says so).
+        // §14.3 steps 4–5: every entry binds the grant, this use spendable once; keys recorded.
+        let mode = EntryMode::Grant {
+            use_number: standing.use_number,
+        };
+        let approvers = match self.verify_entries(&result.approver_evidence, &mut grant, mode) {
+            Ok(approvers) => approvers,
+            Err(e) => return Outcome::deny_with(result, e),
+        };
+        // §14.3 step 5: a signed refusal of the grant is a veto like any other (§6 step 6).
         if approvers.iter().any(|a| a.decision == Decision::Denied) {
             return self.apply_policy(result, approvers);
         }
-        // 4. The grant covers this call, now: its profile, its server, then the scope.
+        // §14.3 steps 6–7: the grant covers this call, now.
         if let Err(error) = self.check_coverage(&scope, standing, &call) {
-            return super::deny_after_evidence(error, approvers, |list| {
-                list.iter()
-                    .min_by_key(|a| a.identity_assurance.level)
-                    .map(|a| a.identity_assurance.clone())
-                    .unwrap_or_else(|| crate::assurance::IdentityAssurance::declared(None))
-            });
+            return deny_after_evidence(error, approvers);
         }
-        // 5. Assurance and quorum, as for any approval.
+        // §14.3 step 8: assurance and quorum, as for any approval.
         self.apply_policy(result, approvers)
     }
 
-    /// Resolve the standing-grant profile in the verifier's registry and admit the grant's
-    /// fields under it (NFC required: the service signs only NFC scopes), then read the scope.
+    /// §14.3 step 3: resolve the standing-grant profile in the verifier's registry and admit the
+    /// grant's fields under it (NFC required: the service signs only NFC scopes), then read the
+    /// scope.
     fn bind_grant(
         &self,
         standing: &StandingGrantUse,
     ) -> Result<(Bound<'a>, GrantScope), VerifyError> {
-        let policy: &'a crate::policy::Policy = self.policy;
+        let policy: &'a Policy = self.policy;
         let profile = policy.profiles.get(STANDING_GRANT_PROFILE).ok_or_else(|| {
-            VerifyError::Action(crate::canon::CanonError::UnknownProfile(
+            VerifyError::Action(CanonError::UnknownProfile(
                 STANDING_GRANT_PROFILE.to_owned(),
             ))
         })?;
@@ -248,8 +240,8 @@ impl<'a> Context<'a> {
         ))
     }
 
-    /// Expiry, then the use number, then the call's profile and server, then the scope's patterns
-    /// and constraints. The gateway is not checked here: the verdict does not know which gateway
+    /// §14.3 steps 6–7: expiry, then the use number, then the call's profile and server, then the
+    /// scope's patterns and constraints. The gateway is not checked here: the verdict does not know which gateway
     /// asks (the service checks it before spending a use, SPEC §14.5).
     fn check_coverage(
         &self,
@@ -276,22 +268,5 @@ impl<'a> Context<'a> {
                 },
                 other => VerifyError::OutOfScope(other),
             })
-    }
-
-    /// Freshness of a grant's assertion: only a future date beyond the skew is refused; its age
-    /// is bounded by the grant's expiry instead (checked once the signature verified).
-    pub(super) fn check_grant_assertion_time(
-        &mut self,
-        at: OffsetDateTime,
-    ) -> Result<(), super::EvidenceError> {
-        let ahead = at - self.now;
-        let skew = self.policy.clock_skew_seconds;
-        if ahead.is_positive() && ahead.unsigned_abs() > std::time::Duration::from_secs(skew) {
-            return self.enforce_or_report(super::EvidenceError::FutureDated {
-                ahead: ahead.unsigned_abs(),
-                skew_seconds: skew,
-            });
-        }
-        Ok(())
     }
 }

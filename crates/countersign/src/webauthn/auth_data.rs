@@ -219,13 +219,20 @@ impl<'a> AttestedCredentialData<'a> {
     }
 }
 
-/// §7.2 step 22: the counter moved forward, or both sides keep none.
+/// The signature-counter rule (§7.2 step 22), the one place it is written: `got` moves the
+/// counter forward past `stored`, or both sides keep none.
 ///
 /// Authenticators that keep no counter (Apple platform authenticators, synced passkeys) always
 /// send 0; with 0 stored that is fine. Otherwise the new value must exceed the stored one — an
-/// equal or lower value suggests a cloned authenticator.
+/// equal or lower value suggests a cloned authenticator. The verifier, its offline audit and the
+/// reference service's store all decide with this function.
+pub fn sign_count_advances(stored: u32, got: u32) -> bool {
+    (stored == 0 && got == 0) || got > stored
+}
+
+/// §7.2 step 22 as a check: [`sign_count_advances`], or the regression with both counts.
 pub fn check_sign_count(stored: u32, got: u32) -> Result<(), AuthDataError> {
-    if (stored == 0 && got == 0) || got > stored {
+    if sign_count_advances(stored, got) {
         Ok(())
     } else {
         Err(AuthDataError::CounterRegression { stored, got })
@@ -518,6 +525,16 @@ mod tests {
             let err = check_sign_count(stored, got).unwrap_err();
             assert_eq!(err, AuthDataError::CounterRegression { stored, got });
             assert_eq!(err.reason_code(), ReasonCode::CounterRegression);
+        }
+    }
+
+    #[test]
+    fn the_counter_rule_advances_or_both_keep_none() {
+        for (stored, got) in [(0, 0), (0, 1), (5, 6), (5, u32::MAX)] {
+            assert!(sign_count_advances(stored, got), "{stored} -> {got}");
+        }
+        for (stored, got) in [(5, 5), (5, 4), (5, 0), (1, 0), (u32::MAX, u32::MAX)] {
+            assert!(!sign_count_advances(stored, got), "{stored} -> {got}");
         }
     }
 }

@@ -26,7 +26,7 @@ pub use assertion::{
 };
 pub use auth_data::{
     AttestedCredentialData, AuthDataError, AuthenticatorData, Flags, MAX_CREDENTIAL_ID_LEN,
-    check_sign_count,
+    check_sign_count, sign_count_advances,
 };
 #[cfg(feature = "ring")]
 pub use backend::RingBackend;
