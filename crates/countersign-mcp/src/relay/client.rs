@@ -99,7 +99,7 @@ impl Interposer {
             Some(inadmissible_error(&id, why))
         };
         if let Some(answer) = answer {
-            let _ = to_client.send(answer.to_string());
+            Outbox::client(self, to_client).send(Effect::Client(answer.to_string()));
         }
     }
 
@@ -114,15 +114,33 @@ impl Interposer {
         to_upstream: &Lines,
     ) {
         let out = Outbox::new(&self, to_client, to_upstream);
-        let (id, id_at, body) = match frame {
+        match frame {
             ClientFrame::Pass => {
                 out.send(Effect::Upstream(line));
-                return;
             }
-            ClientFrame::Cancelled { target } => return self.client_cancelled(line, &target, &out),
-            ClientFrame::CallWithoutId { tool } => return self.call_without_id(tool, &out),
-            ClientFrame::Request { id, id_at, body } => (id, id_at, body),
-        };
+            ClientFrame::Cancelled { target } => self.client_cancelled(line, &target, &out),
+            ClientFrame::CallWithoutId { tool } => self.call_without_id(tool, &out),
+            ClientFrame::Request { id, id_at, body } => {
+                let request = Call {
+                    line,
+                    id,
+                    id_at,
+                    call: body,
+                };
+                self.clone().request(request, to_client, to_upstream);
+            }
+        }
+    }
+
+    /// A client request: judged here, or forwarded under an id of the interposer's own.
+    fn request(self: Arc<Self>, r: Call<Request>, to_client: &Lines, to_upstream: &Lines) {
+        let out = Outbox::new(&self, to_client, to_upstream);
+        let Call {
+            line,
+            id,
+            id_at,
+            call: body,
+        } = r;
         if self.session().in_flight(&id_key(&id)) {
             // Two requests under one id would make one of them get the other's answer.
             let error = rpc_error(&id, INVALID_REQUEST, ID_IN_FLIGHT);
@@ -293,12 +311,13 @@ impl Interposer {
     }
 }
 
-/// A `tools/call` request as the dispatcher read it.
-struct Call {
+/// A request as the dispatcher read it: the line, its id and where that is, and what it asks
+/// (for a `tools/call`, the call if its params read as one).
+struct Call<T = Option<CallFrame>> {
     line: String,
     id: Value,
     id_at: Range<usize>,
-    call: Option<CallFrame>,
+    call: T,
 }
 
 /// A batch (JSON text admitted whole, but no single message): each request in it is answered

@@ -18,7 +18,7 @@
 //! | 5 | `release` | `release()`, the checks before a held call runs, and `settle()`, its one entrance |
 //! | 6 | `ticket`, `continuation` | the one ticket opener; nested multi round trips |
 //! | 7 | `task` | the task driver and `tasks/*` |
-//! | 8 | `hold` | a call refused or held, from its decision to its verdict |
+//! | 8 | `hold`, `task_request` | a call refused or held, from its decision to its verdict; `tasks/*` |
 //! | 9 | `client`, `upstream` | one dispatcher per direction |
 //! | 10 | this file | the stdio run loop |
 
@@ -33,6 +33,7 @@ mod release;
 mod session;
 mod shared;
 mod task;
+mod task_request;
 mod ticket;
 mod upstream;
 mod upstream_reader;

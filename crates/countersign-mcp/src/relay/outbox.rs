@@ -136,6 +136,15 @@ impl<'a> Outbox<'a> {
         }
     }
 
+    /// An outbox towards the client only (an admission error; a late answer).
+    pub(super) fn client(relay: &'a Interposer, client: &'a Lines) -> Self {
+        Self {
+            relay,
+            client: Some(client),
+            upstream: None,
+        }
+    }
+
     /// An outbox for audit lines and session state only.
     pub(super) fn log(relay: &'a Interposer) -> Self {
         Self {
@@ -186,15 +195,7 @@ impl<'a> Outbox<'a> {
                 op_hash,
                 rule,
             } => {
-                let shared = &self.relay.shared;
-                let (agent, server) = (&self.relay.agent_id, &shared.server_id);
-                shared
-                    .audit
-                    .call(&call_id, agent, server, &tool, &op_hash, rule.as_str());
-                if rule != Rule::Allow {
-                    // A held or refused call's record is never left in the queue (see `record`).
-                    shared.audit.flush();
-                }
+                self.intent(&call_id, &tool, &op_hash, rule);
                 true
             }
             Effect::Record { call_id, record } => {
@@ -212,6 +213,19 @@ impl<'a> Outbox<'a> {
     pub(super) fn send_all(&self, effects: impl IntoIterator<Item = Effect>) {
         for effect in effects {
             self.send(effect);
+        }
+    }
+
+    /// Write the intent line of a call.
+    fn intent(&self, call_id: &str, tool: &str, op_hash: &str, rule: Rule) {
+        let shared = &self.relay.shared;
+        let (agent, server) = (&self.relay.agent_id, &shared.server_id);
+        shared
+            .audit
+            .call(call_id, agent, server, tool, op_hash, rule.as_str());
+        if rule != Rule::Allow {
+            // A held or refused call's record is never left in the queue (see `record`).
+            shared.audit.flush();
         }
     }
 

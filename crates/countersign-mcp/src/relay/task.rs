@@ -1,12 +1,11 @@
 //! Floor 7: the task driver (2025-11-25 tasks, [`crate::tasks`]). A held call the client sent
 //! with `params.task` gets a task at once; the driver awaits the verdict and hands it to
 //! [`Interposer::settle`], the same release as a retry's (policy now, status, evidence, the
-//! upstream line, not cancelled, grant, one forward). `tasks/get`, `tasks/result` and
-//! `tasks/cancel` about the interposer's own tasks are answered here.
+//! upstream line, not cancelled, grant, one forward). `tasks/*` requests are
+//! [`super::task_request`]'s.
 
-use super::client_reader::TaskMethod;
 use super::interposer::{Interposer, Lines};
-use super::outbox::{Effect, Outbox, rpc_error};
+use super::outbox::{Effect, Outbox};
 use super::release::Refused;
 use super::session::Held;
 use super::shared::now_rfc3339;
@@ -14,7 +13,8 @@ use super::ticket::Opened;
 use super::upstream_reader::id_key;
 use crate::answer;
 use crate::tasks::{self, Payload, Status, Task};
-use countersign::{ApprovalStatus, ReasonCode};
+use countersign::{ApprovalResult, ApprovalStatus, ReasonCode};
+use countersign_client::Refusal;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -125,20 +125,9 @@ impl Interposer {
         approval_id: String,
         to_upstream: Lines,
     ) {
-        let verdict = loop {
-            let asked = tokio::time::Instant::now();
-            let poll = self.shared.gateway.poll(&approval_id, TASK_POLL_WAIT);
-            tokio::select! {
-                answer = poll => match answer {
-                    Ok(r) if r.status == ApprovalStatus::Pending => {
-                        // A service that answers a long-poll at once must not make this spin.
-                        tokio::time::sleep_until(asked + Duration::from_secs(1)).await;
-                    }
-                    verdict => break verdict,
-                },
-                // `tasks/cancel` (which withdrew the approval), or the session ended.
-                _ = &mut h.cancel => return,
-            }
+        let Some(verdict) = self.await_verdict(&approval_id, &mut h.cancel).await else {
+            // `tasks/cancel` (which withdrew the approval), or the session ended.
+            return;
         };
         // The execution is a call of its own in the audit log, as an approved retry is.
         h.call_id = self.shared.next_call_id();
@@ -178,6 +167,28 @@ impl Interposer {
                 Payload::of_response(&frame),
                 now_rfc3339(),
             );
+        }
+    }
+
+    /// Poll `approval_id` until it is settled; `None` if `stop` fires first.
+    async fn await_verdict(
+        &self,
+        approval_id: &str,
+        stop: &mut oneshot::Receiver<()>,
+    ) -> Option<Result<ApprovalResult, Refusal>> {
+        loop {
+            let asked = tokio::time::Instant::now();
+            let poll = self.shared.gateway.poll(approval_id, TASK_POLL_WAIT);
+            tokio::select! {
+                answer = poll => match answer {
+                    Ok(r) if r.status == ApprovalStatus::Pending => {
+                        // A service that answers a long-poll at once must not make this spin.
+                        tokio::time::sleep_until(asked + Duration::from_secs(1)).await;
+                    }
+                    verdict => return Some(verdict),
+                },
+                _ = &mut *stop => return None,
+            }
         }
     }
 
@@ -234,149 +245,6 @@ impl Interposer {
             );
         }
     }
-
-    /// `tasks/get`, `tasks/result` or `tasks/cancel` about task `task_id`, an id the interposer
-    /// issued (known to it or not).
-    pub(super) fn task_request(
-        self: Arc<Self>,
-        method: TaskMethod,
-        id: Value,
-        task_id: String,
-        to_client: &Lines,
-        to_upstream: &Lines,
-    ) {
-        let out = Outbox::new(&self, to_client, to_upstream);
-        let mut s = self.session();
-        let Some(task) = s.tasks.get_mut(&task_id) else {
-            drop(s);
-            out.send(Effect::Client(unknown_task(&id).to_string()));
-            return;
-        };
-        match method {
-            TaskMethod::Get => {
-                let frame = json!({"jsonrpc": "2.0", "id": id, "result": task.view(&task_id)});
-                drop(s);
-                out.send(Effect::Client(frame.to_string()));
-            }
-            TaskMethod::Result => {
-                let mut ended = task.ended();
-                // Registered like a parked call, so the client's cancel drops the answer.
-                let mut cancelled = s.pending(id_key(&id), false);
-                drop(s);
-                let (to_client, to_upstream) = (to_client.clone(), to_upstream.clone());
-                let me = self.clone();
-                tokio::spawn(async move {
-                    let out = Outbox::new(&me, &to_client, &to_upstream);
-                    tokio::select! {
-                        _ = ended.wait_for(|e| *e) => {}
-                        _ = &mut cancelled => {
-                            out.send(Effect::Forget { id });
-                            return;
-                        }
-                    }
-                    let frame = me.task_payload(&id, &task_id);
-                    out.send(Effect::Answer { id, frame });
-                });
-            }
-            TaskMethod::Cancel => {
-                drop(s);
-                self.clone().cancel_task(id, &task_id, to_client, &out);
-            }
-        }
-    }
-
-    /// `tasks/cancel`: a task still waiting is ended and its approval withdrawn (answered once
-    /// the service settled it); one whose call already runs asks the upstream to stop it.
-    fn cancel_task(self: Arc<Self>, id: Value, task_id: &str, to_client: &Lines, out: &Outbox<'_>) {
-        let mut s = self.session();
-        let Some(task) = s.tasks.get_mut(task_id) else {
-            return;
-        };
-        if task.status.is_terminal() {
-            let message = format!("the task is already {}", task.status.as_str());
-            drop(s);
-            out.send(Effect::Client(rpc_error(&id, -32602, &message).to_string()));
-            return;
-        }
-        let running = task.upstream_id.clone();
-        let (approval_id, op_hash) = (task.approval_id.clone(), task.op_hash.clone());
-        if let Some(stop) = task.stop.take() {
-            let _ = stop.send(());
-        }
-        let message = if running.is_some() {
-            "Cancelled by the client while the approved call ran upstream."
-        } else {
-            "Cancelled by the client: the approval was withdrawn."
-        };
-        let not_run = json!({"content": [{"type": "text", "text": message}], "isError": true});
-        task.end(
-            Status::Cancelled,
-            message.into(),
-            Payload::Result(not_run),
-            now_rfc3339(),
-        );
-        let answer = json!({"jsonrpc": "2.0", "id": id, "result": task.view(task_id)});
-        drop(s);
-        if let Some(running) = running {
-            // Too late to withdraw: ask the upstream to stop, as the client would have.
-            let request_id = serde_json::from_str::<Value>(&running).unwrap_or_default();
-            let note = json!({
-                "jsonrpc": "2.0",
-                "method": "notifications/cancelled",
-                "params": {"requestId": request_id, "reason": "the client cancelled the task"},
-            });
-            out.send(Effect::Upstream(note.to_string()));
-            out.send(Effect::Client(answer.to_string()));
-            return;
-        }
-        // An explicit cancel is a withdrawal (unlike a client's timeout): the service settles
-        // the approval DENIED `cancelled`; answered once that is done.
-        let to_client = to_client.clone();
-        tokio::spawn(async move {
-            self.shared.gateway.withdraw(&approval_id).await;
-            if self.shared.ticket_open(&op_hash, &approval_id) {
-                self.drop_ticket(&op_hash);
-            }
-            tracing::info!(approval_id, "task cancelled: approval withdrawn");
-            let _ = to_client.send(answer.to_string());
-        });
-    }
-
-    /// What `tasks/result` answers for an ended task: the `tools/call` answer, tagged with the
-    /// task it belongs to.
-    fn task_payload(&self, id: &Value, task_id: &str) -> Value {
-        let payload = self
-            .session()
-            .tasks
-            .get_mut(task_id)
-            .and_then(|t| t.payload.clone());
-        match payload {
-            Some(Payload::Result(mut result)) => {
-                if let Some(r) = result.as_object_mut() {
-                    let meta = r.entry("_meta").or_insert_with(|| json!({}));
-                    if let Some(meta) = meta.as_object_mut() {
-                        meta.insert(
-                            "io.modelcontextprotocol/related-task".into(),
-                            json!({"taskId": task_id}),
-                        );
-                    }
-                }
-                json!({"jsonrpc": "2.0", "id": id, "result": result})
-            }
-            Some(Payload::Error(error)) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
-            None => unknown_task(id),
-        }
-    }
-}
-
-/// A task id the interposer issued but no longer knows.
-fn unknown_task(id: &Value) -> Value {
-    rpc_error(
-        id,
-        -32602,
-        "unknown task: it expired, or the interposer restarted since; call the tool again \
-         (a pending approval is found again by the call's arguments)",
-    )
 }
 
 /// The text a refusal or tool answer leads with (its first text content, or the error message).

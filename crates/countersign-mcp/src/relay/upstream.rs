@@ -25,7 +25,7 @@ impl Interposer {
         while let Some(line) = lines.next_line().await? {
             let line = self.upstream_frame(line);
             if let Some(line) = self.task_answer(line) {
-                let _ = to_client.send(line);
+                Outbox::client(&self, &to_client).send(Effect::Client(line));
             }
         }
         Ok(())
