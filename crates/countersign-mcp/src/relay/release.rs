@@ -235,3 +235,38 @@ pub(super) fn upstream_line(
     let Check { params } = serde_json::from_str(&out).ok()?;
     (params.arguments.map_or("{}", RawValue::get) == arguments).then_some(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ARGS: &str = r#"{"path" : "a"}"#;
+
+    fn line(params_tail: &str) -> String {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"write_file","arguments":{ARGS}{params_tail}}}}}"#
+        )
+    }
+
+    #[test]
+    fn the_interposers_own_members_are_cut_and_every_other_byte_stays() {
+        let key = answer::INPUT_REQUEST_KEY;
+        let sent = line(&format!(
+            r#","requestState":"sealed","inputResponses":{{"{key}":{{"ok":true}},"q":{{"a":1}}}}"#
+        ));
+        let out = upstream_line(&sent, true, true, ARGS).unwrap();
+        assert_eq!(out, line(r#","inputResponses":{"q":{"a":1}}"#));
+        // Only the interposer's answer: `inputResponses` goes as a whole.
+        let sent = line(&format!(r#","inputResponses":{{"{key}":{{}}}}"#));
+        assert_eq!(upstream_line(&sent, false, true, ARGS).unwrap(), line(""));
+    }
+
+    #[test]
+    fn a_line_with_none_of_them_is_forwarded_as_it_came_and_other_arguments_are_refused() {
+        let sent = line(r#","requestState":"the-upstreams""#);
+        assert_eq!(upstream_line(&sent, false, false, ARGS).unwrap(), sent);
+        // The bytes approved are not the bytes in the line: nothing is forwarded.
+        let other = line(r#","requestState":"sealed""#);
+        assert_eq!(upstream_line(&other, true, false, r#"{"path":"a"}"#), None);
+    }
+}

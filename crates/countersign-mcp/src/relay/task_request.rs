@@ -66,6 +66,9 @@ impl Interposer {
     fn cancel_task(self: Arc<Self>, id: Value, task_id: &str, to_client: &Lines, out: &Outbox<'_>) {
         let mut s = self.session();
         let Some(task) = s.tasks.get_mut(task_id) else {
+            // Gone since the request was read (it expired meanwhile): as for any unknown task.
+            drop(s);
+            out.send(Effect::Client(unknown_task(&id).to_string()));
             return;
         };
         if task.status.is_terminal() {
