@@ -7,7 +7,8 @@
 //! - [`admission`]: the strict reading a client frame must pass before anything else happens;
 //! - [`answer`]: what a client sees when a call is held or refused;
 //! - [`audit`]: the interposer's own signed, hash-chained log;
-//! - [`relay`]: the relay and the held-call life cycle;
+//! - [`relay`]: the relay and the held-call life cycle, built in floors (its module docs list
+//!   them: readers, shared and session state, outbox, release, dispatchers);
 //! - [`http`]: the Streamable HTTP transport (`countersign mcp http`) around the relay;
 //! - `splice`: cutting members out of a frame's text without re-serializing it;
 //! - `stdio`: the interposer's own stdin and stdout, read and written without a thread hop;

@@ -272,9 +272,10 @@ fn raw_arguments(line: &str) -> Option<String> {
     params.get(args).map(str::to_owned)
 }
 
-/// The task augmentation a request asked for: `Some(ttl)` when `params.task` is an object.
-pub(crate) fn requested(frame: &Value) -> Option<Option<u64>> {
-    let task = frame.pointer("/params/task")?.as_object()?;
+/// The task augmentation a request asked for, given its `params.task`: `Some(ttl)` when that
+/// is an object.
+pub(crate) fn requested(task: &Value) -> Option<Option<u64>> {
+    let task = task.as_object()?;
     Some(task.get("ttl").and_then(Value::as_u64))
 }
 

@@ -3,7 +3,7 @@
 //! service here is permissive (no groups: any enrolled principal may decide any tool), so it
 //! settles APPROVED whatever the interposer's rules say, as a lying service would.
 
-use super::{
+use crate::support::{
     Approver, Client, Service, Upstream, approval_id, base_config, plain_client, service,
     start_interposer, task_call, task_end, task_id, tasks_client, temp, ticket,
 };

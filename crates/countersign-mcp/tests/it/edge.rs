@@ -2,7 +2,10 @@
 //! only frames every common reader reads as the same one message, forwards requests under ids
 //! of its own, and lets an approved call go on only with the bytes that were approved.
 
-use super::*;
+use crate::support::{Client, Rig, approval_id, plain_client, rig};
+
+use countersign::Decision;
+use serde_json::Value;
 
 /// How many lines the upstream has seen, once everything sent before is surely read: a `ping`
 /// goes through and is answered.

@@ -2,7 +2,7 @@
 //! upstream (axum): bearer refusal, byte-exact pass-through (JSON and SSE), SSE events relayed as
 //! they arrive, session mapping, and a held call that runs once after a softkey approval.
 
-use super::{Approver, Service, approval_status, base_config, service, temp};
+use crate::support::{Approver, Service, approval_status, base_config, service, temp};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -423,7 +423,7 @@ async fn http_passes_through_byte_exact_and_maps_sessions() {
     );
     let sent = rig.upstream.calls_of("read_file");
     assert_eq!(sent.len(), 1);
-    assert_eq!(super::as_client_sent(&sent[0], "7"), body);
+    assert_eq!(crate::support::as_client_sent(&sent[0], "7"), body);
 
     // A method the interposer does not decode: the JSON answer byte for byte.
     let r = rig
