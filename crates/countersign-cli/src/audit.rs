@@ -5,7 +5,7 @@ use crate::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE, proofs, read_input, recheck};
 use anyhow::Context as _;
 use clap::Subcommand;
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum AuditCommand {
@@ -50,15 +50,23 @@ pub(crate) enum AuditCommand {
         #[arg(long)]
         json: bool,
         /// The service's TOML configuration: rp_id, origins and each tool's user-verification
-        /// rule, under which every Decision's evidence is re-verified.
+        /// rule, under which every Decision's evidence is re-verified. Default: the one the
+        /// service last started with, and the origins it took from its listen address, as
+        /// recorded in its data directory (see --data-dir).
         #[arg(long, value_name = "TOML")]
         config: Option<PathBuf>,
-        /// The relying party id (overrides --config; default: the service default, localhost).
+        /// The relying party id (overrides --config; default: the service's, else localhost).
         #[arg(long)]
         rp_id: Option<String>,
         /// An allowed origin; repeatable (overrides --config's origins).
         #[arg(long)]
         origin: Vec<String>,
+        /// The service's data directory, whose DATA_DIR/serve.json (written by `countersign
+        /// serve`) gives the config and origins the evidence is judged under. Default: the
+        /// directory of --key, else of FILE, when it holds that record. A log with Decisions and
+        /// no settings from any of these is unusable input (exit 2), never judged under a guess.
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
         /// Judge the evidence against this registry document instead of the credentials the
         /// log's enrollment lines carry.
         #[arg(long, value_name = "FILE")]
@@ -231,6 +239,7 @@ pub(crate) fn run(command: AuditCommand) -> anyhow::Result<u8> {
             config,
             rp_id,
             origin,
+            data_dir,
             registry,
             threads,
             witness_key,
@@ -238,7 +247,16 @@ pub(crate) fn run(command: AuditCommand) -> anyhow::Result<u8> {
             floor,
             interposer_log,
             interposer_key,
-        } => match evidence_check(config, rp_id, origin, registry, threads) {
+        } => match evidence_check(
+            Settings {
+                config,
+                rp_id,
+                origins: origin,
+                data_dir: settings_dir(data_dir, &key, &file),
+            },
+            registry,
+            threads,
+        ) {
             Ok(check) => audit_verify(
                 &file,
                 &key,
@@ -247,7 +265,7 @@ pub(crate) fn run(command: AuditCommand) -> anyhow::Result<u8> {
                     from,
                 },
                 json,
-                &check,
+                check.as_ref(),
                 &Witnessing {
                     keys: witness_key,
                     quorum,
@@ -276,18 +294,72 @@ pub(crate) fn run(command: AuditCommand) -> anyhow::Result<u8> {
     }
 }
 
-/// What `audit verify` re-verifies the Decisions' evidence under.
-fn evidence_check(
+/// Where `audit verify` takes the service's settings from.
+struct Settings {
     config: Option<PathBuf>,
     rp_id: Option<String>,
     origins: Vec<String>,
+    /// A data directory holding the record of the service's start, if one was given or found.
+    data_dir: Option<PathBuf>,
+}
+
+/// `--data-dir`, else the directory of the key file or of the log when it holds the record
+/// `countersign serve` writes (the usual `audit verify DATA/audit.jsonl --key DATA/…pub`).
+fn settings_dir(explicit: Option<PathBuf>, key: &str, file: &Path) -> Option<PathBuf> {
+    if explicit.is_some() {
+        return explicit;
+    }
+    let key = Path::new(key);
+    let beside_key = key.is_file().then(|| key.parent()).flatten();
+    let beside_log = (file != Path::new("-")).then(|| file.parent()).flatten();
+    [beside_key, beside_log]
+        .into_iter()
+        .flatten()
+        .map(|dir| {
+            if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            }
+        })
+        .find(|dir| dir.join(countersign_server::address::LAST_START).is_file())
+        .map(Path::to_owned)
+}
+
+/// What `audit verify` re-verifies the Decisions' evidence under; `None` when nothing says what
+/// the service's origins are (then only a log without Decisions can be verified).
+fn evidence_check(
+    settings: Settings,
     registry: Option<PathBuf>,
     threads: usize,
-) -> anyhow::Result<countersign_audit::EvidenceCheck> {
-    let mut config = match config {
-        Some(path) => countersign_server::config::Config::from_file(&path)
-            .with_context(|| format!("reading {}", path.display()))?,
-        None => countersign_server::config::Config::default(),
+) -> anyhow::Result<Option<countersign_audit::EvidenceCheck>> {
+    let Settings {
+        config,
+        rp_id,
+        origins,
+        data_dir,
+    } = settings;
+    let mut config = match (config, &data_dir, origins.is_empty()) {
+        // Origins given on the command line: nothing else is needed to judge them.
+        (config, _, false) => match config {
+            Some(path) => countersign_server::config::Config::from_file(&path)
+                .with_context(|| format!("reading {}", path.display()))?,
+            None => countersign_server::config::Config::default(),
+        },
+        (config, Some(dir), true) => {
+            let (config, source) =
+                countersign_server::address::service_config(dir, config.as_deref())?;
+            eprintln!(
+                "countersign: evidence judged under rp_id {}, origins {} (from {source})",
+                config.rp_id,
+                config.origins.join(" ")
+            );
+            config
+        }
+        (Some(path), None, true) => {
+            countersign_server::address::service_config(Path::new("."), Some(&path))?.0
+        }
+        (None, None, true) => return Ok(None),
     };
     if let Some(rp_id) = rp_id {
         config.rp_id = rp_id;
@@ -306,7 +378,7 @@ fn evidence_check(
         }
         None => None,
     };
-    Ok(countersign_audit::EvidenceCheck {
+    Ok(Some(countersign_audit::EvidenceCheck {
         policy: config.policy(&config.default_tool, None),
         tools: config
             .tools
@@ -315,7 +387,7 @@ fn evidence_check(
             .collect(),
         registry,
         threads,
-    })
+    }))
 }
 
 /// `audit verify --checkpoint CP... --from CP`.
@@ -336,7 +408,7 @@ fn audit_verify(
     key: &str,
     checkpoints: &Checkpoints,
     json: bool,
-    check: &countersign_audit::EvidenceCheck,
+    check: Option<&countersign_audit::EvidenceCheck>,
     witnessing: &Witnessing,
     floor: bool,
     interposer: Option<(PathBuf, String)>,
@@ -362,8 +434,9 @@ fn audit_verify(
         return Ok(EXIT_UNUSABLE);
     };
     // The log is read as it is verified (memory grows with its approvals, not its bytes),
-    // except for --floor and --interposer-log, which read it whole.
-    let log = match open_log(path, floor || interposer.is_some()) {
+    // except for --floor and --interposer-log, which read it whole, and when the service's
+    // origins are unknown (it is searched for Decisions first).
+    let log = match open_log(path, floor || interposer.is_some() || check.is_none()) {
         Ok(log) => log,
         Err(e) => {
             eprintln!("countersign: {e:#}");
@@ -410,8 +483,20 @@ fn audit_verify(
             }
         }
     };
+    // Without the service's origins, a log holding Decisions cannot be judged: say what to give.
+    if let (None, Log::Whole(bytes)) = (check, &log) {
+        if has_decisions(bytes) {
+            eprintln!(
+                "countersign: the log holds Decisions, whose evidence is re-verified under the \
+                 service's rp_id and origins, and nothing says what they are: pass --data-dir (the \
+                 service's data directory, where `countersign serve` records them), --config, or \
+                 --rp-id and --origin"
+            );
+            return Ok(EXIT_UNUSABLE);
+        }
+    }
     let options = countersign_audit::VerifyOptions {
-        evidence: Some(check),
+        evidence: check,
         checkpoints: &verified,
         from: from.as_ref(),
     };
@@ -462,7 +547,7 @@ fn audit_verify(
         ));
     }
     if floor {
-        proofs::print_floor(&bytes, &key, check, took);
+        proofs::print_floor(&bytes, &key, check.map_or(0, |c| c.threads), took);
     }
     let mut out = std::io::stdout().lock();
     if let Some((ibytes, ikey)) = interposer {
@@ -625,4 +710,19 @@ fn print_issues(
         )?;
     }
     Ok(())
+}
+
+/// Whether any line of `log` is a Decision (`"kind": "decision"`), the one kind whose evidence
+/// needs the service's settings. Only lines that mention the word are parsed.
+fn has_decisions(log: &[u8]) -> bool {
+    const WORD: &[u8] = b"\"decision\"";
+    log.split(|b| *b == b'\n')
+        .filter(|line| line.windows(WORD.len()).any(|w| w == WORD))
+        .any(|line| {
+            serde_json::from_slice::<serde_json::Value>(line)
+                .ok()
+                .is_some_and(|v| {
+                    v.get("kind").and_then(serde_json::Value::as_str) == Some("decision")
+                })
+        })
 }

@@ -28,6 +28,8 @@ pub(crate) enum EnrollCommand {
         #[command(flatten)]
         store: StoreArgs,
         /// The service's TOML configuration (origins, public_url, groups, invite lifetime).
+        /// Default: the one `countersign serve` last started with in DATA_DIR, and the address
+        /// it listened on (DATA_DIR/serve.json); without either the command refuses.
         #[arg(long)]
         config: Option<PathBuf>,
         /// Invite lifetime in seconds (default: [enrollment] invite_seconds, 86400).
@@ -60,10 +62,9 @@ fn invite(
     expires_in: Option<u64>,
     public_url: Option<String>,
 ) -> anyhow::Result<u8> {
-    let config = match config {
-        Some(path) => countersign_server::Config::from_file(&path)?,
-        None => countersign_server::Config::default(),
-    };
+    // The link must point where the service runs: its recorded start, or an explicit config.
+    let (config, source) =
+        countersign_server::address::service_config(&store.data_dir, config.as_deref())?;
     let created = countersign_server::enroll::invite_in_data_dir(
         &countersign_server::enroll::InviteOptions {
             data_dir: store.data_dir,
@@ -77,7 +78,7 @@ fn invite(
     )?;
     println!("{}", created.url);
     eprintln!(
-        "countersign: one-time invite for {} expires at {}",
+        "countersign: one-time invite for {} expires at {} (service settings: {source})",
         created.invite.principal, created.expires_at
     );
     Ok(EXIT_ALLOW)

@@ -89,8 +89,13 @@ enum Command {
     /// Run the reference approval_callback service.
     ///
     /// With no config file it listens on 127.0.0.1:8080 with an embedded SQLite database in
-    /// DATA_DIR (created if needed) and prints where it listens. SIGTERM or Ctrl-C shuts it down
-    /// gracefully. See docs/API.md and docs/spec/service.md.
+    /// DATA_DIR (created if needed). It stays in the foreground: run the other commands in a
+    /// second terminal; SIGTERM or Ctrl-C shuts it down gracefully. What the config leaves unset
+    /// follows --listen: the approver page and its origin are the listen address as a browser
+    /// opens it (localhost for a loopback address; rp_id localhost). It prints the page, rp_id and
+    /// origins, warns about an origin a browser refuses or that names another port, and records
+    /// the start in DATA_DIR/serve.json, where `enroll invite` and `audit verify` find them. See
+    /// docs/API.md and docs/spec/service.md.
     #[command(
         mut_arg("data_dir", |a| a.help("Directory for the database, the audit log and the service key")),
         mut_arg("database", |a| a.help(

@@ -273,7 +273,7 @@ type Seal = (Vec<u8>, ed25519_dalek::Signature);
 pub(crate) fn print_floor(
     log: &[u8],
     key: &VerifyingKey,
-    check: &countersign_audit::EvidenceCheck,
+    threads: usize,
     took: std::time::Duration,
 ) {
     use countersign::webauthn::{CosePublicKey, DerPolicy, PreparedSignature, default_backend};
@@ -362,7 +362,7 @@ pub(crate) fn print_floor(
     }
     let evidence_time = started.elapsed();
     let floor = seal_time + evidence_time;
-    let threads = match check.threads {
+    let threads = match threads {
         0 => std::thread::available_parallelism().map_or(1, usize::from),
         n => n,
     };

@@ -268,6 +268,21 @@ impl GatewayConfig {
     }
 }
 
+/// The policy for approvals made on the approver page of the service at `service`, when that
+/// service takes its page from the address it listens on (no `public_url`, `origins` or
+/// `rp_id` configured): the origin is `service` as a browser opens it (`localhost` for a
+/// loopback address, see [`countersign::browser_url`]) and the relying party id its host.
+/// `http://127.0.0.1:8080` and `http://localhost:8080` give the same policy.
+///
+/// A service whose configuration names its page (`rp_id`, `origins`) needs those values
+/// instead: build the [`Policy`] from them. Other settings are the core defaults (user
+/// verification required, no minimum assurance); adjust the returned policy as needed.
+pub fn service_policy(service: &Url) -> Policy {
+    let page = countersign::browser_url(service);
+    let rp_id = page.host_str().unwrap_or("localhost").to_owned();
+    Policy::new(rp_id, [page.origin().ascii_serialization()])
+}
+
 /// Where the gateway reads "now" (the system clock unless a test injects one).
 type ClockFn = std::sync::Arc<dyn Fn() -> OffsetDateTime + Send + Sync>;
 
@@ -587,18 +602,30 @@ impl Gateway {
     }
 
     /// The redrive URL, only if it points back at the service we asked (no open redirects).
+    ///
+    /// A service names itself as a browser opens it (`localhost` for a loopback address, see
+    /// [`countersign::browser_url`]), so a gateway configured with `127.0.0.1` gets a redrive
+    /// URL on `localhost`, the same port. That is the same service: the poll goes to the host
+    /// this gateway was configured with, so the token never goes anywhere else.
     fn redrive_url(&self, id: &str, given: Option<&str>) -> Result<Url, Refusal> {
         let fallback = || self.endpoint(&format!("v1/approvals/{id}"));
         let Some(given) = given else {
             return fallback();
         };
-        let url = Url::parse(given).map_err(|e| {
+        let mut url = Url::parse(given).map_err(|e| {
             Refusal::new(ReasonCode::ResultMalformed, format!("redrive_url: {e}")).for_approval(id)
         })?;
-        if url.origin() != self.config.base_url.origin() {
+        let base = &self.config.base_url;
+        if url.origin() == base.origin() {
+            return Ok(url);
+        }
+        let same_service = countersign::browser_url(&url).origin()
+            == countersign::browser_url(base).origin()
+            && url.set_host(base.host_str()).is_ok();
+        if !same_service {
             return Err(Refusal::new(
                 ReasonCode::ResultMalformed,
-                format!("redrive_url {url} is not on the service's origin"),
+                format!("redrive_url {given} is not on the service's origin"),
             )
             .for_approval(id));
         }
@@ -796,6 +823,73 @@ mod tests {
         );
         let printed = format!("{config:?}");
         assert!(!printed.contains("csg_secret"), "{printed}");
+    }
+
+    fn gateway_at(base: &str) -> Gateway {
+        let config = GatewayConfig::new(
+            base.parse().unwrap(),
+            GatewayToken::new("csg_t").unwrap(),
+            Duration::from_secs(1),
+        );
+        let registry = CredentialRegistry::from_json(br#"{"credentials":[]}"#).unwrap();
+        Gateway::new(
+            config,
+            Policy::new("localhost", ["http://localhost:1"]),
+            registry,
+            ReplayStore::memory(),
+        )
+    }
+
+    #[test]
+    fn a_redrive_url_naming_the_same_loopback_service_as_localhost_is_followed_at_our_host() {
+        let gw = gateway_at("http://127.0.0.1:18080");
+        let url = gw
+            .redrive_url("apv_1", Some("http://localhost:18080/v1/approvals/apv_1"))
+            .unwrap();
+        assert_eq!(url.as_str(), "http://127.0.0.1:18080/v1/approvals/apv_1");
+        let gw = gateway_at("http://localhost:18080/");
+        let url = gw
+            .redrive_url("apv_1", Some("http://127.0.0.1:18080/v1/approvals/apv_1"))
+            .unwrap();
+        assert_eq!(url.as_str(), "http://localhost:18080/v1/approvals/apv_1");
+    }
+
+    #[test]
+    fn a_redrive_url_elsewhere_is_refused() {
+        let gw = gateway_at("http://127.0.0.1:18080");
+        for elsewhere in [
+            "http://localhost:8080/v1/approvals/apv_1",
+            "https://localhost:18080/v1/approvals/apv_1",
+            "http://attacker.example:18080/v1/approvals/apv_1",
+            "http://192.0.2.1:18080/v1/approvals/apv_1",
+        ] {
+            let r = gw.redrive_url("apv_1", Some(elsewhere)).unwrap_err();
+            assert_eq!(r.reason_code, ReasonCode::ResultMalformed, "{elsewhere}");
+            assert!(r.detail.contains("not on the service's origin"), "{r:?}");
+        }
+        let gw = gateway_at("http://countersign.internal:8080");
+        let r = gw
+            .redrive_url("apv_1", Some("http://localhost:8080/v1/approvals/apv_1"))
+            .unwrap_err();
+        assert_eq!(r.reason_code, ReasonCode::ResultMalformed);
+    }
+
+    #[test]
+    fn the_service_policy_follows_the_url_as_a_browser_opens_it() {
+        let a = service_policy(&"http://127.0.0.1:18080".parse().unwrap());
+        let b = service_policy(&"http://localhost:18080/".parse().unwrap());
+        assert_eq!(a.rp_id, "localhost");
+        assert_eq!(a.origins, vec!["http://localhost:18080".to_owned()]);
+        assert_eq!((a.rp_id, a.origins), (b.rp_id, b.origins));
+        let named = service_policy(&"https://approve.example.org/base/".parse().unwrap());
+        assert_eq!(named.rp_id, "approve.example.org");
+        assert_eq!(
+            named.origins,
+            vec!["https://approve.example.org".to_owned()]
+        );
+        // A different port is a different origin: evidence made there does not verify here.
+        let other = service_policy(&"http://127.0.0.1:8080".parse().unwrap());
+        assert_ne!(other.origins, vec!["http://localhost:18080".to_owned()]);
     }
 
     #[test]

@@ -32,13 +32,14 @@ pub struct Config {
     /// Relying party id the evidence must be for.
     #[serde(default = "default_rp_id")]
     pub rp_id: String,
-    /// Origins the approver page is served from.
+    /// Origins the approver page is served from (default: the approver page's origin).
     #[serde(default)]
     pub origins: Vec<String>,
     /// The trusted credential registry (a `countersign registry export` document).
     #[serde(default)]
     pub registry: Option<PathBuf>,
-    /// Base URL of the approver page (default: the service URL).
+    /// Base URL of the approver page (default: the service URL as a browser opens it,
+    /// `localhost` for a loopback address).
     #[serde(default)]
     pub approver_url: Option<String>,
     /// Tool-name globs relayed without approval.

@@ -93,12 +93,12 @@ pub async fn interposer(
     // A configuration assembled in code gets the checks a file gets.
     config.check().context("config")?;
     let gateway_config = GatewayConfig::new(service.clone(), token, SERVICE_TIMEOUT);
+    // No origins configured: the service's own page, as a browser opens it (`localhost` for a
+    // loopback service URL: the origin the service itself derives from its listen address).
+    let page = countersign::browser_url(&service);
     let mut policy = Policy::new(config.rp_id.clone(), config.origins.iter().cloned());
     if config.origins.is_empty() {
-        policy = Policy::new(
-            config.rp_id.clone(),
-            [service.origin().ascii_serialization()],
-        );
+        policy = Policy::new(config.rp_id.clone(), [page.origin().ascii_serialization()]);
     }
     let registry = match &config.registry {
         Some(path) => {
@@ -143,7 +143,7 @@ pub async fn interposer(
     let approver_url = config
         .approver_url
         .clone()
-        .unwrap_or_else(|| service.as_str().trim_end_matches('/').to_owned());
+        .unwrap_or_else(|| page.as_str().trim_end_matches('/').to_owned());
     let settings = Settings {
         agent_id,
         server_id,

@@ -16,10 +16,13 @@ pub struct Config {
     /// WebAuthn relying party id the approvers' credentials are enrolled for.
     #[serde(default = "default_rp_id")]
     pub rp_id: String,
-    /// Origins allowed in clientDataJSON (the approver page's origin).
-    #[serde(default = "default_origins")]
+    /// Origins allowed in clientDataJSON (the approver page's origin). Empty (the default):
+    /// `public_url`'s origin, settled by `serve` (see [`crate::address`]).
+    #[serde(default)]
     pub origins: Vec<String>,
-    /// Base URL used in `redrive_url` and the approver link. Default: `http://<listen address>`.
+    /// Base URL used in `redrive_url` and the approver link. Default: the listen address as a
+    /// browser opens it, `http://localhost:PORT` for a loopback address (see
+    /// [`crate::address::listen_url`]).
     #[serde(default)]
     pub public_url: Option<String>,
     /// A registry document (`{"credentials": [...]}`) imported at startup.
@@ -255,9 +258,6 @@ pub enum Durability {
 fn default_rp_id() -> String {
     "localhost".to_owned()
 }
-fn default_origins() -> Vec<String> {
-    vec!["http://localhost:8080".to_owned()]
-}
 fn default_approval_ttl() -> u64 {
     300
 }
@@ -278,7 +278,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             rp_id: default_rp_id(),
-            origins: default_origins(),
+            origins: Vec::new(),
             public_url: None,
             registry: None,
             timeouts: Timeouts::default(),

@@ -7,6 +7,7 @@
 //! evidence itself, and collects a single-use grant bound to the exact call. Every step is
 //! recorded in a hash-chained, signed audit log. See docs/spec/service.md.
 
+pub mod address;
 pub mod audit;
 pub mod auditors;
 pub mod clock;

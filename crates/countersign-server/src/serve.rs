@@ -1,5 +1,6 @@
 //! `countersign serve`: boot the service from a data directory and an optional config file.
 
+use crate::address::LastStart;
 use crate::audit::{AuditMirror, AuditSealer};
 use crate::clock::{Clock, DatabaseTime, SteadyClock, SystemClock};
 use crate::config::Config;
@@ -119,11 +120,17 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", opts.listen))?;
     let local = listener.local_addr()?;
-    let public_url = config
-        .public_url
-        .clone()
-        .unwrap_or_else(|| format!("http://{local}"));
+    let settled = crate::address::settle(&mut config, local);
+    let public_url = settled.public_url.clone();
     let (state, database_time) = open(&opts.data_dir, config, public_url.clone())?;
+    // Later commands (`enroll invite`, `audit verify`) find the address and origins here.
+    let record = LastStart::new(local, opts.config.as_deref(), state.config());
+    record.write(&opts.data_dir).with_context(|| {
+        format!(
+            "recording the start in {}",
+            opts.data_dir.join(crate::address::LAST_START).display()
+        )
+    })?;
     // Whatever expired while the process was down is settled before the first request.
     let expired = state
         .expire_overdue()
@@ -131,6 +138,19 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!(e.message))?;
 
     say!("countersign: listening on http://{local}");
+    say!(
+        "countersign: approver page {public_url}/approve (public_url {})",
+        settled.public_url_from.describe()
+    );
+    say!(
+        "countersign: WebAuthn rp_id {}, origins {} ({})",
+        record.rp_id,
+        record.origins.join(" "),
+        settled.origins_from.describe()
+    );
+    for warning in &settled.warnings {
+        tracing::warn!("{warning}");
+    }
     say!("countersign: data directory {}", opts.data_dir.display());
     if let Some(url) = &state.config().database {
         say!("countersign: database {}", crate::store::redacted(url));

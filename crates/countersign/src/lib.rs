@@ -17,6 +17,7 @@ mod absent_or_value;
 mod assurance;
 pub mod b64;
 mod binding;
+mod browser_url;
 mod canon;
 mod case;
 mod challenge;
@@ -34,6 +35,7 @@ pub mod webauthn;
 pub use absent_or_value::present_not_null;
 pub use assurance::{AssuranceBasis, AssuranceLevel, AssuranceSource, IdentityAssurance};
 pub use binding::signs_operation;
+pub use browser_url::{browser_url, is_this_machine};
 pub use canon::{
     CanonError, CanonLimits, CanonicalFields, Decision, FieldKind, FieldSpec, MAX_DEPTH,
     MAX_FIELDS_BYTES, MCP_TOOL_CALL_DEFINITION, NfcMode, NonNfc, OpHash, PAYMENT_DEFINITION,

@@ -173,7 +173,11 @@ async fn a_held_call_runs_once_after_approval_and_a_third_is_held_again() {
     let id = approval_id(&first);
     assert_eq!(
         ticket(&first)["approve_url"],
-        format!("{}/approve/{id}", rig.svc.base)
+        // The page as a browser opens it: localhost, the service's own port.
+        format!(
+            "{}/approve/{id}",
+            rig.svc.base.replace("127.0.0.1", "localhost")
+        )
     );
     assert!(
         !text.contains("/x"),

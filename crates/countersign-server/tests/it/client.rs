@@ -131,6 +131,34 @@ async fn the_gateway_holds_verifies_and_collects_the_grant() {
     assert_eq!(again.status, 409);
 }
 
+/// The service names itself `http://127.0.0.1:PORT` (its public_url here); a gateway told
+/// `http://localhost:PORT` is asking the same service, and follows its redrive URL there.
+#[tokio::test]
+async fn a_gateway_naming_the_loopback_service_localhost_is_answered_not_refused() {
+    let alice = Approver::alice();
+    let (app, mut rx) = app_with_webhook(&[&alice]).await;
+    let base = app.base.replace("127.0.0.1", "localhost");
+    let config = GatewayConfig::new(
+        base.parse().unwrap(),
+        GatewayToken::new(app.token.as_str()).unwrap(),
+        Duration::from_secs(10),
+    );
+    let clock = app.clock.clone();
+    let gw = Gateway::new(
+        config,
+        Policy::new(RP_ID, [ORIGIN]),
+        CredentialRegistry::from_document(registry_of(&[&alice])).unwrap(),
+        ReplayStore::memory(),
+    )
+    .with_clock(move || countersign_server::Clock::now(clock.as_ref()));
+    let the_call = call("A");
+    let (grant, ()) = tokio::join!(
+        gw.authorize(&the_call),
+        approve_next(&app, &alice, &mut rx, Decision::Approved)
+    );
+    assert!(grant.is_ok(), "{:?}", grant.err());
+}
+
 #[tokio::test]
 async fn the_gateway_refuses_what_its_own_trust_refuses() {
     let alice = Approver::alice();
