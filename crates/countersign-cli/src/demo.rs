@@ -318,6 +318,11 @@ fn data_dir(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     };
     std::fs::create_dir_all(dir.join(files::WORKSPACE))
         .with_context(|| format!("creating {}", dir.display()))?;
+    // Something for the relayed call to list.
+    std::fs::write(
+        dir.join(files::WORKSPACE).join("notes.txt"),
+        "The directory the demo's MCP server serves.\n",
+    )?;
     dir.canonicalize()
         .with_context(|| format!("resolving {}", dir.display()))
 }
@@ -393,6 +398,8 @@ fn mcp_config(site: &Site, dir: &Path) -> String {
          hold = [{held}]\n\
          audit_log = {log}\n\
          audit_key = {key}\n\
+         # The demo's agent leaves when the demo stops: what it still waits for is withdrawn.\n\
+         cancel_on_disconnect = true\n\
          \n\
          [[tools]]\n\
          name = {held}\n\
