@@ -32,12 +32,18 @@ impl Demo {
     /// `countersign demo` on a free loopback port with the built-in tool server (no Node
     /// needed), in `DIR/demo`.
     fn start(dir: &Path) -> Self {
+        Self::start_with(dir, "builtin", Path::new("."))
+    }
+
+    /// `countersign demo --mcp-server SERVER` run from `cwd`, in `DIR/demo`.
+    fn start_with(dir: &Path, server: &str, cwd: &Path) -> Self {
         let data = dir.join("demo");
         let mut process = KillOnDrop(
             Command::new(BIN)
-                .args(["demo", "--listen", "127.0.0.1:0", "--mcp-server", "builtin"])
+                .args(["demo", "--listen", "127.0.0.1:0", "--mcp-server", server])
                 .arg("--data-dir")
                 .arg(&data)
+                .current_dir(cwd)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())
                 .spawn()
@@ -112,7 +118,44 @@ fn approve(data: &Path) -> std::process::Output {
 #[test]
 fn demo_approve_runs_the_held_call_once_and_the_printed_checks_pass() {
     let dir = scratch_dir("demo");
-    let mut demo = Demo::start(&dir);
+    let (data, _) = approve_and_check(Demo::start(&dir));
+
+    // The same data directory served by `countersign serve` is not the demo: the demo key is
+    // refused at login, so `demo approve` gets nowhere.
+    let serve = quiet_server(&data, &data.join("config.toml"));
+    let state_file = data.join("demo.json");
+    let mut state: Value = serde_json::from_slice(&std::fs::read(&state_file).unwrap()).unwrap();
+    state["service"] = json!(serve.base);
+    std::fs::write(&state_file, state.to_string()).unwrap();
+    let refused = approve(&data);
+    assert_eq!(code(&refused), 1, "{}", stdout(&refused));
+    assert!(
+        stderr(&refused).contains("only the demo's own service accepts it"),
+        "{}",
+        stderr(&refused)
+    );
+    drop(serve);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+#[ignore = "needs Node and the pinned MCP peers (cd tests/mcp && npm ci), as .ci/steps/mcp.sh \
+            installs them; run with --ignored"]
+fn the_demo_runs_in_front_of_the_reference_filesystem_server() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = scratch_dir("demo-node");
+    let (_, output) = approve_and_check(Demo::start_with(&dir, "filesystem", &root));
+    assert!(
+        output.contains("@modelcontextprotocol/server-filesystem"),
+        "{output}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Follow a demo through: the relayed call, the held call and its link, `demo approve`, the
+/// call run once, and the offline checks run as printed: the data directory and everything the
+/// demo printed.
+fn approve_and_check(mut demo: Demo) -> (PathBuf, String) {
     demo.until("1. The agent calls list_directory: relayed");
     let listed = demo.until("[FILE] notes.txt");
     assert!(listed.contains("[FILE] notes.txt"), "{listed}");
@@ -174,22 +217,7 @@ fn demo_approve_runs_the_held_call_once_and_the_printed_checks_pass() {
         "{report}"
     );
 
-    // The same data directory served by `countersign serve` is not the demo: the demo key is
-    // refused at login, so `demo approve` gets nowhere.
-    let serve = quiet_server(&data, &data.join("config.toml"));
-    let state_file = data.join("demo.json");
-    let mut state: Value = serde_json::from_slice(&std::fs::read(&state_file).unwrap()).unwrap();
-    state["service"] = json!(serve.base);
-    std::fs::write(&state_file, state.to_string()).unwrap();
-    let refused = approve(&data);
-    assert_eq!(code(&refused), 1, "{}", stdout(&refused));
-    assert!(
-        stderr(&refused).contains("only the demo's own service accepts it"),
-        "{}",
-        stderr(&refused)
-    );
-    drop(serve);
-    std::fs::remove_dir_all(&dir).unwrap();
+    (data, output)
 }
 
 #[test]
