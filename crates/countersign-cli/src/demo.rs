@@ -17,14 +17,17 @@
 
 mod approve;
 mod client;
+mod key;
 mod tool_server;
+mod upstream;
+
+use key::{DemoKey, DemoState, write_private};
+use upstream::Upstream;
 
 use crate::logging;
 use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
-use countersign::{CredentialRecord, b64};
-use countersign_server::demo::{DEMO_AAGUID, DEMO_PRINCIPAL};
-use serde::{Deserialize, Serialize};
+use countersign::b64;
 use serde_json::{Value, json};
 use std::ffi::OsString;
 use std::net::SocketAddr;
@@ -145,146 +148,6 @@ fn say(text: &str) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{text}");
     let _ = out.flush();
-}
-
-/// What `demo approve` needs to find the demo: written by the demo, read by `demo approve`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct DemoState {
-    /// The service's base URL (its socket address).
-    service: String,
-    rp_id: String,
-    /// The approver page's origin (what the key signs into clientDataJSON).
-    origin: String,
-    /// The held call's approval, once there is one.
-    approval_id: Option<String>,
-}
-
-impl DemoState {
-    fn read(dir: &Path) -> anyhow::Result<Self> {
-        let path = dir.join(files::STATE);
-        let text = std::fs::read(&path).with_context(|| {
-            format!(
-                "{} is not the data directory of a running `countersign demo` (no {})",
-                dir.display(),
-                files::STATE
-            )
-        })?;
-        serde_json::from_slice(&text).with_context(|| format!("reading {}", path.display()))
-    }
-
-    fn write(&self, dir: &Path) -> anyhow::Result<()> {
-        let path = dir.join(files::STATE);
-        std::fs::write(&path, serde_json::to_vec_pretty(self)?)
-            .with_context(|| format!("writing {}", path.display()))
-    }
-}
-
-/// The demo software key: an ES256 software authenticator whose seed is a file of the demo.
-struct DemoKey {
-    key: countersign_softkey::SoftKey,
-}
-
-/// `demo-key.json`: the seed, and what it is.
-#[derive(Serialize, Deserialize)]
-struct DemoKeyFile {
-    kind: String,
-    seed: String,
-}
-
-const DEMO_KEY_KIND: &str = "countersign demo software key: not a hardware authenticator; \
-                             accepted only by `countersign demo`";
-
-impl DemoKey {
-    fn from_seed(seed: [u8; 32]) -> anyhow::Result<Self> {
-        let key = countersign_softkey::SoftKey::from_seed(countersign_softkey::Alg::Es256, seed)
-            .map_err(|e| anyhow::anyhow!("deriving the demo key: {e}"))?
-            .with_aaguid(DEMO_AAGUID.0);
-        Ok(Self { key })
-    }
-
-    /// A new key, its seed written owner-only into the demo's directory.
-    fn create(dir: &Path) -> anyhow::Result<Self> {
-        let mut seed = [0u8; 32];
-        getrandom::fill(&mut seed).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
-        let file = DemoKeyFile {
-            kind: DEMO_KEY_KIND.to_owned(),
-            seed: b64::encode(&seed),
-        };
-        write_private(&dir.join(files::KEY), &serde_json::to_vec_pretty(&file)?)?;
-        Self::from_seed(seed)
-    }
-
-    fn read(dir: &Path) -> anyhow::Result<Self> {
-        let path = dir.join(files::KEY);
-        let text = std::fs::read(&path)
-            .with_context(|| format!("{} has no demo key ({})", dir.display(), files::KEY))?;
-        let file: DemoKeyFile =
-            serde_json::from_slice(&text).with_context(|| format!("reading {}", path.display()))?;
-        let seed: [u8; 32] = b64::decode(&file.seed)
-            .ok()
-            .and_then(|s| s.try_into().ok())
-            .with_context(|| {
-                format!("{}: the seed is not 32 bytes of base64url", path.display())
-            })?;
-        Self::from_seed(seed)
-    }
-
-    /// Its registry record: named as the demo key, attestation `none` (nothing vouches for a
-    /// software key), device-bound as it is.
-    fn record(&self) -> CredentialRecord {
-        CredentialRecord {
-            credential_id: self.key.credential_id().to_vec(),
-            principal: DEMO_PRINCIPAL.to_owned(),
-            public_key: self.key.cose_public_key(),
-            aaguid: Some(DEMO_AAGUID),
-            backup_eligible: Some(false),
-            attestation: Some(countersign::AttestationRecord {
-                format: "none".to_owned(),
-                chain_verified: false,
-                root: None,
-            }),
-            sign_count: 0,
-            revoked: false,
-        }
-    }
-
-    /// An assertion over `challenge` as the service's JSON body: user presence only, no
-    /// counter (no user is verified; the verdict says AAL1).
-    fn sign(&self, state: &DemoState, challenge: &[u8]) -> anyhow::Result<Value> {
-        use countersign_softkey::{AssertionRequest, Flags};
-        let request = AssertionRequest {
-            flags: Flags {
-                up: true,
-                ..Flags::NONE
-            },
-            sign_count: 0,
-            ..AssertionRequest::new(&state.rp_id, &state.origin, challenge.to_vec())
-        };
-        let signed = self
-            .key
-            .assert(&request)
-            .map_err(|e| anyhow::anyhow!("signing with the demo key: {e}"))?;
-        Ok(json!({
-            "credential_id": b64::encode(&signed.credential_id),
-            "client_data_json": b64::encode(&signed.client_data_json),
-            "authenticator_data": b64::encode(&signed.authenticator_data),
-            "signature": b64::encode(&signed.signature),
-        }))
-    }
-}
-
-/// Write a file only its owner can read (a key, a token).
-fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options
-        .open(path)
-        .with_context(|| format!("creating {}", path.display()))?;
-    file.write_all(bytes)
-        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// A TOML (and JSON) string literal.
@@ -411,78 +274,6 @@ fn mcp_config(site: &Site, dir: &Path) -> String {
         log = path(files::MCP_AUDIT),
         key = path(files::MCP_AUDIT_KEY),
     )
-}
-
-/// The upstream MCP server's command line, and what to call it.
-struct Upstream {
-    command: Vec<OsString>,
-    name: String,
-}
-
-impl Upstream {
-    fn choose(wanted: McpServer, workspace: &Path) -> anyhow::Result<Self> {
-        let builtin = || -> anyhow::Result<Self> {
-            let me = std::env::current_exe().context("locating this binary")?;
-            Ok(Self {
-                command: vec![
-                    me.into_os_string(),
-                    "demo".into(),
-                    "tool-server".into(),
-                    "--root".into(),
-                    workspace.as_os_str().to_owned(),
-                ],
-                name: "the built-in tool server (countersign demo tool-server)".to_owned(),
-            })
-        };
-        if wanted == McpServer::Builtin {
-            return builtin();
-        }
-        match reference_server() {
-            Some(script) => Ok(Self {
-                name: format!(
-                    "@modelcontextprotocol/server-filesystem ({})",
-                    script.display()
-                ),
-                command: vec![
-                    "node".into(),
-                    script.into_os_string(),
-                    workspace.as_os_str().to_owned(),
-                ],
-            }),
-            None if wanted == McpServer::Filesystem => anyhow::bail!(
-                "--mcp-server filesystem: Node (`node` on PATH) and \
-                 @modelcontextprotocol/server-filesystem in ./node_modules or \
-                 ./tests/mcp/node_modules are needed (in a clone: cd tests/mcp && npm ci)"
-            ),
-            None => {
-                say(
-                    "(Node or @modelcontextprotocol/server-filesystem not found: using the \
-                     built-in tool server. For the reference server: cd tests/mcp && npm ci)",
-                );
-                builtin()
-            }
-        }
-    }
-}
-
-/// The reference filesystem server's entry point, when Node runs here and the package is
-/// installed where a clone keeps its MCP peers.
-fn reference_server() -> Option<PathBuf> {
-    let node = std::process::Command::new("node")
-        .arg("--version")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .ok()?;
-    if !node.success() {
-        return None;
-    }
-    let package = "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js";
-    ["", "tests/mcp"]
-        .iter()
-        .map(|base| Path::new(base).join(package))
-        .find(|p| p.is_file())
-        .and_then(|p| p.canonicalize().ok())
 }
 
 /// Everything the scenario needs.
@@ -725,13 +516,14 @@ async fn scenario(
          With your own passkey: enroll it first at {invite}\n\
          (a one-time link), then open the link above and sign in with it.\n\
          Without a passkey, in another terminal:\n\
-         \n    countersign demo approve --data-dir {dir}\n\
+         \n    {me} demo approve --data-dir {dir}\n\
          \n\
          (it signs with the demo software key: a key in a file, accepted only by this demo).\n\
          Waiting for the decision (Ctrl-C stops the demo)…",
         file.display(),
         one_line(&client::result_text(&held)),
-        dir = demo.dir.display(),
+        dir = shell_word(&demo.dir.to_string_lossy()),
+        me = command_name(),
     ));
 
     let result = wait_for_verdict(demo, &approval_id).await?;
@@ -841,26 +633,98 @@ fn write_case(
 
 /// The offline checks, as commands to copy.
 fn print_checks(demo: &Demo, ran: bool) {
-    let dir = demo.dir.display();
+    let file = |name: &str| shell_word(&demo.dir.join(name).to_string_lossy());
     let verdict = if ran { "ALLOW, exit 0" } else { "DENY, exit 1" };
     say(&format!(
         "Check it offline, with nothing but these files (the demo has stopped; everything is \
          in {dir}):\n\
          \n  # the approval: who signed exactly this call, and how strong the evidence is \
          ({verdict})\n\
-         \n    countersign verify {dir}/{case} --pretty\n\
+         \n    {me} verify {case} --pretty\n\
          \n  # both signed audit logs, and that every executed call had one approval and one \
          grant\n\
-         \n    countersign audit verify {dir}/audit.jsonl --key {dir}/service-key.pub \
-         --config {dir}/{config} --interposer-log {dir}/{log} --interposer-key {dir}/{key}.pub\n",
-        case = files::CASE,
-        config = files::SERVICE_CONFIG,
-        log = files::MCP_AUDIT,
-        key = files::MCP_AUDIT_KEY,
+         \n    {me} audit verify {log} --key {key} --config {config} --interposer-log {mcp_log} \
+         --interposer-key {mcp_key}\n",
+        dir = demo.dir.display(),
+        me = command_name(),
+        case = file(files::CASE),
+        log = file(countersign_server::files::AUDIT_LOG),
+        key = file(countersign_server::files::SERVICE_PUBLIC_KEY),
+        config = file(files::SERVICE_CONFIG),
+        mcp_log = file(files::MCP_AUDIT),
+        mcp_key = file(&format!("{}.pub", files::MCP_AUDIT_KEY)),
     ));
+}
+
+/// How a printed command names this binary: `countersign` when that is what PATH finds, else
+/// its full path (after `cargo run` it is not on PATH, and the command must still paste).
+fn command_name() -> String {
+    let me = std::env::current_exe().and_then(|p| p.canonicalize()).ok();
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("countersign"))
+            .find(|p| p.is_file())
+            .and_then(|p| p.canonicalize().ok())
+    });
+    match me {
+        Some(me) if on_path.as_ref() != Some(&me) => shell_word(&me.to_string_lossy()),
+        _ => "countersign".to_owned(),
+    }
+}
+
+/// `text` as one shell word: as it is when it holds only characters no shell reads specially,
+/// else in single quotes.
+fn shell_word(text: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+:,=@%".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
 }
 
 /// `text` on one line, for the narrative.
 fn one_line(text: &str) -> String {
     text.trim().replace('\n', " / ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printed_paths_paste_into_a_shell() {
+        assert_eq!(
+            shell_word("/tmp/countersign-demo-1/x.json"),
+            "/tmp/countersign-demo-1/x.json"
+        );
+        assert_eq!(shell_word("/home/a b/it's"), r"'/home/a b/it'\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
+
+    #[test]
+    fn the_written_configurations_hold_the_tool_and_name_the_address_listened_on() {
+        let site = Site::of(SocketAddr::from(([127, 0, 0, 1], 9000)));
+        let service = countersign_server::Config::from_toml(&service_config(&site)).unwrap();
+        assert_eq!(service.rp_id, "localhost");
+        assert_eq!(service.origins, ["http://localhost:9000"]);
+        assert_eq!(service.public_url.as_deref(), Some("http://localhost:9000"));
+        // The file cannot accept the demo key; only `demo` sets that, in code.
+        assert!(!service.danger_accept_demo_key);
+        assert_eq!(
+            service.rule(HELD_TOOL).require_user_verification,
+            Some(false)
+        );
+        assert_eq!(
+            service.rule("anything_else").require_user_verification,
+            None
+        );
+
+        let dir = Path::new("/tmp/a \"quoted\" dir");
+        let mcp = countersign_mcp::Config::from_toml(&mcp_config(&site, dir)).unwrap();
+        assert_eq!(mcp.hold, [HELD_TOOL]);
+        assert_eq!(mcp.allow, [RELAYED_TOOL]);
+        assert_eq!(mcp.audit_log, Some(dir.join(files::MCP_AUDIT)));
+        assert!(mcp.cancel_on_disconnect);
+    }
 }

@@ -88,16 +88,27 @@ impl Demo {
     }
 }
 
-/// The printed command lines that start with `countersign PREFIX`, run as printed (the paths in
-/// them have no spaces: the scratch directory has none).
+/// The printed command `countersign PREFIX …` (the binary named by its full path when it is
+/// not on PATH, as for these tests), run as printed: the paths in it have no spaces (the
+/// scratch directory has none).
 fn run_printed(output: &str, prefix: &str) -> std::process::Output {
     let line = output
         .lines()
         .map(str::trim)
-        .find(|l| l.starts_with(&format!("countersign {prefix}")))
+        .find(|l| {
+            l.split_once(' ').is_some_and(|(program, rest)| {
+                program.ends_with("countersign") && rest.starts_with(prefix)
+            })
+        })
         .unwrap_or_else(|| panic!("no `countersign {prefix}` command printed:\n{output}"));
-    let args: Vec<&str> = line.split_whitespace().skip(1).collect();
-    Command::new(BIN).args(&args).output().unwrap()
+    let mut words = line.split_whitespace();
+    let program = words.next().unwrap();
+    assert_eq!(
+        std::fs::canonicalize(program).unwrap(),
+        std::fs::canonicalize(BIN).unwrap(),
+        "the printed command names this binary"
+    );
+    Command::new(program).args(words).output().unwrap()
 }
 
 /// `countersign serve` on a free port, logging only warnings (its refusals are expected here).
@@ -218,6 +229,38 @@ fn approve_and_check(mut demo: Demo) -> (PathBuf, String) {
     );
 
     (data, output)
+}
+
+#[test]
+fn a_refusal_with_demo_approve_deny_runs_nothing_and_is_evidence_too() {
+    let dir = scratch_dir("demo-deny");
+    let mut demo = Demo::start(&dir);
+    demo.until("countersign demo approve --data-dir");
+    let data = demo.data.clone();
+    let refused = Command::new(BIN)
+        .args(["demo", "approve", "--deny", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert_eq!(code(&refused), 0, "{}", stderr(&refused));
+    assert!(stdout(&refused).contains("Refused with the demo software key"));
+    let (exit, output) = demo.finish();
+    assert_eq!(exit, 1, "{output}");
+    assert!(output.contains("Decided: DENIED"), "{output}");
+    assert!(
+        output.contains("Not run: refused (approver_refused)"),
+        "{output}"
+    );
+    assert!(!data.join("workspace/hello.txt").exists());
+    let verified = run_printed(&output, "verify");
+    assert_eq!(code(&verified), 1, "{}", stderr(&verified));
+    let verdict: Value = serde_json::from_slice(&verified.stdout).unwrap();
+    assert_eq!(verdict["effective"], "DENY");
+    assert_eq!(verdict["reason_code"], "approver_refused");
+    assert_eq!(verdict["approvers"][0]["principal"], DEMO_PRINCIPAL);
+    let audited = run_printed(&output, "audit verify");
+    assert_eq!(code(&audited), 0, "{}", stderr(&audited));
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
