@@ -23,10 +23,16 @@ pub(crate) enum LogFormat {
 /// Install the process-wide subscriber. Fails only when the filter variable does not parse,
 /// which is an operator error worth stopping on rather than logging nothing.
 pub(crate) fn install(format: LogFormat) -> anyhow::Result<()> {
+    install_with_default(format, "info")
+}
+
+/// [`install`], logging what `default` selects when the filter variable is unset (`demo` keeps
+/// its own narrative on stdout readable with `warn`).
+pub(crate) fn install_with_default(format: LogFormat, default: &str) -> anyhow::Result<()> {
     let filter = match std::env::var(FILTER_VAR) {
         Ok(spec) => EnvFilter::try_new(&spec)
             .map_err(|e| anyhow::anyhow!("{FILTER_VAR}={spec:?} is not a log filter: {e}"))?,
-        Err(_) => EnvFilter::new("info"),
+        Err(_) => EnvFilter::new(default),
     };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

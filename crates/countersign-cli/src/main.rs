@@ -5,6 +5,7 @@
 mod audit;
 mod auditor;
 mod credential;
+mod demo;
 mod enroll;
 mod fetch;
 mod gateway;
@@ -145,6 +146,28 @@ enum Command {
         #[command(subcommand)]
         command: mcp::McpCommand,
     },
+    /// See it work: a held MCP call approved by a person and run exactly once, on this machine.
+    ///
+    /// Starts the approval service (embedded SQLite, a fresh data directory), puts an MCP server
+    /// behind the interposer with `write_file` held for approval, and plays the agent: a
+    /// `list_directory` call passes, a `write_file` call is held, and the demo prints the
+    /// approver link. Approve in the browser with your own passkey (the demo prints a one-time
+    /// enrollment link for it), or, without one, run the printed `countersign demo approve` in
+    /// another terminal: it signs with the demo software key, which every verdict names as
+    /// "demo software key (not a hardware authenticator)", rated AAL1 (user presence only), and
+    /// which any service other than the demo's refuses. Once approved, the call runs once; a
+    /// third identical call is held again. The demo then stops and prints the commands that
+    /// check the approval and both audit logs offline (`countersign verify`, `countersign audit
+    /// verify`).
+    ///
+    /// Ctrl-C stops it cleanly at any point (the interposer and the service close their audit
+    /// logs). Exit codes: 0 the call ran once (or Ctrl-C); 1 the approver refused; 2 the demo
+    /// could not run (the reason on stderr).
+    #[command(after_help = "Examples:
+  countersign demo
+  countersign demo --listen 127.0.0.1:9000 --data-dir ./demo-data
+  countersign demo approve --data-dir ./demo-data      (in another terminal)")]
+    Demo(demo::DemoArgs),
     /// Operator preauthorizations: list them with their uses, disable one by hand.
     Preauth {
         #[command(subcommand)]
@@ -195,6 +218,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Witness { command } => witness::run(command),
         Command::Mcp { command } => mcp::run(command),
         Command::Preauth { command } => preauth::run(command),
+        Command::Demo(args) => demo::run(args),
         Command::Harness { backend: choice } => harness::serve(backend(choice)?),
     }
 }

@@ -74,6 +74,10 @@ pub struct Config {
     /// (see [`crate::preauth`]). Validated as the file is read.
     #[serde(default, deserialize_with = "crate::preauth::deserialize")]
     pub preauthorizations: Vec<crate::preauth::Preauthorization>,
+    /// Accept the demo software key (see [`crate::demo`]). Never read from a file (a file that
+    /// names it is refused as an unknown key): only `countersign demo` sets it, in code.
+    #[serde(skip)]
+    pub danger_accept_demo_key: bool,
 }
 
 /// One witness: where to send checkpoints and the key its cosignatures must verify under.
@@ -295,6 +299,7 @@ impl Default for Config {
             witness_interval_seconds: default_witness_interval(),
             limits: Limits::default(),
             preauthorizations: Vec::new(),
+            danger_accept_demo_key: false,
         }
     }
 }

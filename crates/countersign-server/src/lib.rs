@@ -12,6 +12,7 @@ pub mod audit;
 pub mod auditors;
 pub mod clock;
 pub mod config;
+pub mod demo;
 pub mod enroll;
 mod error;
 pub mod gateways;

@@ -16,6 +16,7 @@ mod browser;
 mod contract;
 mod credential;
 mod crosscheck;
+mod demo;
 mod faults;
 mod gateway;
 mod preauth;

@@ -171,6 +171,7 @@ impl AppState {
             return Err(ApiError::unauthorized("credential is revoked")
                 .reason(ReasonCode::CredentialRevoked));
         }
+        crate::demo::refuse_outside_demo(self.config(), credential.record())?;
         let key = credential.key().map_err(|e| {
             ApiError::unauthorized(e.to_string()).reason(ReasonCode::UnsupportedAlgorithm)
         })?;
@@ -193,6 +194,9 @@ impl AppState {
         let expectations = AssertionExpectations {
             stored_sign_count: stored.unwrap_or(0).max(credential.record().sign_count),
             backup_eligible: credential.record().backup_eligible,
+            // The demo key signs user presence only (crate::demo): no one was verified, and its
+            // evidence says so. Outside the demo it was refused above.
+            require_user_verification: !crate::demo::is_demo_credential(credential.record()),
             ..AssertionExpectations::new(&client_data.challenge, &config.rp_id, &config.origins)
         };
         let assertion = Assertion {
@@ -245,6 +249,11 @@ impl AppState {
                 ApiError::unauthorized("the credential of this session is revoked")
                     .reason(ReasonCode::CredentialRevoked),
             );
+        }
+        // A session the demo key opened in a demo ends when the data directory is served
+        // by anything else.
+        if let Some(credential) = self.registry().get(&session.credential_id) {
+            crate::demo::refuse_outside_demo(self.config(), credential.record())?;
         }
         Ok(session)
     }
@@ -388,6 +397,7 @@ impl AppState {
         let (credential_id, client_data_json) = (body.credential_id?, body.client_data_json?);
         let registry = self.registry();
         let credential = own_credential(&registry, &credential_id, session)?;
+        crate::demo::refuse_outside_demo(self.config(), credential.record())?;
         let nonce = body.nonce?;
         let (issued, (spent, count)) =
             lookup.ok_or_else(|| ApiError::internal("replay state not read"))?;

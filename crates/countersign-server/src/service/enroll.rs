@@ -157,6 +157,8 @@ impl AppState {
         let record = enroller
             .finish(&invite.token_hash, &invite.principal, &req.credential, now)
             .map_err(enroll_error)?;
+        // The demo key enrolls only in the demo (crate::demo), whatever an invite says.
+        crate::demo::refuse_outside_demo(self.config(), &record)?;
         // Refuse what the core would refuse before anything is stored.
         CredentialRegistry::from_document(RegistryDocument {
             credentials: vec![record.clone()],
