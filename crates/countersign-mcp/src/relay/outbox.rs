@@ -3,6 +3,7 @@
 //! doing stay apart, and each effect's bookkeeping (the id map of a forward, the cancelled check
 //! of an answer, the flush of an outcome that is not `allowed`) is written once, here.
 
+use countersign_audit::McpOutcome;
 use super::interposer::{Interposer, Lines};
 use super::outcome;
 use super::session::{Forwarded, Track};
@@ -67,9 +68,9 @@ pub(super) enum Effect {
 
 /// An outcome line's members (see [`crate::audit::Outcome`]); built by the constructors below,
 /// so each outcome word is chosen in one place.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Record {
-    outcome: &'static str,
+    outcome: McpOutcome,
     op_hash: String,
     approval_id: Option<String>,
     approval_ref: Option<String>,
@@ -79,6 +80,19 @@ pub(super) struct Record {
 }
 
 impl Record {
+    /// The line's outcome word and op_hash, every other member absent.
+    fn of(outcome: McpOutcome, op_hash: String) -> Self {
+        Self {
+            outcome,
+            op_hash,
+            approval_id: None,
+            approval_ref: None,
+            reason_code: None,
+            expires_at: None,
+            upstream: None,
+        }
+    }
+
     /// A held call answered with its ticket (or, with `reason`, dropped while pending).
     pub(super) fn pending(
         op_hash: &str,
@@ -87,34 +101,28 @@ impl Record {
         reason: Option<&str>,
     ) -> Self {
         Self {
-            outcome: outcome::PENDING_APPROVAL,
-            op_hash: op_hash.to_owned(),
             approval_id: Some(approval_id.to_owned()),
             expires_at: expires_at.map(str::to_owned),
             reason_code: reason.map(str::to_owned),
-            ..Self::default()
+            ..Self::of(outcome::PENDING_APPROVAL, op_hash.to_owned())
         }
     }
 
     /// A refused call, with its ticket's reason.
     pub(super) fn denied(ticket: &Ticket) -> Self {
         Self {
-            outcome: outcome::DENIED,
-            op_hash: ticket.op_hash.clone(),
             approval_id: ticket.approval_id.clone(),
             reason_code: ticket.denied.clone(),
-            ..Self::default()
+            ..Self::of(outcome::DENIED, ticket.op_hash.clone())
         }
     }
 
     /// Forwarded call `f`, now that the upstream answered it `upstream`.
     pub(super) fn answered(f: Forwarded, upstream: &'static str) -> Self {
         Self {
-            outcome: f.outcome,
-            op_hash: f.op_hash,
             approval_ref: f.approval_ref,
             upstream: Some(upstream),
-            ..Self::default()
+            ..Self::of(f.outcome, f.op_hash)
         }
     }
 }

@@ -2,16 +2,18 @@
 //! the `upstream` word of a forwarded call's answer). The audit log's own vocabulary is
 //! [`crate::audit`]'s; these are the only spellings of it in the relay.
 
+use countersign_audit::McpOutcome;
+
 /// `outcome`: a call the policy allows, forwarded with no approval.
-pub(super) const ALLOWED: &str = "allowed";
+pub(super) const ALLOWED: McpOutcome = McpOutcome::Allowed;
 /// `outcome`: a call refused (policy, evidence, the approver, the service, its arguments).
-pub(super) const DENIED: &str = "denied";
+pub(super) const DENIED: McpOutcome = McpOutcome::Denied;
 /// `outcome`: a held call answered with its ticket, awaiting the approver.
-pub(super) const PENDING_APPROVAL: &str = "pending_approval";
+pub(super) const PENDING_APPROVAL: McpOutcome = McpOutcome::PendingApproval;
 /// `outcome`: an approved call, forwarded once.
-pub(super) const EXECUTED: &str = "executed";
+pub(super) const EXECUTED: McpOutcome = McpOutcome::Executed;
 /// `outcome`: the next round of an approved call the upstream asked input for.
-pub(super) const CONTINUED: &str = "continued";
+pub(super) const CONTINUED: McpOutcome = McpOutcome::Continued;
 
 /// `upstream`: the forwarded call was never answered.
 pub(super) const NO_ANSWER: &str = "no_answer";

@@ -122,7 +122,7 @@ pub(super) struct Forwarded {
     pub(super) call_id: String,
     pub(super) op_hash: String,
     /// [`super::outcome`]'s `ALLOWED`, `EXECUTED` or `CONTINUED`.
-    pub(super) outcome: &'static str,
+    pub(super) outcome: countersign_audit::McpOutcome,
     pub(super) approval_ref: Option<String>,
     /// For an approved call: the tool and argument bytes that ran, which a continuation of it
     /// must repeat exactly.

@@ -5,7 +5,7 @@ use crate::support::{Client, approval_id, as_client_sent, close, plain_client, r
 
 use countersign::Decision;
 use countersign_mcp::answer::APPROVAL_KEY;
-use countersign_server::audit::{AuditSealer, verify_log};
+use countersign_audit::{AuditSealer, verify_log};
 use serde_json::{Value, json};
 
 #[tokio::test]

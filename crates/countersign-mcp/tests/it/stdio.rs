@@ -7,7 +7,7 @@ use crate::support::{
 };
 
 use countersign::Decision;
-use countersign_server::audit::{AuditSealer, IssueClass, verify_log};
+use countersign_audit::{AuditSealer, IssueClass, verify_log};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;

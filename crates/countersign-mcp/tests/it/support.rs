@@ -4,7 +4,7 @@
 use countersign::{CredentialRecord, Decision, b64};
 use countersign_mcp::answer::APPROVAL_KEY;
 use countersign_mcp::{Config, Interposer};
-use countersign_server::audit::AuditSealer;
+use countersign_audit::AuditSealer;
 use countersign_server::store::SqliteStore;
 use countersign_server::{AppState, AssertionBody, StateParts, SystemClock};
 use countersign_softkey::{AssertionRequest, SoftKey};

@@ -6,7 +6,7 @@ use crate::support::{
 };
 
 use countersign::Decision;
-use countersign_server::audit::{AuditSealer, verify_log};
+use countersign_audit::{AuditSealer, verify_log};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
