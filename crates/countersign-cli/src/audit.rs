@@ -8,6 +8,10 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 #[derive(Subcommand, Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once per process: boxing the flags buys nothing"
+)]
 pub(crate) enum AuditCommand {
     /// Check an audit log's hash chain, signatures and cross-line rules, and that it contains
     /// every signed checkpoint given.
@@ -484,16 +488,16 @@ fn audit_verify(
         }
     };
     // Without the service's origins, a log holding Decisions cannot be judged: say what to give.
-    if let (None, Log::Whole(bytes)) = (check, &log) {
-        if has_decisions(bytes) {
-            eprintln!(
-                "countersign: the log holds Decisions, whose evidence is re-verified under the \
-                 service's rp_id and origins, and nothing says what they are: pass --data-dir (the \
-                 service's data directory, where `countersign serve` records them), --config, or \
-                 --rp-id and --origin"
-            );
-            return Ok(EXIT_UNUSABLE);
-        }
+    if let (None, Log::Whole(bytes)) = (check, &log)
+        && has_decisions(bytes)
+    {
+        eprintln!(
+            "countersign: the log holds Decisions, whose evidence is re-verified under the \
+             service's rp_id and origins, and nothing says what they are: pass --data-dir (the \
+             service's data directory, where `countersign serve` records them), --config, or \
+             --rp-id and --origin"
+        );
+        return Ok(EXIT_UNUSABLE);
     }
     let options = countersign_audit::VerifyOptions {
         evidence: check,

@@ -3,7 +3,6 @@
 //! doing stay apart, and each effect's bookkeeping (the id map of a forward, the cancelled check
 //! of an answer, the flush of an outcome that is not `allowed`) is written once, here.
 
-use countersign_audit::McpOutcome;
 use super::interposer::{Interposer, Lines};
 use super::outcome;
 use super::session::{Forwarded, Track};
@@ -11,6 +10,7 @@ use super::upstream_reader::id_key;
 use crate::answer::{self, Moment, Ticket};
 use crate::audit::Outcome;
 use crate::config::Rule;
+use countersign_audit::McpOutcome;
 use serde_json::Value;
 use std::ops::Range;
 

@@ -4,8 +4,8 @@
 use crate::support::{Client, approval_id, as_client_sent, close, plain_client, rig};
 
 use countersign::Decision;
-use countersign_mcp::answer::APPROVAL_KEY;
 use countersign_audit::{AuditSealer, verify_log};
+use countersign_mcp::answer::APPROVAL_KEY;
 use serde_json::{Value, json};
 
 #[tokio::test]

@@ -2,9 +2,9 @@
 //! software-key approver, a scripted MCP server and client over in-memory pipes, and the rig.
 
 use countersign::{CredentialRecord, Decision, b64};
+use countersign_audit::AuditSealer;
 use countersign_mcp::answer::APPROVAL_KEY;
 use countersign_mcp::{Config, Interposer};
-use countersign_audit::AuditSealer;
 use countersign_server::store::SqliteStore;
 use countersign_server::{AppState, AssertionBody, StateParts, SystemClock};
 use countersign_softkey::{AssertionRequest, SoftKey};
