@@ -480,7 +480,7 @@ async fn scenario(
     let file = workspace.join("hello.txt");
     let write_args = json!({
         "path": file.to_string_lossy(),
-        "content": "Hello from an agent. A person approved this write; it ran once.\n",
+        "content": "Hello from an agent: a person approved this exact write.\n",
     });
 
     let agent = session.insert(demo.session().await?);

@@ -15,6 +15,11 @@
 //! refuses the key at each door an approver uses: enrollment (`enroll_finish`), login, a session
 //! opened earlier (a demo data directory later served by `countersign serve`), and the decision.
 //!
+//! Those refusals say why. Beneath them, a service that is not the demo's treats the demo key as
+//! revoked in the registry it verifies with ([`as_trusted`]; the store keeps the record as
+//! enrolled), so no path that checks evidence against that registry (a standing grant's use,
+//! any added later) can accept the demo key's signature either.
+//!
 //! What this does not do: stop a *different* software authenticator. Anyone can build one that
 //! claims another AAGUID; the registry then records it with attestation `none`, and its evidence
 //! is rated by what it proves (docs/THREAT-MODEL.md). The marks keep the labelled demo key, whose
@@ -49,6 +54,19 @@ pub(crate) fn refuse_outside_demo(
         ));
     }
     Ok(())
+}
+
+/// The enrolled records as this service trusts them: outside the demo, the demo key is revoked.
+pub(crate) fn as_trusted(
+    config: &crate::Config,
+    mut records: Vec<CredentialRecord>,
+) -> Vec<CredentialRecord> {
+    if !config.danger_accept_demo_key {
+        for record in records.iter_mut().filter(|r| is_demo_credential(r)) {
+            record.revoked = true;
+        }
+    }
+    records
 }
 
 #[cfg(test)]
@@ -87,6 +105,22 @@ mod tests {
         assert!(refuse_outside_demo(&config, &ordinary).is_ok());
         config.danger_accept_demo_key = true;
         assert!(refuse_outside_demo(&config, &by_aaguid).is_ok());
+    }
+
+    #[test]
+    fn outside_the_demo_the_registry_holds_the_demo_key_revoked() {
+        let mut config = crate::Config::default();
+        let records = vec![
+            record("alice", None),
+            record(DEMO_PRINCIPAL, Some(DEMO_AAGUID)),
+        ];
+        let trusted = as_trusted(&config, records.clone());
+        assert_eq!(
+            trusted.iter().map(|r| r.revoked).collect::<Vec<_>>(),
+            [false, true]
+        );
+        config.danger_accept_demo_key = true;
+        assert_eq!(as_trusted(&config, records.clone()), records);
     }
 
     #[test]

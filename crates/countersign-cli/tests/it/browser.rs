@@ -21,8 +21,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::{BIN, KillOnDrop, Server, run, run_with_data_dir, stderr};
 
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+pub(crate) const CHROMIUM: &str = "/usr/bin/chromium";
+pub(crate) const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
 /// How long any one step may take before the test fails (polled, never slept through).
 const STEP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -59,7 +59,7 @@ fn reads_left_to_right(root: &str, start: &str) -> String {
     )
 }
 
-fn artifacts() -> PathBuf {
+pub(crate) fn artifacts() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
@@ -69,7 +69,7 @@ fn artifacts() -> PathBuf {
     dir.canonicalize().unwrap()
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -78,7 +78,7 @@ fn free_port() -> u16 {
 }
 
 /// One HTTP/1.1 exchange over a fresh connection (WebDriver and the service both speak it).
-fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+pub(crate) fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
     http_as(addr, method, path, body, None)
 }
 
@@ -159,7 +159,7 @@ fn http_as(
 }
 
 /// Poll `f` until it returns `Some`, failing after [`STEP_TIMEOUT`].
-fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+pub(crate) fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + STEP_TIMEOUT;
     loop {
         if let Some(v) = f() {
@@ -171,10 +171,10 @@ fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 }
 
 /// A WebDriver session.
-struct Browser {
-    driver: String,
-    session: String,
-    shots: PathBuf,
+pub(crate) struct Browser {
+    pub(crate) driver: String,
+    pub(crate) session: String,
+    pub(crate) shots: PathBuf,
 }
 
 impl Browser {
@@ -189,11 +189,11 @@ impl Browser {
         v["value"].clone()
     }
 
-    fn goto(&self, url: &str) {
+    pub(crate) fn goto(&self, url: &str) {
         self.cmd("POST", "/url", Some(&json!({"url": url})));
     }
 
-    fn js(&self, script: &str) -> Value {
+    pub(crate) fn js(&self, script: &str) -> Value {
         self.cmd(
             "POST",
             "/execute/sync",
@@ -201,7 +201,7 @@ impl Browser {
         )
     }
 
-    fn visible(&self, id: &str) -> bool {
+    pub(crate) fn visible(&self, id: &str) -> bool {
         self.js(&format!(
             "const e = document.getElementById('{id}'); return !!e && !e.hidden;"
         ))
@@ -209,11 +209,11 @@ impl Browser {
             == Some(true)
     }
 
-    fn wait_visible(&self, id: &str) {
+    pub(crate) fn wait_visible(&self, id: &str) {
         wait_for(&format!("#{id} to show"), || self.visible(id).then_some(()));
     }
 
-    fn text(&self, id: &str) -> String {
+    pub(crate) fn text(&self, id: &str) -> String {
         self.js(&format!(
             "return document.getElementById('{id}').innerText;"
         ))
@@ -228,7 +228,7 @@ impl Browser {
         assert!(text.contains(needle), "{text}");
     }
 
-    fn click(&self, id: &str) {
+    pub(crate) fn click(&self, id: &str) {
         let el = self.cmd(
             "POST",
             "/element",
@@ -238,7 +238,7 @@ impl Browser {
         self.cmd("POST", &format!("/element/{eid}/click"), Some(&json!({})));
     }
 
-    fn screenshot(&self, name: &str) {
+    pub(crate) fn screenshot(&self, name: &str) {
         let b64 = self.cmd("GET", "/screenshot", None);
         let png = base64::Engine::decode(
             &base64::engine::general_purpose::STANDARD,
@@ -248,7 +248,7 @@ impl Browser {
         std::fs::write(self.shots.join(format!("{name}.png")), png).unwrap();
     }
 
-    fn add_authenticator(&self) -> String {
+    pub(crate) fn add_authenticator(&self) -> String {
         let v = self.cmd(
             "POST",
             "/webauthn/authenticator",

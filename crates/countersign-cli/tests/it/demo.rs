@@ -444,3 +444,138 @@ async fn a_service_that_is_not_the_demo_refuses_the_demo_key_at_enrollment_and_l
     drop(server);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The browser path: a person enrolls their own passkey through the demo's invite link and
+/// approves on the approver page (Chromium with a virtual authenticator, driven over
+/// WebDriver). Named `demo::browser::…` so that `.ci/steps/browser.sh` (`browser::`) runs it
+/// with the browser required.
+mod browser {
+    use super::{Demo, run_printed};
+    use crate::browser::{Browser, CHROMEDRIVER, CHROMIUM, artifacts, free_port, http, wait_for};
+    use crate::support::{KillOnDrop, code, scratch_dir, stderr};
+    use serde_json::{Value, json};
+    use std::net::TcpStream;
+    use std::path::Path;
+    use std::process::{Command, Stdio};
+
+    #[test]
+    fn a_passkey_enrolled_through_the_demo_approves_the_held_call_in_chromium() {
+        if !Path::new(CHROMIUM).exists() || !Path::new(CHROMEDRIVER).exists() {
+            assert!(
+                std::env::var_os("COUNTERSIGN_REQUIRE_BROWSER").is_none(),
+                "COUNTERSIGN_REQUIRE_BROWSER is set but {CHROMIUM} or {CHROMEDRIVER} is missing"
+            );
+            eprintln!(
+                "SKIPPED the demo's browser test: {CHROMIUM} and {CHROMEDRIVER} are not \
+                 installed (.ci/steps/browser.sh installs them)"
+            );
+            return;
+        }
+        let dir = scratch_dir("demo-browser");
+        let mut demo = Demo::start(&dir);
+        demo.until("open this link");
+        let approve_link = demo.until("/approve/apv_").trim().to_owned();
+        let enroll = demo.until("enroll it first at");
+        let invite = enroll
+            .split_whitespace()
+            .find(|w| w.contains("/enroll#"))
+            .unwrap()
+            .to_owned();
+        demo.until("Waiting for the decision");
+
+        let shots = artifacts();
+        let driver_port = free_port();
+        let _driver = KillOnDrop(
+            Command::new(CHROMEDRIVER)
+                .arg(format!("--port={driver_port}"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let driver = format!("127.0.0.1:{driver_port}");
+        wait_for("chromedriver", || {
+            TcpStream::connect(&driver).ok().and_then(|_| {
+                (http(&driver, "GET", "/status", None).1["value"]["ready"] == true).then_some(())
+            })
+        });
+        let profile = dir.join("chromium-profile");
+        let (status, created) = http(
+            &driver,
+            "POST",
+            "/session",
+            Some(&json!({"capabilities": {"alwaysMatch": {
+                "browserName": "chrome",
+                "webauthn:virtualAuthenticators": true,
+                "goog:chromeOptions": {
+                    "binary": CHROMIUM,
+                    "args": [
+                        "--headless=new", "--no-sandbox", "--disable-gpu",
+                        "--disable-background-networking", "--disable-component-update",
+                        "--disable-sync", "--no-first-run", "--disable-quic",
+                        "--window-size=1000,1300",
+                        format!("--user-data-dir={}", profile.display()),
+                    ],
+                },
+            }}})),
+        );
+        assert_eq!(status, 200, "new session: {created}");
+        let browser = Browser {
+            driver: driver.clone(),
+            session: created["value"]["sessionId"].as_str().unwrap().to_owned(),
+            shots,
+        };
+        browser.add_authenticator();
+
+        // The person enrolls their passkey through the invite the demo printed…
+        browser.goto(&invite);
+        browser.wait_visible("invite");
+        assert_eq!(browser.text("principal"), "you (your own passkey)");
+        browser.click("register");
+        wait_for("enrollment outcome", || {
+            (browser.visible("done") || browser.visible("error")).then_some(())
+        });
+        assert!(
+            browser.visible("done"),
+            "enrollment: {}",
+            browser.text("error")
+        );
+
+        // …and approves the held call on the page the demo linked to.
+        browser.goto(&approve_link);
+        browser.wait_visible("step1");
+        browser.click("signin");
+        browser.wait_visible("step2");
+        let fields = browser.text("fields");
+        for shown in ["write_file", "demo-agent", "hello.txt"] {
+            assert!(fields.contains(shown), "{shown} missing from {fields}");
+        }
+        browser.screenshot("demo-01-review");
+        browser.click("approve");
+        browser.wait_visible("outcome");
+        assert!(browser.text("outcome-text").contains("APPROVED"));
+        browser.screenshot("demo-02-approved");
+
+        let (exit, output) = demo.finish();
+        assert_eq!(exit, 0, "{output}");
+        assert!(
+            output.contains("Decided: APPROVED, signed by you (your own passkey)"),
+            "{output}"
+        );
+        assert!(output.contains("Successfully wrote to"), "{output}");
+        let verified = run_printed(&output, "verify");
+        assert_eq!(code(&verified), 0, "{}", stderr(&verified));
+        let verdict: Value = serde_json::from_slice(&verified.stdout).unwrap();
+        assert_eq!(verdict["effective"], "ALLOW");
+        assert_eq!(
+            verdict["approvers"][0]["principal"],
+            "you (your own passkey)"
+        );
+        // A passkey that verified its user: AAL2 (no attestation was verified at enrollment).
+        assert_eq!(verdict["identity_assurance"]["level"], "AAL2");
+        let audited = run_printed(&output, "audit verify");
+        assert_eq!(code(&audited), 0, "{}", stderr(&audited));
+        drop(browser);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

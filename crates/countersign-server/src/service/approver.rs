@@ -167,11 +167,11 @@ impl AppState {
             ApiError::unauthorized("credential is not enrolled")
                 .reason(ReasonCode::CredentialUnknown)
         })?;
+        crate::demo::refuse_outside_demo(self.config(), credential.record())?;
         if credential.record().revoked {
             return Err(ApiError::unauthorized("credential is revoked")
                 .reason(ReasonCode::CredentialRevoked));
         }
-        crate::demo::refuse_outside_demo(self.config(), credential.record())?;
         let key = credential.key().map_err(|e| {
             ApiError::unauthorized(e.to_string()).reason(ReasonCode::UnsupportedAlgorithm)
         })?;
@@ -239,6 +239,11 @@ impl AppState {
             .blocking(move |s| s.session(&hash, now))
             .await?
             .ok_or_else(|| ApiError::unauthorized("unknown or expired session"))?;
+        // A session the demo key opened in a demo ends when the data directory is served
+        // by anything else.
+        if let Some(credential) = self.registry().get(&session.credential_id) {
+            crate::demo::refuse_outside_demo(self.config(), credential.record())?;
+        }
         // A session opened before its credential was revoked ends with the revocation.
         if self
             .registry()
@@ -249,11 +254,6 @@ impl AppState {
                 ApiError::unauthorized("the credential of this session is revoked")
                     .reason(ReasonCode::CredentialRevoked),
             );
-        }
-        // A session the demo key opened in a demo ends when the data directory is served
-        // by anything else.
-        if let Some(credential) = self.registry().get(&session.credential_id) {
-            crate::demo::refuse_outside_demo(self.config(), credential.record())?;
         }
         Ok(session)
     }

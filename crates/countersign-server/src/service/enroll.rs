@@ -217,6 +217,7 @@ impl AppState {
                 ))
             })
             .await?;
+        let credentials = crate::demo::as_trusted(self.config(), credentials);
         let registry = CredentialRegistry::from_document(RegistryDocument { credentials })
             .map_err(ApiError::internal)?;
         *self

@@ -128,7 +128,7 @@ impl AppState {
     /// Assemble the state and load the enrolled credentials from the store.
     pub fn new(parts: StateParts) -> Result<Self, anyhow::Error> {
         let version = parts.store.credentials_version()?;
-        let records = parts.store.credentials()?;
+        let records = crate::demo::as_trusted(&parts.config, parts.store.credentials()?);
         let registry = CredentialRegistry::from_document(RegistryDocument {
             credentials: records,
         })?;
