@@ -40,3 +40,6 @@ export GOCACHE="$CARGO_TARGET_DIR/go-cache"
 
 echo "--- pytest tests/mcp"
 COUNTERSIGN_BIN="$CARGO_TARGET_DIR/debug/countersign" "$venv/bin/python" -m pytest -q -rs tests/mcp
+
+echo "--- countersign demo in front of the reference filesystem server (Node, the pinned peers)"
+cargo test -q -p countersign-cli --test it demo:: -- --ignored --skip browser
