@@ -19,6 +19,7 @@ mod crosscheck;
 mod faults;
 mod gateway;
 mod preauth;
+mod readme;
 mod replicas;
 mod serve;
 mod support;
