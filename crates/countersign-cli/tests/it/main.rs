@@ -18,6 +18,7 @@ mod credential;
 mod crosscheck;
 mod faults;
 mod gateway;
+mod origins;
 mod preauth;
 mod readme;
 mod replicas;
