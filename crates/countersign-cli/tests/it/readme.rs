@@ -161,7 +161,10 @@ const EXPECTED: &[Expect] = &[
         "sed -n 3p",
         writes(&[("line3.json", "\"kind\":\"outcome\"")]),
     ),
-    plain("audit prove inclusion", ok(&[])),
+    plain(
+        "audit prove inclusion",
+        ok(&["included: line 3 is in the log"]),
+    ),
     Expect {
         command: "auditor add compliance",
         run: writes(&[("compliance.token", "csa_")]),
