@@ -118,7 +118,7 @@ pub(crate) enum AuditCommand {
     /// Exit codes: 0 downloaded (the count on stderr), 2 unusable (unreadable token file,
     /// service unreachable, token refused).
     #[command(after_help = "Example:\n  \
-                            curl -s http://127.0.0.1:8080/v1/audit/checkpoint > today.cp\n  \
+                            curl -sS --fail-with-body http://127.0.0.1:8080/v1/audit/checkpoint > today.cp\n  \
                             countersign audit fetch --service http://127.0.0.1:8080 \
                             --auditor-token-file compliance.token --out audit.jsonl\n  \
                             countersign audit verify audit.jsonl --key service-key.pub \
@@ -188,11 +188,11 @@ pub(crate) enum ProveCommand {
     /// line records (its gateway token) and to auditors (an auditor token), and --line then
     /// defaults to it.
     #[command(
-        after_help = "Example:\n  curl -s 'https://approvals.example/v1/audit/proof/inclusion?seq=42&size=100' \
+        after_help = "Example:\n  curl -sS --fail-with-body 'https://approvals.example/v1/audit/proof/inclusion?seq=42&size=100' \
                             > p.json\n  countersign audit prove inclusion --proof p.json \
                             --line line42.json --checkpoint cp100.txt --key service-key.pub\n\
                             With the line in the proof (the line's gateway, or an auditor):\n  \
-                            curl -s -H \"Authorization: Bearer $(cat billing-agent.token)\" \
+                            curl -sS --fail-with-body -H \"Authorization: Bearer $(cat billing-agent.token)\" \
                             'https://approvals.example/v1/audit/proof/inclusion?seq=42&size=100&include=line' \
                             > p.json"
     )]

@@ -35,7 +35,8 @@ pub(crate) enum EnrollCommand {
         /// Invite lifetime in seconds (default: [enrollment] invite_seconds, 86400).
         #[arg(long)]
         expires_in: Option<u64>,
-        /// Base URL of the approver page (default: public_url, else the first origin).
+        /// Base URL of the approver page (default: the service's public_url, as recorded or
+        /// configured, else its first origin).
         #[arg(long)]
         public_url: Option<String>,
     },
@@ -62,9 +63,31 @@ fn invite(
     expires_in: Option<u64>,
     public_url: Option<String>,
 ) -> anyhow::Result<u8> {
-    // The link must point where the service runs: its recorded start, or an explicit config.
+    // Not a data directory at all: say that first, before anything about its settings.
+    anyhow::ensure!(
+        store
+            .data_dir
+            .join(countersign_server::files::SERVICE_KEY)
+            .exists(),
+        "{} is not a countersign data directory (no service key); start `countersign serve \
+         --data-dir {}` once, or pass the right --data-dir",
+        store.data_dir.display(),
+        store.data_dir.display()
+    );
+    // The link must point where the service runs: its recorded start, an explicit config, or
+    // an explicit --public-url (then only the config's groups and invite lifetime are missing).
     let (config, source) =
-        countersign_server::address::service_config(&store.data_dir, config.as_deref())?;
+        match countersign_server::address::service_config(&store.data_dir, config.as_deref()) {
+            Err(countersign_server::address::AddressError::NoRecord { .. })
+                if public_url.is_some() =>
+            {
+                (
+                    countersign_server::Config::default(),
+                    "--public-url".to_owned(),
+                )
+            }
+            settings => settings?,
+        };
     let created = countersign_server::enroll::invite_in_data_dir(
         &countersign_server::enroll::InviteOptions {
             data_dir: store.data_dir,

@@ -86,7 +86,8 @@ pub struct Config {
     /// The interposer's own audit log (JSON lines, signed and hash-chained).
     #[serde(default)]
     pub audit_log: Option<PathBuf>,
-    /// Its Ed25519 seed (created if missing; default: `audit_log` + `.key`).
+    /// Its Ed25519 seed (created if missing; default: `audit_log` with its extension replaced
+    /// by `.key`, `mcp-audit.jsonl` → `mcp-audit.key`).
     #[serde(default)]
     pub audit_key: Option<PathBuf>,
     /// Directory of the replay store (spent evidence nonces); in memory when absent.

@@ -48,9 +48,15 @@ pub fn open_state(data_dir: &Path, config: Config, public_url: String) -> anyhow
 /// `serve` to read again every sweep.
 fn open(
     data_dir: &Path,
-    config: Config,
+    mut config: Config,
     public_url: String,
 ) -> anyhow::Result<(AppState, Option<Arc<DatabaseTime>>)> {
+    // Origins left unset are the page's own (what `serve` settles; here for library callers).
+    if config.origins.is_empty()
+        && let Ok(url) = url::Url::parse(&public_url)
+    {
+        config.origins = vec![url.origin().ascii_serialization()];
+    }
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("creating {}", data_dir.display()))?;
     let sealer = AuditSealer::load_or_create(&data_dir.join(files::SERVICE_KEY))?;

@@ -852,7 +852,16 @@ fn enroll_invite_needs_a_data_dir_and_a_defined_group() {
     // A data directory as `serve` leaves it: the service key.
     std::fs::create_dir_all(&data).unwrap();
     std::fs::write(data.join("service-key"), b64url(&[7; 32])).unwrap();
-    let out = invite(&["--group", "nope"]);
+    // No record of a start and no --config: nothing says where the link points.
+    let out = invite(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--config"), "{}", stderr(&out));
+    let out = invite(&[
+        "--group",
+        "nope",
+        "--public-url",
+        "https://approve.example.org/",
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("not defined"));
 
@@ -870,7 +879,7 @@ fn enroll_invite_needs_a_data_dir_and_a_defined_group() {
         "{url}"
     );
     // Two invites never share a token.
-    let again = invite(&[]);
+    let again = invite(&["--public-url", "https://approve.example.org/"]);
     assert_ne!(String::from_utf8(again.stdout).unwrap(), url);
     let _ = std::fs::remove_dir_all(&work);
 }
