@@ -3,7 +3,7 @@
 //! system-picked port (readme.rs) is the whole positive path; here the refusals and warnings.
 
 use crate::support::{BIN, Server, code, scratch_dir, stderr, stdout};
-use countersign_server::audit::{AuditEvent, AuditSealer, GENESIS_HASH};
+use countersign_audit::{AuditEvent, AuditSealer, GENESIS_HASH};
 use serde_json::json;
 use std::path::Path;
 use std::process::{Command, Stdio};
