@@ -364,11 +364,11 @@ fn paths_at(s: &[u8], i: usize) -> (Vec<(ModPath, String)>, usize) {
         }
         let mut bound = name;
         let mut end = end;
-        if s.get(after..after + 3) == Some(b"as ") {
-            if let Some((alias, e)) = ident_at(s, skip_space(s, after + 3)) {
-                bound = alias;
-                end = e;
-            }
+        if s.get(after..after + 3) == Some(b"as ")
+            && let Some((alias, e)) = ident_at(s, skip_space(s, after + 3))
+        {
+            bound = alias;
+            end = e;
         }
         return (vec![(prefix, bound)], end);
     }
