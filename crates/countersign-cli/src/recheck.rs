@@ -1,6 +1,7 @@
 //! `countersign audit recheck`: what a new configuration would have decided on a whole log.
 
-use super::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE, read_input};
+use crate::exit::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE};
+use crate::input::read_input;
 use countersign_server::audit::{RecheckVerdict, recheck, verify_log};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

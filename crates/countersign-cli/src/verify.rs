@@ -1,7 +1,8 @@
 //! `countersign verify`: one JSON verdict for a CASE file.
 
+use crate::exit::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE};
+use crate::input::{BackendChoice, backend, read_input};
 use crate::profiles::ProfileArgs;
-use crate::{BackendChoice, EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE, backend, read_input};
 use anyhow::Context as _;
 use clap::Args;
 use countersign::{Case, MemoryReplayState, ReplayState, Verdict, replay::danger::OfflineAudit};
