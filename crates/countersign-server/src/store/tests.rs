@@ -727,7 +727,10 @@ fn a_new_approval_as_a_record_is_the_row_the_store_reads_back() {
         let pending = new("p", 100);
         s.create(&pending, &[]).unwrap();
         let record = pending.into_record(None);
-        assert_eq!((record.decided_at, record.reason_code.as_deref()), (None, None));
+        assert_eq!(
+            (record.decided_at, record.reason_code.as_deref()),
+            (None, None)
+        );
         assert_eq!(s.get("p").unwrap().unwrap(), record);
         // Refused at once: decided at its creation, with its reason.
         let refused = NewApproval {
