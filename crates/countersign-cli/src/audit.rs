@@ -1,7 +1,9 @@
 //! `countersign audit`: verify a log, download it as an auditor, check Merkle proofs, replay a
 //! log under a new config.
 
-use crate::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE, proofs, read_input, recheck};
+use crate::exit::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE};
+use crate::input::read_input;
+use crate::{proofs, recheck};
 use anyhow::Context as _;
 use clap::Subcommand;
 use std::io::Write as _;

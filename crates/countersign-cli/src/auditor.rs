@@ -1,8 +1,8 @@
 //! `countersign auditor`: the bearer tokens auditors read the whole audit log with.
 
+use crate::exit::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE};
 use crate::gateway::{TokenRow, print_rows};
 use crate::store::StoreArgs;
-use crate::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE};
 use clap::Subcommand;
 use countersign_server::clock::system_now_ms;
 

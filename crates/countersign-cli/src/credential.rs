@@ -1,9 +1,9 @@
 //! `countersign credential`: list the enrolled credentials, revoke a lost or retired one.
 
+use crate::exit::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE};
 use crate::store::StoreArgs;
-use crate::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE};
+use crate::table::{self, Column};
 use clap::Subcommand;
-use std::io::Write as _;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum CredentialCommand {
@@ -100,60 +100,29 @@ fn list(store: &StoreArgs, json: bool) -> anyhow::Result<u8> {
             principal: c.principal,
         })
         .collect();
-    let mut out = std::io::stdout().lock();
-    if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
-        return Ok(EXIT_ALLOW);
-    }
-    if rows.is_empty() {
-        eprintln!("countersign: no credential enrolled");
-        return Ok(EXIT_ALLOW);
-    }
-    let table: Vec<[String; 6]> = rows
-        .iter()
-        .map(|r| {
-            let attestation = match (&r.attestation_format, r.chain_verified) {
-                (Some(format), true) => format!("{format} verified"),
-                (Some(format), false) => format.clone(),
-                (None, _) => "-".to_owned(),
-            };
-            [
-                r.principal.clone(),
-                r.credential_id.clone(),
-                r.algorithm.to_owned(),
-                r.aaguid.clone().unwrap_or_else(|| "-".to_owned()),
-                attestation,
-                if r.revoked { "REVOKED" } else { "active" }.to_owned(),
-            ]
-        })
-        .collect();
-    let header = [
-        "PRINCIPAL",
-        "CREDENTIAL ID",
-        "ALG",
-        "AAGUID",
-        "ATTESTATION",
-        "STATUS",
+    let columns = [
+        Column::left("PRINCIPAL"),
+        Column::left("CREDENTIAL ID"),
+        Column::left("ALG"),
+        Column::left("AAGUID"),
+        Column::left("ATTESTATION"),
+        Column::left("STATUS"),
     ];
-    let mut widths = header.map(str::len);
-    for row in &table {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: [&str; 6]| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        padded.join("  ").trim_end().to_owned()
-    };
-    writeln!(out, "{}", line(header))?;
-    for row in &table {
-        writeln!(out, "{}", line(row.each_ref().map(String::as_str)))?;
-    }
-    Ok(EXIT_ALLOW)
+    table::print(&rows, json, "no credential enrolled", columns, |r| {
+        let attestation = match (&r.attestation_format, r.chain_verified) {
+            (Some(format), true) => format!("{format} verified"),
+            (Some(format), false) => format.clone(),
+            (None, _) => "-".to_owned(),
+        };
+        [
+            r.principal.clone(),
+            r.credential_id.clone(),
+            r.algorithm.to_owned(),
+            r.aaguid.clone().unwrap_or_else(|| "-".to_owned()),
+            attestation,
+            if r.revoked { "REVOKED" } else { "active" }.to_owned(),
+        ]
+    })
 }
 
 fn revoke(credential_id: &str, reason: &str, store: &StoreArgs) -> anyhow::Result<u8> {

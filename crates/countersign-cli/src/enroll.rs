@@ -1,6 +1,6 @@
 //! `countersign enroll`: invite an approver to enroll a security key.
 
-use crate::EXIT_ALLOW;
+use crate::exit::EXIT_ALLOW;
 use crate::store::StoreArgs;
 use clap::Subcommand;
 use std::path::PathBuf;

@@ -4,7 +4,7 @@
 //! lays the pages end to end, which gives the log file exactly as the service holds it, for
 //! `countersign audit verify` and `audit recheck`.
 
-use crate::{EXIT_ALLOW, EXIT_UNUSABLE};
+use crate::exit::{EXIT_ALLOW, EXIT_UNUSABLE};
 use anyhow::Context as _;
 use std::io::Write as _;
 use std::path::Path;

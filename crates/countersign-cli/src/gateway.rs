@@ -1,10 +1,10 @@
 //! `countersign gateway`: the bearer tokens gateways call the service with.
 
+use crate::exit::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE};
 use crate::store::StoreArgs;
-use crate::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE};
+use crate::table::{self, Column};
 use clap::Subcommand;
 use countersign_server::clock::system_now_ms;
-use std::io::Write as _;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum GatewayCommand {
@@ -129,36 +129,21 @@ fn list(store: &StoreArgs, json: bool) -> anyhow::Result<u8> {
     )
 }
 
-/// Print `rows` as a table (NAME, CREATED, REVOKED) or a JSON array; `empty` goes to stderr when
-/// there is no row.
+/// Print token rows (`gateway list`, `auditor list`) as a table (NAME, CREATED, REVOKED) or a
+/// JSON array; `empty` goes to stderr when there is no row.
 pub(crate) fn print_rows(rows: &[TokenRow], json: bool, empty: &str) -> anyhow::Result<u8> {
-    let mut out = std::io::stdout().lock();
-    if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(rows)?)?;
-        return Ok(EXIT_ALLOW);
-    }
-    if rows.is_empty() {
-        eprintln!("countersign: {empty}");
-        return Ok(EXIT_ALLOW);
-    }
-    let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(0).max(4);
-    let created = rows
-        .iter()
-        .map(|r| r.created_at.len())
-        .max()
-        .unwrap_or(0)
-        .max(7);
-    writeln!(out, "{:<width$}  {:<created$}  REVOKED", "NAME", "CREATED")?;
-    for r in rows {
-        writeln!(
-            out,
-            "{:<width$}  {:<created$}  {}",
-            r.name,
-            r.created_at,
-            r.revoked_at.as_deref().unwrap_or("-")
-        )?;
-    }
-    Ok(EXIT_ALLOW)
+    let columns = [
+        Column::left("NAME"),
+        Column::left("CREATED"),
+        Column::left("REVOKED"),
+    ];
+    table::print(rows, json, empty, columns, |r| {
+        [
+            r.name.clone(),
+            r.created_at.clone(),
+            r.revoked_at.clone().unwrap_or_else(|| "-".to_owned()),
+        ]
+    })
 }
 
 fn revoke(name: &str, store: &StoreArgs) -> anyhow::Result<u8> {

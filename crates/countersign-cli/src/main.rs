@@ -7,9 +7,11 @@ mod auditor;
 mod credential;
 mod demo;
 mod enroll;
+mod exit;
 mod fetch;
 mod gateway;
 mod harness;
+mod input;
 mod logging;
 mod mcp;
 mod op_hash;
@@ -20,19 +22,15 @@ mod recheck;
 mod registry;
 mod serve;
 mod store;
+mod table;
 mod verify;
 mod witness;
 
-use anyhow::Context as _;
-use clap::{Parser, Subcommand, ValueEnum};
-use std::io::Read as _;
+use clap::{Parser, Subcommand};
+use exit::EXIT_UNUSABLE;
+use input::{BackendChoice, backend};
 use std::path::PathBuf;
 use std::process::ExitCode;
-
-/// Exit codes are part of the contract (docs/SPEC.md §9).
-const EXIT_ALLOW: u8 = 0;
-const EXIT_DENY: u8 = 1;
-const EXIT_UNUSABLE: u8 = 2;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -182,16 +180,6 @@ enum Command {
     },
 }
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-enum BackendChoice {
-    /// The fastest backend compiled in.
-    Auto,
-    /// Pure Rust (p256, p384, ed25519-dalek, rsa).
-    Rustcrypto,
-    /// ring (C and assembly).
-    Ring,
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -221,32 +209,4 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Demo(args) => demo::run(args),
         Command::Harness { backend: choice } => harness::serve(backend(choice)?),
     }
-}
-
-/// The bytes of PATH, or of stdin for `-`.
-fn read_input(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
-    if path.as_os_str() == "-" {
-        let mut buf = Vec::new();
-        std::io::stdin()
-            .read_to_end(&mut buf)
-            .context("reading stdin")?;
-        Ok(buf)
-    } else {
-        std::fs::read(path).with_context(|| format!("reading {}", path.display()))
-    }
-}
-
-/// The signature backend a `--backend` names.
-fn backend(
-    choice: BackendChoice,
-) -> anyhow::Result<&'static dyn countersign::webauthn::SignatureBackend> {
-    let wanted = match choice {
-        BackendChoice::Auto => return Ok(countersign::webauthn::default_backend()),
-        BackendChoice::Rustcrypto => "rustcrypto",
-        BackendChoice::Ring => "ring",
-    };
-    countersign::webauthn::all_backends()
-        .into_iter()
-        .find(|b| b.name() == wanted)
-        .with_context(|| format!("backend {wanted} is not compiled into this binary"))
 }

@@ -1,7 +1,7 @@
 //! `countersign op-hash`: the op_hash of a `{profile, decision, fields}` document.
 
+use crate::exit::{EXIT_ALLOW, EXIT_UNUSABLE};
 use crate::profiles::ProfileArgs;
-use crate::{EXIT_ALLOW, EXIT_UNUSABLE};
 use anyhow::Context as _;
 use clap::Args;
 use std::io::Read as _;

@@ -4,13 +4,13 @@
 //! the database at every start; these commands read that stored state (with uses consumed so
 //! far) and disable an entry by hand, which a restart does not undo.
 
+use crate::exit::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE};
 use crate::store::StoreArgs;
-use crate::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE};
+use crate::table::{self, Column};
 use clap::Subcommand;
 use countersign_server::clock::system_now_ms;
 use countersign_server::clock::{from_ms, rfc3339};
 use countersign_server::store::DisableOutcome;
-use std::io::Write as _;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum PreauthCommand {
@@ -88,30 +88,23 @@ fn list(store: &StoreArgs, json: bool) -> anyhow::Result<u8> {
             slug: p.slug,
         })
         .collect();
-    let mut out = std::io::stdout().lock();
-    if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
-        return Ok(EXIT_ALLOW);
-    }
-    if rows.is_empty() {
-        eprintln!("countersign: no preauthorization stored ([[preauthorizations]] in the config)");
-        return Ok(EXIT_ALLOW);
-    }
-    let width = rows.iter().map(|r| r.slug.len()).max().unwrap_or(0).max(4);
-    writeln!(
-        out,
-        "{:<width$}  {:<8}  {:>11}  {:<20}  DIGEST",
-        "SLUG", "STATE", "USES", "EXPIRES"
-    )?;
-    for r in &rows {
-        let uses = format!("{}/{}", r.uses, r.max_uses);
-        writeln!(
-            out,
-            "{:<width$}  {:<8}  {:>11}  {:<20}  {}",
-            r.slug, r.state, uses, r.expires_at, r.digest
-        )?;
-    }
-    Ok(EXIT_ALLOW)
+    let columns = [
+        Column::left("SLUG"),
+        Column::left("STATE"),
+        Column::right("USES"),
+        Column::left("EXPIRES"),
+        Column::left("DIGEST"),
+    ];
+    let empty = "no preauthorization stored ([[preauthorizations]] in the config)";
+    table::print(&rows, json, empty, columns, |r| {
+        [
+            r.slug.clone(),
+            r.state.to_owned(),
+            format!("{}/{}", r.uses, r.max_uses),
+            r.expires_at.clone(),
+            r.digest.clone(),
+        ]
+    })
 }
 
 fn disable(slug: &str, store: &StoreArgs) -> anyhow::Result<u8> {

@@ -1,7 +1,7 @@
 //! `audit prove`, `witness serve|keygen`, and the crypto floor of `audit verify --floor`.
 
 use crate::audit::ProveCommand;
-use crate::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE};
+use crate::exit::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE};
 use anyhow::Context as _;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;

@@ -1,6 +1,7 @@
 //! `countersign audit recheck`: what a new configuration would have decided on a whole log.
 
-use super::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE, read_input};
+use crate::exit::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE};
+use crate::input::read_input;
 use countersign_audit::verify_log;
 use countersign_server::audit::{RecheckVerdict, recheck};
 use std::io::Write as _;

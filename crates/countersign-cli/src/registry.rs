@@ -1,6 +1,6 @@
 //! `countersign registry`: the registry document verifiers trust.
 
-use crate::EXIT_ALLOW;
+use crate::exit::EXIT_ALLOW;
 use crate::store::StoreArgs;
 use clap::Subcommand;
 

@@ -1,7 +1,8 @@
 //! `countersign serve`: run the reference approval_callback service.
 
+use crate::exit::EXIT_ALLOW;
+use crate::logging;
 use crate::store::StoreArgs;
-use crate::{EXIT_ALLOW, logging};
 use anyhow::Context as _;
 use clap::Args;
 use std::path::PathBuf;

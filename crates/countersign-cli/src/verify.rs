@@ -1,8 +1,9 @@
 //! `countersign verify`: one JSON verdict for a CASE file, or for a service's answer checked
 //! against the action, the enrolled keys and the policy given one by one.
 
+use crate::exit::{EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE};
+use crate::input::{BackendChoice, backend, read_input};
 use crate::profiles::ProfileArgs;
-use crate::{BackendChoice, EXIT_ALLOW, EXIT_DENY, EXIT_UNUSABLE, backend, read_input};
 use anyhow::Context as _;
 use clap::Args;
 use countersign::{Case, MemoryReplayState, ReplayState, Verdict, replay::danger::OfflineAudit};

@@ -95,9 +95,10 @@ impl DatabaseTime {
         }
     }
 
-    /// Read the database's clock through `store` (one round trip, blocking).
-    pub fn read(store: &dyn crate::store::Store) -> Result<Self, crate::store::StoreError> {
-        let (db_now, at) = reading(store)?;
+    /// Read the database's clock with `now_ms` (one round trip to the database, blocking: the
+    /// store's `database_now_ms`). The clock knows nothing of the store, so the store may use it.
+    pub fn read<E>(now_ms: impl FnOnce() -> Result<i64, E>) -> Result<Self, E> {
+        let (db_now, at) = reading(now_ms)?;
         Ok(Self {
             anchor: Mutex::new((db_now, at)),
         })
@@ -113,22 +114,21 @@ impl DatabaseTime {
         *self.anchor.lock().unwrap_or_else(|p| p.into_inner()) = (db_now, midpoint(sent, received));
     }
 
-    /// Read the database's clock again through `store` and re-anchor (blocking); on an error
-    /// the clock keeps running from its last reading.
-    pub fn refresh(&self, store: &dyn crate::store::Store) -> Result<(), crate::store::StoreError> {
-        let reading = reading(store)?;
+    /// Read the database's clock again with `now_ms` and re-anchor (blocking); on an error the
+    /// clock keeps running from its last reading.
+    pub fn refresh<E>(&self, now_ms: impl FnOnce() -> Result<i64, E>) -> Result<(), E> {
+        let reading = reading(now_ms)?;
         *self.anchor.lock().unwrap_or_else(|p| p.into_inner()) = reading;
         Ok(())
     }
 }
 
-/// One reading of the database's clock through `store`, and the monotonic instant it is taken
-/// to correspond to.
-fn reading(
-    store: &dyn crate::store::Store,
-) -> Result<(OffsetDateTime, std::time::Instant), crate::store::StoreError> {
+/// One reading of the database's clock, and the monotonic instant it is taken to correspond to.
+fn reading<E>(
+    now_ms: impl FnOnce() -> Result<i64, E>,
+) -> Result<(OffsetDateTime, std::time::Instant), E> {
     let sent = std::time::Instant::now();
-    let db_now = store.database_now_ms()?;
+    let db_now = now_ms()?;
     Ok((from_ms(db_now), midpoint(sent, std::time::Instant::now())))
 }
 
@@ -244,6 +244,27 @@ mod tests {
         // Back again: the forward step is kept.
         wall.advance(time::Duration::hours(-2));
         assert!(steady.now() >= t2);
+    }
+
+    #[test]
+    fn database_time_reads_through_the_function_it_is_given_and_keeps_its_reading_on_error() {
+        // Readings an hour and two hours away from this host's wall clock (milliseconds).
+        let hour_ago = OffsetDateTime::now_utc() - time::Duration::hours(1);
+        let ms = |t: OffsetDateTime| i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap();
+        let clock = DatabaseTime::read(|| Ok::<_, String>(ms(hour_ago))).unwrap();
+        let first = clock.now();
+        assert!(first >= hour_ago - time::Duration::seconds(1), "{first}");
+        assert!(first < hour_ago + time::Duration::minutes(10), "{first}");
+        // A failed reading is the caller's error, and the clock runs on from the last one.
+        let failed = clock.refresh(|| Err::<i64, _>("database gone".to_owned()));
+        assert_eq!(failed, Err("database gone".to_owned()));
+        assert!(clock.now() < hour_ago + time::Duration::minutes(10));
+        let two_hours_ago = hour_ago - time::Duration::hours(1);
+        clock
+            .refresh(|| Ok::<_, String>(ms(two_hours_ago)))
+            .unwrap();
+        assert!(clock.now() < hour_ago - time::Duration::minutes(30));
+        assert!(DatabaseTime::read(|| Err::<i64, _>("refused")).is_err());
     }
 
     #[test]

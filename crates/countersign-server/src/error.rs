@@ -8,8 +8,8 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use countersign::{ApprovalResult, ReasonCode};
-use serde::Serialize;
+use countersign::{ApprovalResult, NonNfc, ReasonCode};
+use serde::{Deserialize, Serialize};
 
 /// Declares [`ErrorCode`], its wire names and [`ErrorCode::ALL`] from one list, so the three
 /// cannot drift apart.
@@ -159,6 +159,27 @@ impl PartialEq<&str> for ErrorCode {
     }
 }
 
+/// One string of a request that is not in NFC, as the service reports it: the JSON pointer into
+/// the fields and the code points NFC changes, as `U+212A`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotNfc {
+    pub path: String,
+    pub code_points: Vec<String>,
+}
+
+impl From<&NonNfc> for NotNfc {
+    fn from(n: &NonNfc) -> Self {
+        Self {
+            path: n.path.clone(),
+            code_points: n
+                .code_points
+                .iter()
+                .map(|c| format!("U+{:04X}", u32::from(*c)))
+                .collect(),
+        }
+    }
+}
+
 /// An API refusal or failure.
 #[derive(Debug)]
 pub struct ApiError {
@@ -168,7 +189,7 @@ pub struct ApiError {
     pub reason_code: Option<ReasonCode>,
     pub result: Option<Box<ApprovalResult>>,
     /// For `not_nfc`: every string of the request that is not in NFC.
-    pub not_nfc: Option<Vec<crate::service::NotNfc>>,
+    pub not_nfc: Option<Vec<NotNfc>>,
     /// Seconds for a `Retry-After` header (429 answers).
     pub retry_after: Option<u64>,
 }
@@ -187,7 +208,7 @@ struct Body<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     result: Option<&'a ApprovalResult>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    not_nfc: Option<&'a [crate::service::NotNfc]>,
+    not_nfc: Option<&'a [NotNfc]>,
 }
 
 impl ApiError {

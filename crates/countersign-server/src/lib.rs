@@ -15,6 +15,7 @@ pub mod config;
 pub mod demo;
 pub mod enroll;
 mod error;
+pub mod files;
 pub mod gateways;
 mod http;
 mod notify;
@@ -27,14 +28,13 @@ pub mod witness;
 
 pub use clock::{Clock, DatabaseTime, ManualClock, SteadyClock, SystemClock};
 pub use config::{Config, ConfigError};
-pub use error::{ApiError, ErrorCode};
+pub use error::{ApiError, ErrorCode, NotNfc};
 pub use http::{Display, Mark, Row, Segment, build_router};
 pub use notify::Notification;
-pub use serve::{ServeOptions, files, open_state, serve, serve_http, shutdown_signal};
+pub use serve::{ServeOptions, open_state, serve, serve_http, shutdown_signal};
 pub use service::{
     AUDIT_PAGE_DEFAULT, AUDIT_PAGE_MAX, AppState, AssertionBody, ConsistencyProof, CreateRequest,
     DEFAULT_PROFILE, DecisionChallenge, EnrollFinish, EnrollOptions, EnrollStart, GrantReceipt,
     GrantRequest, Inbox, InboxItem, InclusionProof, LineReader, LoginChallenge, LoginResponse,
-    MAX_AGENT_TOOL_BYTES, NotNfc, ReviewView, StandingProposal, StandingView, StateParts,
-    WaiterStats,
+    MAX_AGENT_TOOL_BYTES, ReviewView, StandingProposal, StandingView, StateParts, WaiterStats,
 };

@@ -4,6 +4,7 @@ use crate::address::LastStart;
 use crate::audit::{AuditMirror, AuditSealer};
 use crate::clock::{Clock, DatabaseTime, SteadyClock, SystemClock};
 use crate::config::Config;
+use crate::files;
 use crate::service::{AppState, StateParts};
 use crate::store::DatabaseUrl;
 use anyhow::Context as _;
@@ -25,18 +26,6 @@ pub struct ServeOptions {
     pub config: Option<PathBuf>,
     /// `--database URL`, overriding the config file's `database`.
     pub database: Option<String>,
-}
-
-/// File names inside the data directory.
-pub mod files {
-    /// The SQLite database.
-    pub const DATABASE: &str = "countersign.db";
-    /// The audit log (JSON lines).
-    pub const AUDIT_LOG: &str = "audit.jsonl";
-    /// The audit signing key seed (base64url, owner-only).
-    pub const SERVICE_KEY: &str = "service-key";
-    /// The audit public key (base64url), for auditors.
-    pub const SERVICE_PUBLIC_KEY: &str = "service-key.pub";
 }
 
 /// Open the state of a data directory: key, database, audit file, registry import.
@@ -88,7 +77,8 @@ fn open(
     let (clock, database_time): (Arc<dyn Clock>, _) = match database {
         DatabaseUrl::Postgres(_) => {
             let time = Arc::new(
-                DatabaseTime::read(store.as_ref()).context("reading the database's clock")?,
+                DatabaseTime::read(|| store.database_now_ms())
+                    .context("reading the database's clock")?,
             );
             (Arc::new(SteadyClock::new(time.clone())), Some(time))
         }
@@ -189,10 +179,11 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
             tick.tick().await;
             if let Some(time) = &database_time {
                 let (time, store) = (time.clone(), sweeper.store().clone());
-                let read = tokio::task::spawn_blocking(move || time.refresh(store.as_ref()))
-                    .await
-                    .map_err(|e| e.to_string())
-                    .and_then(|r| r.map_err(|e| e.to_string()));
+                let read =
+                    tokio::task::spawn_blocking(move || time.refresh(|| store.database_now_ms()))
+                        .await
+                        .map_err(|e| e.to_string())
+                        .and_then(|r| r.map_err(|e| e.to_string()));
                 // Until a reading succeeds the clock runs on from the last one.
                 if let Err(error) = read {
                     tracing::warn!(error, "reading the database's clock failed");

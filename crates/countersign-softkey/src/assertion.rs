@@ -62,22 +62,9 @@ impl AssertionRequest {
             signature_quirk: SignatureQuirk::None,
         }
     }
-
-    /// The clientDataJSON this request produces.
-    pub fn client_data_json(&self) -> Vec<u8> {
-        if let Some(bytes) = &self.client_data_override {
-            return bytes.clone();
-        }
-        client_data::build(&client_data::Spec {
-            typ: &self.client_data_type,
-            challenge: &self.challenge,
-            origin: &self.origin,
-            cross_origin: self.cross_origin,
-            top_origin: self.top_origin.as_deref(),
-            extra: &self.extra_client_data,
-        })
-    }
 }
+
+client_data::request_client_data_json!(AssertionRequest);
 
 /// The raw bytes of an assertion, as `AuthenticatorAssertionResponse` exposes them.
 #[derive(Clone, Debug, PartialEq, Eq)]

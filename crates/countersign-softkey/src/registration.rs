@@ -90,22 +90,9 @@ impl RegistrationRequest {
             signature_quirk: SignatureQuirk::None,
         }
     }
-
-    /// The clientDataJSON this request produces.
-    pub fn client_data_json(&self) -> Vec<u8> {
-        if let Some(bytes) = &self.client_data_override {
-            return bytes.clone();
-        }
-        client_data::build(&client_data::Spec {
-            typ: &self.client_data_type,
-            challenge: &self.challenge,
-            origin: &self.origin,
-            cross_origin: self.cross_origin,
-            top_origin: self.top_origin.as_deref(),
-            extra: &self.extra_client_data,
-        })
-    }
 }
+
+client_data::request_client_data_json!(RegistrationRequest);
 
 /// The raw bytes of a registration, as `AuthenticatorAttestationResponse` exposes them.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,19 +1,8 @@
 //! One-time, expiring invites.
 
-use crate::store::{Store, StoreError};
+use crate::store::{Invite, Store, StoreError};
 use countersign::b64;
 use sha2::{Digest as _, Sha256};
-
-/// An invite as stored: the token itself is never stored, only its hash.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Invite {
-    pub token_hash: [u8; 32],
-    pub principal: String,
-    /// The approver group the principal joins when the invite is redeemed.
-    pub group: Option<String>,
-    pub created_at: i64,
-    pub expires_at: i64,
-}
 
 /// A freshly created invite: the token (shown once) and the link that carries it.
 #[derive(Debug, Clone)]
@@ -162,7 +151,7 @@ pub struct InviteOptions {
 /// Works whether the service is running or not: the running service reads invites from the
 /// database at each request (SQLite in WAL mode lets this second process write while it runs).
 pub fn invite_in_data_dir(opts: &InviteOptions) -> anyhow::Result<CreatedInvite> {
-    use crate::serve::files;
+    use crate::files;
     use anyhow::Context as _;
     let key = opts.data_dir.join(files::SERVICE_KEY);
     anyhow::ensure!(

@@ -10,10 +10,11 @@
 mod ceremony;
 mod invite;
 
+pub use crate::store::Invite;
 pub use ceremony::{
     AttestationPolicy, EnrollError, EnrolledSummary, Enroller, EnrollmentConfig, StartedCeremony,
 };
 pub use invite::{
-    CreatedInvite, Invite, InviteCreateError, InviteOptions, create_invite, invite_in_data_dir,
+    CreatedInvite, InviteCreateError, InviteOptions, create_invite, invite_in_data_dir,
     invite_token_hash,
 };

@@ -13,7 +13,6 @@ mod trace;
 mod web;
 
 pub use display::{Display, Mark, Row, Segment};
-pub(crate) use web::WebGuard;
 
 use crate::error::{ApiError, ErrorCode};
 use crate::service::AppState;

@@ -25,21 +25,13 @@ use axum::{Json, Router};
 use countersign::{ApprovalResult, ApprovalStatus, Decision, b64};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Mutex;
 
 /// The session cookie. `__Host-` makes the browser refuse it unless it is `Secure`, has
 /// `Path=/` and no `Domain`, so a sibling subdomain cannot plant or read it.
 pub(crate) const SESSION_COOKIE: &str = "__Host-countersign-session";
 /// The header carrying the CSRF token on state-changing calls.
 pub(crate) const CSRF_HEADER: &str = "x-countersign-csrf";
-
-/// Login attempts (challenges and assertions) one client address may make per window.
-const LOGIN_ATTEMPTS_PER_WINDOW: u32 = 20;
-const WINDOW_MS: i64 = 60_000;
-/// Bound of the rate limiter's memory.
-const MAX_TRACKED_CLIENTS: usize = 10_000;
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
     connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
@@ -50,33 +42,6 @@ const APPROVE_JS: &str = include_str!("../../assets/approve.js");
 const ENROLL_JS: &str = include_str!("../../assets/enroll.js");
 const COMMON_JS: &str = include_str!("../../assets/common.js");
 const STYLE_CSS: &str = include_str!("../../assets/style.css");
-
-/// Per-client fixed-window counters for login attempts.
-#[derive(Debug, Default)]
-pub(crate) struct WebGuard {
-    windows: Mutex<HashMap<Option<IpAddr>, (i64, u32)>>,
-}
-
-impl WebGuard {
-    /// Count one attempt by `client` at `now`: `Err(seconds until its window ends)` when the
-    /// client is over its budget.
-    pub(crate) fn allow(&self, client: Option<IpAddr>, now: i64) -> Result<(), u64> {
-        let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
-        if windows.len() >= MAX_TRACKED_CLIENTS {
-            windows.retain(|_, (start, _)| now.saturating_sub(*start) < WINDOW_MS);
-        }
-        let entry = windows.entry(client).or_insert((now, 0));
-        if now.saturating_sub(entry.0) >= WINDOW_MS {
-            *entry = (now, 0);
-        }
-        entry.1 = entry.1.saturating_add(1);
-        if entry.1 <= LOGIN_ATTEMPTS_PER_WINDOW {
-            return Ok(());
-        }
-        let left_ms = entry.0.saturating_add(WINDOW_MS).saturating_sub(now);
-        Err(u64::try_from(left_ms.saturating_add(999) / 1000).unwrap_or(1))
-    }
-}
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -446,19 +411,6 @@ async fn revoke_standing(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rate_limit_counts_per_client_and_resets_after_the_window() {
-        let g = WebGuard::default();
-        let a = Some(IpAddr::from([127, 0, 0, 1]));
-        let b = Some(IpAddr::from([127, 0, 0, 2]));
-        for _ in 0..LOGIN_ATTEMPTS_PER_WINDOW {
-            assert!(g.allow(a, 0).is_ok());
-        }
-        assert_eq!(g.allow(a, 1), Err(60), "over budget, 59.999 s left");
-        assert!(g.allow(b, 1).is_ok(), "another client has its own budget");
-        assert!(g.allow(a, WINDOW_MS).is_ok(), "a new window");
-    }
 
     #[test]
     fn csrf_token_is_bound_to_the_session_token() {

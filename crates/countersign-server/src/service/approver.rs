@@ -7,7 +7,7 @@
 use super::AppState;
 use crate::audit::AuditEvent;
 use crate::clock::{from_ms, rfc3339};
-use crate::error::{ApiError, ErrorCode};
+use crate::error::{ApiError, ErrorCode, NotNfc};
 use crate::store::{ApprovalRecord, IssuedChallenge, Session, SettleKind, Settlement, Spend};
 use countersign::webauthn::{self, Assertion, AssertionExpectations, ClientData};
 use countersign::{
@@ -61,7 +61,7 @@ pub struct ReviewView {
     /// Under a tool rule with `nfc = "normalize"`: every submitted string NFC changed. Empty
     /// otherwise (under `require` such a request is never admitted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub not_nfc: Vec<super::NotNfc>,
+    pub not_nfc: Vec<NotNfc>,
     /// When `not_nfc` is not empty: the fields as the gateway submitted them, the strings the
     /// gateway will execute. `fields` is what is signed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -75,7 +75,7 @@ pub struct ReviewView {
 /// something.
 #[derive(Debug, Default)]
 struct NfcView {
-    not_nfc: Vec<super::NotNfc>,
+    not_nfc: Vec<NotNfc>,
     submitted_fields: Option<Value>,
     marks: std::collections::BTreeMap<String, Vec<char>>,
 }
@@ -322,7 +322,7 @@ impl AppState {
         let submitted: Value =
             serde_json::from_str(&record.fields_json).map_err(ApiError::internal)?;
         Ok(NfcView {
-            not_nfc: changes.iter().map(super::NotNfc::from).collect(),
+            not_nfc: changes.iter().map(NotNfc::from).collect(),
             submitted_fields: Some(submitted),
             marks: changes
                 .into_iter()

@@ -241,7 +241,7 @@ impl AppState {
         Ok(())
     }
 
-    pub(crate) fn web_guard(&self) -> &crate::http::WebGuard {
+    pub(crate) fn web_guard(&self) -> &super::WebGuard {
         &self.inner.web
     }
 }

@@ -5,12 +5,12 @@ use crate::audit::AuditEvent;
 use crate::audit::RequestFacts;
 use crate::clock::{from_ms, rfc3339};
 use crate::config::{ApprovalRule, Severity, ToolRule};
-use crate::error::{ApiError, ErrorCode};
+use crate::error::{ApiError, ErrorCode, NotNfc};
 use crate::store::{
     ApprovalRecord, GrantOutcome, NewApproval, SettleKind, SettleOutcome, Settlement,
 };
 use countersign::{
-    Action, ApprovalResult, ApprovalStatus, CanonError, Decision, NfcMode, NonNfc, Policy, Profile,
+    Action, ApprovalResult, ApprovalStatus, CanonError, Decision, NfcMode, Policy, Profile,
     ReasonCode, b64,
 };
 use serde::{Deserialize, Serialize};
@@ -163,27 +163,6 @@ fn fields_json(profile: &str, req: &CreateRequest) -> Result<String, ApiError> {
     };
     countersign::call_fields_json(profile, &call)
         .map_err(|e| ApiError::bad_request(ErrorCode::InvalidRequest, e.to_string()))
-}
-
-/// One string of a request that is not in NFC, as the service reports it: the JSON pointer into
-/// the fields and the code points NFC changes, as `U+212A`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NotNfc {
-    pub path: String,
-    pub code_points: Vec<String>,
-}
-
-impl From<&NonNfc> for NotNfc {
-    fn from(n: &NonNfc) -> Self {
-        Self {
-            path: n.path.clone(),
-            code_points: n
-                .code_points
-                .iter()
-                .map(|c| format!("U+{:04X}", u32::from(*c)))
-                .collect(),
-        }
-    }
 }
 
 /// Admit the submitted fields under `profile` and the tool's NFC rule.
@@ -500,27 +479,7 @@ impl AppState {
             );
         }
         // The row is exactly what was inserted: answer from it without reading it back.
-        Ok(self.result_of(&ApprovalRecord {
-            decided_at: (status != ApprovalStatus::Pending).then_some(now),
-            reason_code: reason.map(|r| r.as_str().to_owned()),
-            evidence_json: None,
-            grant_collected_at: None,
-            id: approval.id,
-            created_at: approval.created_at,
-            expires_at: approval.expires_at,
-            agent_id: approval.agent_id,
-            tool_name: approval.tool_name,
-            profile: approval.profile,
-            fields_json: approval.fields_json,
-            severity: approval.severity,
-            op_hash_approved: approval.op_hash_approved,
-            op_hash_denied: approval.op_hash_denied,
-            status: approval.status,
-            grant_expires_at: approval.grant_expires_at,
-            gateway: Some(approval.gateway),
-            preauthorization: None,
-            revises: approval.revises,
-        }))
+        Ok(self.result_of(&approval.into_record(None)))
     }
 
     /// The approval a request says it revises: it must exist and belong to the same gateway

@@ -15,16 +15,18 @@ mod preauth;
 mod proofs;
 mod standing;
 mod waiters;
+mod web_guard;
 
 pub use approver::{AssertionBody, DecisionChallenge, LoginChallenge, LoginResponse, ReviewView};
 pub use audit_read::{AUDIT_PAGE_DEFAULT, AUDIT_PAGE_MAX, LineReader};
 pub use enroll::{EnrollFinish, EnrollOptions, EnrollStart};
 pub use gateway::{
-    CreateRequest, DEFAULT_PROFILE, GrantReceipt, GrantRequest, MAX_AGENT_TOOL_BYTES, NotNfc,
+    CreateRequest, DEFAULT_PROFILE, GrantReceipt, GrantRequest, MAX_AGENT_TOOL_BYTES,
 };
 pub use proofs::{ConsistencyProof, InclusionProof};
 pub use standing::{Inbox, InboxItem, StandingProposal, StandingView};
 pub use waiters::WaiterStats;
+pub(crate) use web_guard::WebGuard;
 
 use crate::audit::{AuditMirror, AuditSealer};
 use crate::clock::{Clock, from_ms, rfc3339};
@@ -68,7 +70,7 @@ struct Inner {
     /// Group memberships granted by redeemed invites: group to principals.
     members: RwLock<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>>,
     /// Approver page guards (rate limits).
-    web: crate::http::WebGuard,
+    web: WebGuard,
     /// The verifier policy of every tool rule; rebuilt when group memberships change.
     policies: RwLock<Arc<Policies>>,
     /// The canonicalization profiles this service pins.
@@ -222,7 +224,7 @@ impl AppState {
                 notifier,
                 enroller,
                 members: RwLock::new(members),
-                web: crate::http::WebGuard::default(),
+                web: WebGuard::default(),
                 policies: RwLock::new(Arc::new(policies)),
                 profiles: ProfileRegistry::builtin(),
                 gateways: RwLock::new(Arc::new(gateways)),

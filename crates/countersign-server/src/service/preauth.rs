@@ -87,31 +87,12 @@ impl AppState {
                 continue;
             };
             tracing::info!(slug = %p.slug, use_number, id = %approval.id, "preauthorized");
-            return Ok(Some(ApprovalRecord {
-                decided_at: Some(approval.created_at),
-                reason_code: None,
-                evidence_json: None,
-                grant_collected_at: None,
-                preauthorization: Some(crate::store::PreauthUse {
-                    slug: p.slug.clone(),
-                    digest,
-                    use_number,
-                }),
-                id: approval.id,
-                created_at: approval.created_at,
-                expires_at: approval.expires_at,
-                agent_id: approval.agent_id,
-                tool_name: approval.tool_name,
-                profile: approval.profile,
-                fields_json: approval.fields_json,
-                severity: approval.severity,
-                op_hash_approved: approval.op_hash_approved,
-                op_hash_denied: approval.op_hash_denied,
-                status: approval.status,
-                grant_expires_at: approval.grant_expires_at,
-                gateway: Some(approval.gateway),
-                revises: approval.revises,
-            }));
+            let used = crate::store::PreauthUse {
+                slug: p.slug.clone(),
+                digest,
+                use_number,
+            };
+            return Ok(Some(approval.into_record(Some(used))));
         }
         Ok(None)
     }

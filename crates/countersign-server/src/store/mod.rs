@@ -86,7 +86,7 @@ impl DatabaseUrl {
 
     /// The default: the embedded SQLite database in the data directory.
     pub fn default_in(data_dir: &Path) -> Self {
-        Self::Sqlite(data_dir.join(crate::serve::files::DATABASE))
+        Self::Sqlite(data_dir.join(crate::files::DATABASE))
     }
 
     /// Open the store (applying migrations).
@@ -126,6 +126,35 @@ pub struct NewApproval {
     /// The approval this request revises, when the gateway says so (a new proposal: nothing
     /// passes from the one it revises).
     pub revises: Option<String>,
+}
+
+impl NewApproval {
+    /// The row the store writes for this request, without reading it back: decided at its
+    /// creation unless PENDING, no evidence, no grant collected yet, and the preauthorization
+    /// that approved it, if one did. The one place a new approval's fields become a record's.
+    pub fn into_record(self, preauthorization: Option<PreauthUse>) -> ApprovalRecord {
+        ApprovalRecord {
+            decided_at: (self.status != ApprovalStatus::Pending).then_some(self.created_at),
+            reason_code: self.reason_code.map(|r| r.as_str().to_owned()),
+            evidence_json: None,
+            grant_collected_at: None,
+            gateway: Some(self.gateway),
+            preauthorization,
+            id: self.id,
+            created_at: self.created_at,
+            expires_at: self.expires_at,
+            agent_id: self.agent_id,
+            tool_name: self.tool_name,
+            profile: self.profile,
+            fields_json: self.fields_json,
+            severity: self.severity,
+            op_hash_approved: self.op_hash_approved,
+            op_hash_denied: self.op_hash_denied,
+            status: self.status,
+            grant_expires_at: self.grant_expires_at,
+            revises: self.revises,
+        }
+    }
 }
 
 /// An approval as stored.
@@ -178,6 +207,17 @@ pub struct AuditorRecord {
     pub token_hash: [u8; 32],
     pub created_at: i64,
     pub revoked_at: Option<i64>,
+}
+
+/// An invite as stored: the token itself is never stored, only its hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invite {
+    pub token_hash: [u8; 32],
+    pub principal: String,
+    /// The approver group the principal joins when the invite is redeemed.
+    pub group: Option<String>,
+    pub created_at: i64,
+    pub expires_at: i64,
 }
 
 /// A nonce to spend and a counter to advance with a verdict.
@@ -491,13 +531,9 @@ pub trait Store: standing::StandingStore + Send + Sync + std::fmt::Debug + 'stat
     fn auditors(&self) -> Result<Vec<AuditorRecord>, StoreError>;
 
     /// Remember an enrollment invite (by the hash of its token).
-    fn put_invite(&self, invite: &crate::enroll::Invite) -> Result<(), StoreError>;
+    fn put_invite(&self, invite: &Invite) -> Result<(), StoreError>;
     /// The invite for a token hash, if it is unredeemed and `now < expires_at`.
-    fn invite(
-        &self,
-        token_hash: &[u8; 32],
-        now: i64,
-    ) -> Result<Option<crate::enroll::Invite>, StoreError>;
+    fn invite(&self, token_hash: &[u8; 32], now: i64) -> Result<Option<Invite>, StoreError>;
     /// Redeem an invite, in one transaction: mark it used (compare-and-set on "unused and
     /// unexpired"), insert the credential (never replacing an existing id), and record the
     /// invite's group membership, and append `event` (the `enrollment` line).

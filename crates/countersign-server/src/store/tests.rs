@@ -736,6 +736,35 @@ fn an_approval_remembers_its_gateway() {
 }
 
 #[test]
+fn a_new_approval_as_a_record_is_the_row_the_store_reads_back() {
+    for (s, _guard) in stores("approval_into_record") {
+        // PENDING: not decided, no reason.
+        let pending = new("p", 100);
+        s.create(&pending, &[]).unwrap();
+        let record = pending.into_record(None);
+        assert_eq!(
+            (record.decided_at, record.reason_code.as_deref()),
+            (None, None)
+        );
+        assert_eq!(s.get("p").unwrap().unwrap(), record);
+        // Refused at once: decided at its creation, with its reason.
+        let refused = NewApproval {
+            created_at: 7,
+            status: ApprovalStatus::Denied,
+            reason_code: Some(ReasonCode::NoEligibleApprover),
+            ..new("d", 100)
+        };
+        s.create(&refused, &[]).unwrap();
+        let record = refused.into_record(None);
+        assert_eq!(record.decided_at, Some(7));
+        assert_eq!(record.reason_code.as_deref(), Some("no_eligible_approver"));
+        assert_eq!(s.get("d").unwrap().unwrap(), record);
+        // Another record is not equal to it: the comparison sees the fields.
+        assert_ne!(s.get("p").unwrap().unwrap(), record);
+    }
+}
+
+#[test]
 fn only_the_owning_gateway_withdraws_or_collects() {
     for (s, _guard) in stores("gateway_ownership") {
         s.create(&new("w", 100), &[]).unwrap();

@@ -261,7 +261,7 @@ impl Store for SqlStore {
         })
     }
 
-    fn put_invite(&self, i: &crate::enroll::Invite) -> Result<(), StoreError> {
+    fn put_invite(&self, i: &crate::store::Invite) -> Result<(), StoreError> {
         let i = i.clone();
         self.one(move |tx| {
             tx.execute(
@@ -282,13 +282,13 @@ impl Store for SqlStore {
         &self,
         token_hash: &[u8; 32],
         now: i64,
-    ) -> Result<Option<crate::enroll::Invite>, StoreError> {
+    ) -> Result<Option<crate::store::Invite>, StoreError> {
         let token_hash = *token_hash;
         self.one(move |tx| {
             let Some(mut r) = tx.query_opt(&INVITE, params![&token_hash, now])? else {
                 return Ok(None);
             };
-            Ok(Some(crate::enroll::Invite {
+            Ok(Some(crate::store::Invite {
                 token_hash,
                 principal: r.text(0)?,
                 group: r.opt_text(1)?,
