@@ -146,14 +146,7 @@ impl<'a> Evidence<'a> {
         if !judge {
             return;
         }
-        let now = object
-            .get("ts")
-            .and_then(Value::as_str)
-            .and_then(|t| {
-                time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
-            })
-            .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-        self.queued.push(Job {
+        let job = Job {
             line: n,
             tool,
             verdict: verdict.to_owned(),
@@ -167,8 +160,9 @@ impl<'a> Evidence<'a> {
             fields,
             result,
             registry,
-            now,
-        });
+            now: decided_at(object),
+        };
+        self.queued.push(job);
     }
 
     /// Each evidence nonce used by no earlier Decision (`evidence_replayed` otherwise); the new
@@ -199,6 +193,17 @@ impl<'a> Evidence<'a> {
             f.add(issue);
         }
     }
+}
+
+/// The Decision's time: what its evidence is judged as of (the epoch when it has none).
+fn decided_at(object: &Map<String, Value>) -> time::OffsetDateTime {
+    object
+        .get("ts")
+        .and_then(Value::as_str)
+        .and_then(|t| {
+            time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
+        })
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
 }
 
 /// The Decision's evidence as the ApprovalResult the core verifies (`evidence_rejected` when it
