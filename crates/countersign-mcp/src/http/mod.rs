@@ -15,6 +15,15 @@
 //! its own random session id and maps it to the upstream's; one interposer session (client
 //! view, tool catalog) per upstream session, bound to the agent that opened it.
 
+mod agents;
+mod guard;
+mod sse;
+
+pub use agents::{AgentEntry, Agents, AgentsError, MIN_TOKEN_LEN};
+pub(crate) use guard::is_host_name;
+use guard::{host_name, is_loopback_host, origin_allowed, routing_headers_match};
+use sse::SseSplitter;
+
 use crate::relay;
 use crate::relay::Lines;
 use crate::{Interposer, admission};
@@ -23,12 +32,10 @@ use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::{Future, IntoFuture as _};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
@@ -63,154 +70,6 @@ const SESSION_IDLE: Duration = Duration::from_secs(3600);
 const MAX_SESSIONS: usize = 10_000;
 /// How long open streams get to finish after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-
-/// One `[[agents]]` entry: an agent id and exactly one way to know its bearer credential.
-#[derive(Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AgentEntry {
-    /// The agent's identity, signed with every held call.
-    pub id: String,
-    /// The bearer token itself (at least 16 characters).
-    #[serde(default)]
-    pub token: Option<String>,
-    /// A file holding the token (so the configuration holds no secret).
-    #[serde(default)]
-    pub token_file: Option<PathBuf>,
-    /// The token's SHA-256, 64 hex digits (`printf %s "$TOKEN" | sha256sum`): the interposer
-    /// never needs the token itself.
-    #[serde(default)]
-    pub token_sha256: Option<String>,
-}
-
-impl std::fmt::Debug for AgentEntry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AgentEntry")
-            .field("id", &self.id)
-            .field("token", &self.token.as_ref().map(|_| "***"))
-            .field("token_file", &self.token_file)
-            .field("token_sha256", &self.token_sha256)
-            .finish()
-    }
-}
-
-/// An `[[agents]]` list that cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum AgentsError {
-    #[error(
-        "HTTP mode needs at least one [[agents]] entry in --config (id, and token, token_file or token_sha256)"
-    )]
-    NoAgents,
-    #[error("an [[agents]] entry has an empty id")]
-    EmptyId,
-    #[error("agent {0:?}: give exactly one of token, token_file, token_sha256")]
-    Credential(String),
-    #[error("agent {0:?}: a bearer token needs at least {MIN_TOKEN_LEN} characters")]
-    Short(String),
-    #[error("agent {0:?}: token_sha256 must be 64 hex digits")]
-    Hash(String),
-    #[error("agent {id:?}: reading {path}: {source}")]
-    Read {
-        id: String,
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("agent id {0:?} is listed twice")]
-    DuplicateId(String),
-    #[error("agents {0:?} and {1:?} have the same token")]
-    DuplicateToken(String, String),
-}
-
-/// Shortest bearer token accepted (a guessable token would let anyone act as the agent).
-pub const MIN_TOKEN_LEN: usize = 16;
-
-/// The agents and the SHA-256 of their tokens (the tokens themselves are not kept).
-#[derive(Debug, Clone)]
-pub struct Agents {
-    known: Vec<(String, [u8; 32])>,
-}
-
-fn sha256(bytes: &[u8]) -> [u8; 32] {
-    let d = ring::digest::digest(&ring::digest::SHA256, bytes);
-    let mut out = [0; 32];
-    out.copy_from_slice(d.as_ref());
-    out
-}
-
-/// Equal without an early exit (only digests are compared, so a timing difference could at most
-/// reveal a digest prefix, never the token; still, no shortcut).
-fn same_digest(a: &[u8; 32], b: &[u8; 32]) -> bool {
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-fn hex32(text: &str) -> Option<[u8; 32]> {
-    let text = text.trim();
-    if text.len() != 64 || !text.is_ascii() {
-        return None;
-    }
-    let mut out = [0; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(out)
-}
-
-impl Agents {
-    /// Check the entries and read the token files.
-    pub fn from_entries(entries: &[AgentEntry]) -> Result<Self, AgentsError> {
-        if entries.is_empty() {
-            return Err(AgentsError::NoAgents);
-        }
-        let mut known: Vec<(String, [u8; 32])> = Vec::with_capacity(entries.len());
-        for e in entries {
-            if e.id.is_empty() {
-                return Err(AgentsError::EmptyId);
-            }
-            let token = |t: &str| {
-                // A trailing newline in a file is not part of the token.
-                let t = t.trim_end_matches(['\r', '\n']);
-                if t.chars().count() < MIN_TOKEN_LEN {
-                    Err(AgentsError::Short(e.id.clone()))
-                } else {
-                    Ok(sha256(t.as_bytes()))
-                }
-            };
-            let digest = match (&e.token, &e.token_file, &e.token_sha256) {
-                (Some(t), None, None) => token(t)?,
-                (None, Some(path), None) => {
-                    let text =
-                        std::fs::read_to_string(path).map_err(|source| AgentsError::Read {
-                            id: e.id.clone(),
-                            path: path.display().to_string(),
-                            source,
-                        })?;
-                    token(&text)?
-                }
-                (None, None, Some(h)) => hex32(h).ok_or_else(|| AgentsError::Hash(e.id.clone()))?,
-                _ => return Err(AgentsError::Credential(e.id.clone())),
-            };
-            if let Some((other, _)) = known.iter().find(|(id, _)| *id == e.id) {
-                return Err(AgentsError::DuplicateId(other.clone()));
-            }
-            if let Some((other, _)) = known.iter().find(|(_, d)| same_digest(d, &digest)) {
-                return Err(AgentsError::DuplicateToken(other.clone(), e.id.clone()));
-            }
-            known.push((e.id.clone(), digest));
-        }
-        Ok(Self { known })
-    }
-
-    /// The agent whose token `bearer` is, if any. Every entry is compared.
-    pub fn identify(&self, bearer: &str) -> Option<&str> {
-        let presented = sha256(bearer.as_bytes());
-        let mut found = None;
-        for (id, digest) in &self.known {
-            if same_digest(digest, &presented) {
-                found = Some(id.as_str());
-            }
-        }
-        found
-    }
-}
 
 /// One client session: whose it is, the upstream's session id, and the interposer's view of it.
 struct Session {
@@ -296,50 +155,6 @@ fn rpc_response(status: StatusCode, frame: &Value) -> Response {
     r
 }
 
-/// Check `Mcp-Method` and `Mcp-Name` against the admitted body: each, when sent, must appear
-/// once and equal what the body says (`Mcp-Name`: `params.name` of `tools/call` and
-/// `prompts/get`, `params.uri` of `resources/read`; no other message has a name to restate).
-fn routing_headers_match(
-    headers: &HeaderMap,
-    text: &str,
-    message: &admission::Message,
-) -> Result<(), &'static str> {
-    let single = |name: &str| -> Result<Option<&str>, &'static str> {
-        let mut values = headers.get_all(name).iter();
-        let first = values.next();
-        if values.next().is_some() {
-            return Err("a routing header appears more than once");
-        }
-        first
-            .map(|v| {
-                v.to_str()
-                    .map_err(|_| "a routing header is not visible ASCII")
-            })
-            .transpose()
-    };
-    if let Some(method) = single("mcp-method")?
-        && message.method.as_deref() != Some(method)
-    {
-        return Err("Mcp-Method does not match the body's method");
-    }
-    if let Some(name) = single("mcp-name")? {
-        let member = match message.method.as_deref() {
-            Some("tools/call" | "prompts/get") => "name",
-            Some("resources/read") => "uri",
-            _ => return Err("Mcp-Name on a message that names nothing"),
-        };
-        let named = message
-            .params
-            .clone()
-            .and_then(|p| serde_json::from_str::<Value>(&text[p]).ok())
-            .and_then(|p| p.get(member).cloned());
-        if named != Some(Value::from(name)) {
-            return Err("Mcp-Name does not match the body");
-        }
-    }
-    Ok(())
-}
-
 fn json_response(frame: String) -> Response {
     let mut r = Response::new(Body::from(frame));
     r.headers_mut().insert(
@@ -367,52 +182,6 @@ fn unauthorized(id: Option<&Value>) -> Response {
         HeaderValue::from_static("Bearer realm=\"countersign-mcp\""),
     );
     r
-}
-
-/// Browsers send `Origin`; anything but a loopback page is refused (DNS rebinding: the spec's
-/// MUST for Streamable HTTP servers). Clients outside a browser send none.
-fn origin_allowed(headers: &HeaderMap) -> bool {
-    let Some(origin) = headers.get(header::ORIGIN) else {
-        return true;
-    };
-    let Some(url) = origin.to_str().ok().and_then(|o| Url::parse(o).ok()) else {
-        return false;
-    };
-    matches!(
-        url.host(),
-        Some(url::Host::Domain("localhost"))
-            | Some(url::Host::Ipv4(std::net::Ipv4Addr::LOCALHOST))
-            | Some(url::Host::Ipv6(std::net::Ipv6Addr::LOCALHOST))
-    )
-}
-
-/// The host part of a `Host` value or an `allowed_hosts` entry (`name`, `name:port`, `[v6]:port`,
-/// an IP), in the form a URL parser gives it: lower case, IPs canonical, IPv6 in brackets.
-fn host_name(value: &str) -> Option<String> {
-    let url = Url::parse(&format!("http://{}/", value.trim())).ok()?;
-    if url.path() != "/"
-        || url.username() != ""
-        || url.query().is_some()
-        || url.fragment().is_some()
-    {
-        return None;
-    }
-    url.host_str().map(str::to_owned)
-}
-
-/// Whether an `allowed_hosts` entry names a host (`name`, `name:port`, an IP, `[v6]:port`).
-pub(crate) fn is_host_name(entry: &str) -> bool {
-    !entry.trim().is_empty() && host_name(entry).is_some()
-}
-
-/// `localhost`, a name under it, 127.0.0.0/8 or `[::1]`.
-fn is_loopback_host(host: &str) -> bool {
-    if host == "localhost" || host.ends_with(".localhost") {
-        return true;
-    }
-    let ip = host.trim_start_matches('[').trim_end_matches(']');
-    ip.parse::<std::net::IpAddr>()
-        .is_ok_and(|ip| ip.is_loopback())
 }
 
 impl HttpRelay {
@@ -935,55 +704,6 @@ fn relay_event(interposer: &Interposer, raw: Vec<u8>) -> Bytes {
     Bytes::from(event)
 }
 
-/// Cuts an SSE byte stream into whole events (each ending with its blank line), keeping every
-/// byte; line ends may be `\n`, `\r\n` or `\r`, and may be split across chunks.
-#[derive(Debug, Default)]
-struct SseSplitter {
-    buf: Vec<u8>,
-    scanned: usize,
-    line_start: usize,
-}
-
-impl SseSplitter {
-    fn push(&mut self, chunk: &[u8]) -> Vec<Vec<u8>> {
-        self.buf.extend_from_slice(chunk);
-        let mut events = Vec::new();
-        let mut i = self.scanned;
-        while let Some(&b) = self.buf.get(i) {
-            if b != b'\n' && b != b'\r' {
-                i += 1;
-                continue;
-            }
-            let end_len = if b == b'\r' {
-                // A `\r` at the end of what arrived may be the first half of `\r\n`.
-                match self.buf.get(i + 1) {
-                    None => break,
-                    Some(b'\n') => 2,
-                    Some(_) => 1,
-                }
-            } else {
-                1
-            };
-            let empty = i == self.line_start;
-            i += end_len;
-            self.line_start = i;
-            if empty {
-                let rest = self.buf.split_off(i);
-                events.push(std::mem::replace(&mut self.buf, rest));
-                i = 0;
-                self.line_start = 0;
-            }
-        }
-        self.scanned = i;
-        events
-    }
-
-    /// What is left when the stream ends (an event without its blank line).
-    fn finish(self) -> Option<Vec<u8>> {
-        (!self.buf.is_empty()).then_some(self.buf)
-    }
-}
-
 async fn post_mcp(
     State(relay): State<Arc<HttpRelay>>,
     headers: HeaderMap,
@@ -1181,161 +901,6 @@ async fn delete_mcp(State(relay): State<Arc<HttpRelay>>, headers: HeaderMap) -> 
                 -32603,
                 "the upstream MCP server could not be reached",
             )
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn split_all(chunks: &[&[u8]]) -> (Vec<Vec<u8>>, Option<Vec<u8>>) {
-        let mut s = SseSplitter::default();
-        let mut out = Vec::new();
-        for c in chunks {
-            out.extend(s.push(c));
-        }
-        (out, s.finish())
-    }
-
-    #[test]
-    fn events_are_cut_at_blank_lines_whatever_the_chunks() {
-        let stream = b"id: 1\ndata: {\"a\":1}\n\n: ping\r\n\r\ndata: x\rdata: y\r\rdata: z\n\n";
-        let whole = split_all(&[stream]);
-        assert_eq!(
-            whole.0,
-            vec![
-                b"id: 1\ndata: {\"a\":1}\n\n".to_vec(),
-                b": ping\r\n\r\n".to_vec(),
-                b"data: x\rdata: y\r\r".to_vec(),
-                b"data: z\n\n".to_vec(),
-            ]
-        );
-        assert_eq!(whole.1, None);
-        // Byte by byte: the same events, every byte kept (a `\r\n` split in two included).
-        let bytes: Vec<&[u8]> = stream.chunks(1).collect();
-        assert_eq!(split_all(&bytes), whole);
-    }
-
-    #[test]
-    fn an_unfinished_event_is_kept_for_the_end() {
-        let (events, rest) = split_all(&[b"data: 1\n\ndata: 2\n"]);
-        assert_eq!(events, vec![b"data: 1\n\n".to_vec()]);
-        assert_eq!(rest, Some(b"data: 2\n".to_vec()));
-    }
-
-    fn entry(id: &str, token: &str) -> AgentEntry {
-        AgentEntry {
-            id: id.into(),
-            token: Some(token.into()),
-            token_file: None,
-            token_sha256: None,
-        }
-    }
-
-    #[test]
-    fn agents_are_known_by_their_token_or_its_hash() {
-        let hash: String = sha256(b"second-agent-token-xyz")
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let agents = Agents::from_entries(&[
-            entry("a", "first-agent-token-abc"),
-            AgentEntry {
-                id: "b".into(),
-                token: None,
-                token_file: None,
-                token_sha256: Some(hash),
-            },
-        ])
-        .unwrap();
-        assert_eq!(agents.identify("first-agent-token-abc"), Some("a"));
-        assert_eq!(agents.identify("second-agent-token-xyz"), Some("b"));
-        assert_eq!(agents.identify("first-agent-token-ab"), None);
-        assert_eq!(agents.identify(""), None);
-    }
-
-    #[test]
-    fn weak_duplicate_or_ambiguous_credentials_are_refused() {
-        assert!(matches!(
-            Agents::from_entries(&[]),
-            Err(AgentsError::NoAgents)
-        ));
-        assert!(matches!(
-            Agents::from_entries(&[entry("a", "short")]),
-            Err(AgentsError::Short(_))
-        ));
-        assert!(matches!(
-            Agents::from_entries(&[
-                entry("a", "same-token-for-both"),
-                entry("b", "same-token-for-both")
-            ]),
-            Err(AgentsError::DuplicateToken(..))
-        ));
-        assert!(matches!(
-            Agents::from_entries(&[
-                entry("a", "one-token-for-agent-a"),
-                entry("a", "two-token-for-agent-a")
-            ]),
-            Err(AgentsError::DuplicateId(_))
-        ));
-        let mut both = entry("a", "one-token-for-agent-a");
-        both.token_sha256 = Some("00".repeat(32));
-        assert!(matches!(
-            Agents::from_entries(&[both]),
-            Err(AgentsError::Credential(_))
-        ));
-    }
-
-    #[test]
-    fn host_values_are_read_as_a_url_parser_reads_them() {
-        for (value, host) in [
-            ("localhost", Some("localhost")),
-            ("LOCALHOST:8080", Some("localhost")),
-            ("127.0.0.1:9", Some("127.0.0.1")),
-            ("[::1]:7300", Some("[::1]")),
-            ("Mcp.Example", Some("mcp.example")),
-            ("evil@localhost", None),
-            ("localhost/x", None),
-            ("localhost?x", None),
-            ("localhost#x", None),
-            ("", None),
-        ] {
-            assert_eq!(host_name(value).as_deref(), host, "{value:?}");
-        }
-        for loopback in [
-            "localhost",
-            "app.localhost",
-            "127.0.0.1",
-            "127.9.9.9",
-            "[::1]",
-        ] {
-            assert!(is_loopback_host(loopback), "{loopback}");
-        }
-        for other in [
-            "localhost.example",
-            "10.0.0.1",
-            "[::2]",
-            "0.0.0.0",
-            "example",
-        ] {
-            assert!(!is_loopback_host(other), "{other}");
-        }
-    }
-
-    #[test]
-    fn only_loopback_origins_are_let_in() {
-        let mut h = HeaderMap::new();
-        assert!(origin_allowed(&h));
-        for (origin, ok) in [
-            ("http://localhost:3000", true),
-            ("http://127.0.0.1:8080", true),
-            ("http://[::1]", true),
-            ("https://evil.example", false),
-            ("null", false),
-        ] {
-            h.insert(header::ORIGIN, HeaderValue::from_static(origin));
-            assert_eq!(origin_allowed(&h), ok, "{origin}");
         }
     }
 }
