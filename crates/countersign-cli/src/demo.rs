@@ -386,17 +386,17 @@ async fn demo(
                 "\nStopped (Ctrl-C). Everything so far is in {}",
                 demo.dir.display()
             ));
-            Ok(crate::EXIT_ALLOW)
+            Ok(crate::exit::EXIT_ALLOW)
         }
         Some(Err(e)) => Err(e),
         Some(Ok(Ending::Refused(why))) => {
             say(&format!("\nThe held call did not run: {why}."));
             print_checks(&demo, false);
-            Ok(crate::EXIT_DENY)
+            Ok(crate::exit::EXIT_DENY)
         }
         Some(Ok(Ending::Ran)) => {
             print_checks(&demo, true);
-            Ok(crate::EXIT_ALLOW)
+            Ok(crate::exit::EXIT_ALLOW)
         }
     }
 }

@@ -8,7 +8,7 @@
 //! but the demo's refuses it (see `countersign_server::demo`).
 
 use super::{DemoKey, DemoState};
-use crate::{EXIT_ALLOW, EXIT_DENY};
+use crate::exit::{EXIT_ALLOW, EXIT_DENY};
 use anyhow::Context as _;
 use countersign::b64;
 use serde_json::{Value, json};

@@ -36,7 +36,7 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<u8> {
             stdout.flush()?;
         }
     }
-    Ok(crate::EXIT_ALLOW)
+    Ok(crate::exit::EXIT_ALLOW)
 }
 
 /// The answer to one message; `None` for a notification or a response.

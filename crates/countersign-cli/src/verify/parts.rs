@@ -161,7 +161,7 @@ pub(super) fn policy(trust: &Trust, action: &Action) -> anyhow::Result<Vec<u8>> 
 /// The CASE's `registry` member: a file, or a service's published registry.
 pub(super) fn registry(source: &str, token_file: Option<&Path>) -> anyhow::Result<Vec<u8>> {
     if !(source.starts_with("http://") || source.starts_with("https://")) {
-        return crate::read_input(&PathBuf::from(source));
+        return crate::input::read_input(&PathBuf::from(source));
     }
     let mut url = url::Url::parse(source).with_context(|| format!("--registry {source}"))?;
     if matches!(url.path(), "" | "/") {
