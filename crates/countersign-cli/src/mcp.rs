@@ -154,7 +154,9 @@ pub(crate) fn run(command: McpCommand) -> anyhow::Result<u8> {
     let result = runtime.block_on(async move {
         match relay {
             Relay::Stdio(options) => countersign_mcp::run_stdio(options).await,
-            Relay::Http(options) => countersign_mcp::run_http(options).await,
+            Relay::Http(options) => {
+                countersign_mcp::run_http(options, countersign_server::shutdown_signal()).await
+            }
         }
     });
     match result {

@@ -26,7 +26,6 @@ pub mod config;
 pub mod fuzzing;
 pub mod http;
 pub mod relay;
-mod shutdown;
 mod splice;
 pub mod state;
 mod stdio;
@@ -219,8 +218,12 @@ pub struct HttpOptions {
 }
 
 /// Run `countersign mcp http`: listen on `options.listen` and relay to the upstream until
-/// SIGINT or SIGTERM; then end the sessions and close the audit log.
-pub async fn run_http(options: HttpOptions) -> anyhow::Result<()> {
+/// `shutdown` resolves (the CLI passes SIGINT or SIGTERM); then end the sessions and close the
+/// audit log.
+pub async fn run_http(
+    options: HttpOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     use anyhow::Context as _;
     let token = gateway_token(&options.gateway_token_file)?;
     // The template's agent id is never used: every session gets the one its bearer names.
@@ -243,6 +246,6 @@ pub async fn run_http(options: HttpOptions) -> anyhow::Result<()> {
     }
     tracing::info!(listen = %options.listen, upstream = %options.upstream, "mcp http relay ready");
     let relay = http::HttpRelay::new(base, options.agents, options.upstream);
-    relay.serve(listener, shutdown::shutdown_signal()).await?;
+    relay.serve(listener, shutdown).await?;
     Ok(())
 }
