@@ -56,7 +56,7 @@ struct Job {
 /// The evidence checker of one walk.
 #[derive(Debug)]
 pub(super) struct Evidence<'a> {
-    prepared: Prepared<'a>,
+    prepared: &'a Prepared<'a>,
     threads: usize,
     /// By SHA-256 of the approval id: the action its request line recorded.
     requests: HashMap<[u8; 32], Request>,
@@ -72,9 +72,9 @@ fn digest(text: &str) -> [u8; 32] {
 }
 
 impl<'a> Evidence<'a> {
-    pub(super) fn new(check: &'a EvidenceCheck, threads: usize) -> Self {
+    pub(super) fn new(prepared: &'a Prepared<'a>, threads: usize) -> Self {
         Self {
-            prepared: Prepared::new(check),
+            prepared,
             threads,
             requests: HashMap::new(),
             nonces: HashMap::new(),
@@ -185,13 +185,29 @@ impl<'a> Evidence<'a> {
         true
     }
 
-    /// Judge every queued Decision, on `threads` threads; a finding for each that fails, in
-    /// line order.
-    pub(super) fn flush(&mut self, f: &mut Findings) {
-        let jobs = std::mem::take(&mut self.queued);
-        for issue in run_jobs(&self.prepared, self.threads, &jobs) {
-            f.add(issue);
+    /// The queued Decisions, to judge on any thread ([`JobBatch::judge`]).
+    pub(super) fn take(&mut self) -> JobBatch<'a> {
+        JobBatch {
+            prepared: self.prepared,
+            threads: self.threads,
+            jobs: std::mem::take(&mut self.queued),
         }
+    }
+}
+
+/// Decisions taken from the queue.
+#[derive(Debug)]
+pub(super) struct JobBatch<'a> {
+    prepared: &'a Prepared<'a>,
+    threads: usize,
+    jobs: Vec<Job>,
+}
+
+impl JobBatch<'_> {
+    /// Judge every Decision, on `threads` threads: a finding for each that fails, in line
+    /// order.
+    pub(super) fn judge(self) -> Vec<AuditIssue> {
+        run_jobs(self.prepared, self.threads, &self.jobs)
     }
 }
 
@@ -293,7 +309,7 @@ fn registry_at(
 
 /// The policies the evidence is judged under, and the registry when one was given.
 #[derive(Debug)]
-struct Prepared<'a> {
+pub(super) struct Prepared<'a> {
     default: Policy,
     tools: HashMap<&'a str, Policy>,
     registry: Option<&'a CredentialRegistry>,
@@ -301,7 +317,7 @@ struct Prepared<'a> {
 
 impl<'a> Prepared<'a> {
     /// Built once: a Policy carries the parsed profile registry.
-    fn new(check: &'a EvidenceCheck) -> Self {
+    pub(super) fn new(check: &'a EvidenceCheck) -> Self {
         Self {
             default: audit_policy(&check.policy),
             tools: check

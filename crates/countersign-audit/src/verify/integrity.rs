@@ -5,7 +5,7 @@
 //! the hash of the whole previous line), so an unsigned interposer line is accepted only if a
 //! signed line follows it (docs/spec/service.md, "Audit log").
 
-use super::report::Findings;
+use super::report::{AuditIssue, Findings};
 use crate::code::AuditCode;
 use crate::seal::{AUDIT_DOMAIN, GENESIS_HASH, SIG_SUFFIX_LEN, line_hash};
 use countersign::b64;
@@ -198,18 +198,38 @@ impl<'a> Seals<'a> {
         self.queued.push((n, message, signature));
     }
 
-    /// Verify every queued seal; a `bad_signature` finding for each that fails, in line order.
-    pub(super) fn flush(&mut self, f: &mut Findings) {
-        let seals = std::mem::take(&mut self.queued);
-        let mut bad = check_seals(self.key, &seals, self.threads);
-        bad.sort_unstable();
-        for n in bad {
-            f.push(
-                n,
-                AuditCode::BadSignature,
-                "signature does not verify under the key".into(),
-            );
+    /// The queued seals, to verify on any thread ([`SealBatch::verify`]).
+    pub(super) fn take(&mut self) -> SealBatch {
+        SealBatch {
+            key: *self.key,
+            threads: self.threads,
+            seals: std::mem::take(&mut self.queued),
         }
+    }
+}
+
+/// Seals taken from the queue.
+#[derive(Debug)]
+pub(super) struct SealBatch {
+    key: VerifyingKey,
+    threads: usize,
+    seals: Vec<Seal>,
+}
+
+impl SealBatch {
+    /// A `bad_signature` finding for each seal that does not verify, in line order.
+    pub(super) fn verify(self) -> Vec<AuditIssue> {
+        let mut bad = check_seals(&self.key, &self.seals, self.threads);
+        bad.sort_unstable();
+        bad.into_iter()
+            .map(|n| {
+                AuditIssue::new(
+                    n,
+                    AuditCode::BadSignature,
+                    "signature does not verify under the key".into(),
+                )
+            })
+            .collect()
     }
 }
 

@@ -85,39 +85,43 @@ pub fn verify_reader(
     let quiet = options
         .from
         .map_or(0, |cp| usize::try_from(cp.size).unwrap_or(usize::MAX));
-    let mut walk = Walk::new(key, options, quiet);
-    if options.from.is_some() && quiet == 0 {
-        walk.check_from(0);
-    }
-    let mut buf = Vec::new();
-    let mut n = 0usize;
-    loop {
-        buf.clear();
-        if reader.read_until(b'\n', &mut buf)? == 0 {
-            break;
+    let prepared = options.evidence.map(evidence::Prepared::new);
+    std::thread::scope(|scope| {
+        let mut walk = Walk::new(key, options, quiet, prepared.as_ref(), scope);
+        if options.from.is_some() && quiet == 0 {
+            walk.check_from(0);
         }
-        let terminated = buf.last() == Some(&b'\n');
-        if terminated {
-            buf.pop();
+        let mut buf = Vec::new();
+        let mut n = 0usize;
+        loop {
+            buf.clear();
+            if reader.read_until(b'\n', &mut buf)? == 0 {
+                break;
+            }
+            let terminated = buf.last() == Some(&b'\n');
+            if terminated {
+                buf.pop();
+            }
+            // A file of one newline has no line (the piece after the last newline is not a
+            // line).
+            if n == 0 && terminated && buf.is_empty() && reader.fill_buf()?.is_empty() {
+                break;
+            }
+            let Ok(line) = std::str::from_utf8(&buf) else {
+                return Ok(not_utf8());
+            };
+            n += 1;
+            walk.line(n, line);
+            if !terminated {
+                walk.findings.push(
+                    0,
+                    AuditCode::Unterminated,
+                    "the last line has no newline (a torn write?)".into(),
+                );
+            }
         }
-        // A file of one newline has no line (the piece after the last newline is not a line).
-        if n == 0 && terminated && buf.is_empty() && reader.fill_buf()?.is_empty() {
-            break;
-        }
-        let Ok(line) = std::str::from_utf8(&buf) else {
-            return Ok(not_utf8());
-        };
-        n += 1;
-        walk.line(n, line);
-        if !terminated {
-            walk.findings.push(
-                0,
-                AuditCode::Unterminated,
-                "the last line has no newline (a torn write?)".into(),
-            );
-        }
-    }
-    Ok(walk.finish(n))
+        Ok(walk.finish(n))
+    })
 }
 
 /// The report of a log that is not UTF-8: that finding alone (nothing else was judged).
@@ -131,9 +135,11 @@ fn not_utf8() -> AuditReport {
     }
 }
 
-/// The state of one walk: the four checkers, the findings, and the Merkle edge when a
-/// checkpoint needs it.
-struct Walk<'a> {
+/// The state of one walk: the four checkers, the findings, the Merkle edge when a checkpoint
+/// needs it, and the verification of the last flush, running while the walk reads on.
+struct Walk<'a, 's, 'e> {
+    scope: &'s std::thread::Scope<'s, 'e>,
+    verifying: Option<Verifying<'s>>,
     findings: Findings,
     chain: integrity::Chain,
     seals: integrity::Seals<'a>,
@@ -149,19 +155,32 @@ struct Walk<'a> {
     since_flush: usize,
 }
 
-impl<'a> Walk<'a> {
-    fn new(key: &'a VerifyingKey, options: &'a VerifyOptions<'a>, quiet: usize) -> Self {
+/// Seals and Decisions verifying on a thread of their own: lines `first..=last`.
+struct Verifying<'s> {
+    first: usize,
+    last: usize,
+    handle: std::thread::ScopedJoinHandle<'s, Vec<report::AuditIssue>>,
+}
+
+impl<'a: 's, 's, 'e> Walk<'a, 's, 'e> {
+    fn new(
+        key: &'a VerifyingKey,
+        options: &'a VerifyOptions<'a>,
+        quiet: usize,
+        prepared: Option<&'a evidence::Prepared<'a>>,
+        scope: &'s std::thread::Scope<'s, 'e>,
+    ) -> Self {
         let threads = threads(options.evidence.map_or(1, |e| e.threads));
         let needs_merkle = options.from.is_some() || !options.checkpoints.is_empty();
         Self {
+            scope,
+            verifying: None,
             findings: Findings::new(quiet),
             chain: integrity::Chain::new(),
             seals: integrity::Seals::new(key, threads),
             structure: structure::Structure::new(options.evidence.is_some()),
             mcp: mcp::Calls::default(),
-            evidence: options
-                .evidence
-                .map(|e| evidence::Evidence::new(e, threads)),
+            evidence: prepared.map(|p| evidence::Evidence::new(p, threads)),
             quiet,
             merkle: needs_merkle.then(Frontier::new),
             seen: vec![None; options.checkpoints.len()],
@@ -195,7 +214,7 @@ impl<'a> Walk<'a> {
         }
         self.since_flush += 1;
         if self.since_flush >= FLUSH_LINES {
-            self.flush();
+            self.flush(n);
         }
     }
 
@@ -238,14 +257,46 @@ impl<'a> Walk<'a> {
         }
     }
 
-    /// Verify the queued seals, then the queued evidence (the order a whole-file walk reports
-    /// them in within one line).
-    fn flush(&mut self) {
-        self.seals.flush(&mut self.findings);
-        if let Some(evidence) = self.evidence.as_mut() {
-            evidence.flush(&mut self.findings);
-        }
+    /// Hand the queued seals and evidence (lines up to `last`) to a thread of their own, once
+    /// the previous flush's findings are in: the walk reads on while they are verified.
+    fn flush(&mut self, last: usize) {
+        self.collect();
+        let seals = self.seals.take();
+        let jobs = self.evidence.as_mut().map(evidence::Evidence::take);
+        let handle = self.scope.spawn(move || {
+            // Within one line, seals are reported before evidence (as the walk found them).
+            let mut issues = seals.verify();
+            if let Some(jobs) = jobs {
+                issues.extend(jobs.judge());
+            }
+            issues
+        });
+        let first = last.saturating_sub(self.since_flush).saturating_add(1);
+        self.verifying = Some(Verifying {
+            first,
+            last,
+            handle,
+        });
         self.since_flush = 0;
+    }
+
+    /// The findings of the flush in progress. A verification that did not finish proved
+    /// nothing: its first line fails (closed), naming the lines it left unverified.
+    fn collect(&mut self) {
+        let Some(v) = self.verifying.take() else {
+            return;
+        };
+        match v.handle.join() {
+            Ok(issues) => issues.into_iter().for_each(|i| self.findings.add(i)),
+            Err(_) => self.findings.push(
+                v.first,
+                AuditCode::BadSignature,
+                format!(
+                    "the verification of lines {} to {} did not complete",
+                    v.first, v.last
+                ),
+            ),
+        }
     }
 
     fn finish(mut self, lines: usize) -> AuditReport {
@@ -263,7 +314,8 @@ impl<'a> Walk<'a> {
             );
         }
         self.chain.finish(&mut self.findings);
-        self.flush();
+        self.flush(lines);
+        self.collect();
         let mut issues = self.findings.into_sorted();
         let mut notes = Findings::new(0);
         self.mcp.finish(&mut notes);
