@@ -419,101 +419,25 @@ fn audit_verify(
     floor: bool,
     interposer: Option<(PathBuf, String)>,
 ) -> anyhow::Result<u8> {
-    let witnesses = match proofs::witness_keys(&witnessing.keys) {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("countersign: {e:#}");
-            return Ok(EXIT_UNUSABLE);
-        }
-    };
-    let quorum = witnessing.quorum.unwrap_or(witnesses.len());
-    if quorum > witnesses.len() || (quorum > 0 && checkpoints.contained.is_empty()) {
-        eprintln!(
-            "countersign: --quorum {quorum} needs at least {quorum} --witness-key and a --checkpoint"
-        );
-        return Ok(EXIT_UNUSABLE);
-    }
-    let Some(key) = proofs::service_key(key) else {
-        eprintln!(
-            "countersign: --key is not a base64url Ed25519 public key (or a file holding one)"
-        );
+    // Everything is read and checked as input before the log is judged: unusable input is
+    // exit 2 (said on stderr), never evidence against the log.
+    let Ok(input) = VerifyInput::read(path, key, checkpoints, check, witnessing, floor, interposer)
+    else {
         return Ok(EXIT_UNUSABLE);
     };
-    // The log is read as it is verified (memory grows with its approvals, not its bytes),
-    // except for --floor and --interposer-log, which read it whole, and when the service's
-    // origins are unknown (it is searched for Decisions first).
-    let log = match open_log(path, floor || interposer.is_some() || check.is_none()) {
-        Ok(log) => log,
-        Err(e) => {
-            eprintln!("countersign: {e:#}");
-            return Ok(EXIT_UNUSABLE);
-        }
-    };
-    // Every checkpoint must verify before the log is judged: a forged or unreadable checkpoint
-    // is unusable input, not evidence against the log.
-    let mut verified = Vec::with_capacity(checkpoints.contained.len());
-    let mut cosigned = Vec::with_capacity(checkpoints.contained.len());
-    for cp in &checkpoints.contained {
-        let Some((c, text)) = read_checkpoint(cp, &key) else {
-            return Ok(EXIT_UNUSABLE);
-        };
-        let found =
-            countersign_audit::note::valid_cosignatures(&text, &witnesses).unwrap_or_default();
-        cosigned.push((cp.clone(), c.size, found));
-        verified.push(c);
-    }
-    let from = match &checkpoints.from {
-        None => None,
-        Some(cp) => match read_checkpoint(cp, &key) {
-            Some((c, _)) => Some(c),
-            None => return Ok(EXIT_UNUSABLE),
-        },
-    };
-    // The interposer's log, read and keyed before anything is judged (unusable input is exit 2).
-    let interposer = match interposer {
-        None => None,
-        Some((path, ikey)) => {
-            let Some(ikey) = proofs::service_key(&ikey) else {
-                eprintln!(
-                    "countersign: --interposer-key is not a base64url Ed25519 public key (or a \
-                     file holding one)"
-                );
-                return Ok(EXIT_UNUSABLE);
-            };
-            match read_input(&path) {
-                Ok(ibytes) => Some((ibytes, ikey)),
-                Err(e) => {
-                    eprintln!("countersign: {e:#}");
-                    return Ok(EXIT_UNUSABLE);
-                }
-            }
-        }
-    };
-    // Without the service's origins, a log holding Decisions cannot be judged: say what to give.
-    if let (None, Log::Whole(bytes)) = (check, &log)
-        && has_decisions(bytes)
-    {
-        eprintln!(
-            "countersign: the log holds Decisions, whose evidence is re-verified under the \
-             service's rp_id and origins, and nothing says what they are: pass --data-dir (the \
-             service's data directory, where `countersign serve` records them), --config, or \
-             --rp-id and --origin"
-        );
-        return Ok(EXIT_UNUSABLE);
-    }
     let options = countersign_audit::VerifyOptions {
         evidence: check,
-        checkpoints: &verified,
-        from: from.as_ref(),
+        checkpoints: &input.checkpoints,
+        from: input.from.as_ref(),
     };
     let started = std::time::Instant::now();
-    let (report, bytes) = match log {
+    let (report, bytes) = match input.log {
         Log::Whole(bytes) => (
-            countersign_audit::verify_reader(bytes.as_slice(), &key, &options),
+            countersign_audit::verify_reader(bytes.as_slice(), &input.key, &options),
             bytes,
         ),
         Log::Stream(reader) => (
-            countersign_audit::verify_reader(reader, &key, &options),
+            countersign_audit::verify_reader(reader, &input.key, &options),
             Vec::new(),
         ),
     };
@@ -525,38 +449,12 @@ fn audit_verify(
             return Ok(EXIT_UNUSABLE);
         }
     };
-    for (cp, size, found) in &cosigned {
-        if witnesses.is_empty() {
-            continue;
-        }
-        let names: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
-        let code = if found.len() >= quorum {
-            countersign_audit::AuditCode::CheckpointWitnessed
-        } else {
-            countersign_audit::AuditCode::CheckpointNoQuorum
-        };
-        report.issues.push(countersign_audit::AuditIssue::new(
-            usize::try_from(*size).unwrap_or(usize::MAX),
-            code,
-            format!(
-                "checkpoint {} carries {} valid cosignature(s) of the {} witness key(s) given \
-                 ({}), quorum {quorum}",
-                cp.display(),
-                found.len(),
-                witnesses.len(),
-                if names.is_empty() {
-                    "none".to_owned()
-                } else {
-                    names.join(", ")
-                }
-            ),
-        ));
-    }
+    report.issues.extend(input.witnessed.findings());
     if floor {
-        proofs::print_floor(&bytes, &key, check.map_or(0, |c| c.threads), took);
+        proofs::print_floor(&bytes, &input.key, check.map_or(0, |c| c.threads), took);
     }
     let mut out = std::io::stdout().lock();
-    if let Some((ibytes, ikey)) = interposer {
+    if let Some((ibytes, ikey)) = input.interposer {
         return cross_checked(&mut out, json, &bytes, &report, &ibytes, &ikey);
     }
     if json {
@@ -579,6 +477,158 @@ fn audit_verify(
     } else {
         EXIT_DENY
     })
+}
+
+/// Input `audit verify` could not use; the reason is already on stderr.
+struct Unusable;
+
+/// Say why on stderr.
+fn unusable(why: impl std::fmt::Display) -> Unusable {
+    eprintln!("countersign: {why}");
+    Unusable
+}
+
+/// What `audit verify` judges, every part of it read and checked as input.
+struct VerifyInput {
+    key: ed25519_dalek::VerifyingKey,
+    log: Log,
+    /// `--checkpoint`s, each verified under the key.
+    checkpoints: Vec<countersign_audit::Checkpoint>,
+    /// `--from`, verified under the key.
+    from: Option<countersign_audit::Checkpoint>,
+    witnessed: Witnessed,
+    /// `--interposer-log` and its key.
+    interposer: Option<(Vec<u8>, ed25519_dalek::VerifyingKey)>,
+}
+
+impl VerifyInput {
+    #[allow(clippy::too_many_arguments)]
+    fn read(
+        path: &PathBuf,
+        key: &str,
+        checkpoints: &Checkpoints,
+        check: Option<&countersign_audit::EvidenceCheck>,
+        witnessing: &Witnessing,
+        floor: bool,
+        interposer: Option<(PathBuf, String)>,
+    ) -> Result<Self, Unusable> {
+        let witnesses =
+            proofs::witness_keys(&witnessing.keys).map_err(|e| unusable(format!("{e:#}")))?;
+        let quorum = witnessing.quorum.unwrap_or(witnesses.len());
+        if quorum > witnesses.len() || (quorum > 0 && checkpoints.contained.is_empty()) {
+            return Err(unusable(format!(
+                "--quorum {quorum} needs at least {quorum} --witness-key and a --checkpoint"
+            )));
+        }
+        let key = proofs::service_key(key).ok_or_else(|| {
+            unusable("--key is not a base64url Ed25519 public key (or a file holding one)")
+        })?;
+        // The log is read as it is verified (memory grows with its approvals, not its bytes),
+        // except for --floor and --interposer-log, which read it whole, and when the service's
+        // origins are unknown (it is searched for Decisions first).
+        let log = open_log(path, floor || interposer.is_some() || check.is_none())
+            .map_err(|e| unusable(format!("{e:#}")))?;
+        // A forged or unreadable checkpoint is unusable input, not evidence against the log.
+        let mut witnessed = Witnessed {
+            witnesses: witnesses.len(),
+            quorum,
+            found: Vec::with_capacity(checkpoints.contained.len()),
+        };
+        let mut verified = Vec::with_capacity(checkpoints.contained.len());
+        for cp in &checkpoints.contained {
+            let (c, text) = read_checkpoint(cp, &key).ok_or(Unusable)?;
+            let found =
+                countersign_audit::note::valid_cosignatures(&text, &witnesses).unwrap_or_default();
+            witnessed.found.push((cp.clone(), c.size, found));
+            verified.push(c);
+        }
+        let from = match &checkpoints.from {
+            None => None,
+            Some(cp) => Some(read_checkpoint(cp, &key).ok_or(Unusable)?.0),
+        };
+        let interposer = match interposer {
+            None => None,
+            Some((path, ikey)) => {
+                let ikey = proofs::service_key(&ikey).ok_or_else(|| {
+                    unusable(
+                        "--interposer-key is not a base64url Ed25519 public key (or a file \
+                         holding one)",
+                    )
+                })?;
+                let ibytes = read_input(&path).map_err(|e| unusable(format!("{e:#}")))?;
+                Some((ibytes, ikey))
+            }
+        };
+        // Without the service's origins, a log holding Decisions cannot be judged: say what to
+        // give.
+        if let (None, Log::Whole(bytes)) = (check, &log)
+            && has_decisions(bytes)
+        {
+            return Err(unusable(
+                "the log holds Decisions, whose evidence is re-verified under the service's \
+                 rp_id and origins, and nothing says what they are: pass --data-dir (the \
+                 service's data directory, where `countersign serve` records them), --config, or \
+                 --rp-id and --origin",
+            ));
+        }
+        Ok(Self {
+            key,
+            log,
+            checkpoints: verified,
+            from,
+            witnessed,
+            interposer,
+        })
+    }
+}
+
+/// The witnesses' cosignatures found on each `--checkpoint`, against `--quorum`.
+struct Witnessed {
+    /// How many `--witness-key`s were given.
+    witnesses: usize,
+    quorum: usize,
+    /// Each checkpoint, its size and the witnesses whose cosignature on it verifies.
+    found: Vec<(PathBuf, u64, Cosigners)>,
+}
+
+/// The witnesses (name, cosignature timestamp) whose cosignature on a checkpoint verifies.
+type Cosigners = Vec<(String, u64)>;
+
+impl Witnessed {
+    /// One finding per checkpoint: witnessed (quorum met) or not; none without witness keys.
+    fn findings(&self) -> Vec<countersign_audit::AuditIssue> {
+        if self.witnesses == 0 {
+            return Vec::new();
+        }
+        let quorum = self.quorum;
+        self.found
+            .iter()
+            .map(|(cp, size, found)| {
+                let names: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
+                let code = if found.len() >= quorum {
+                    countersign_audit::AuditCode::CheckpointWitnessed
+                } else {
+                    countersign_audit::AuditCode::CheckpointNoQuorum
+                };
+                countersign_audit::AuditIssue::new(
+                    usize::try_from(*size).unwrap_or(usize::MAX),
+                    code,
+                    format!(
+                        "checkpoint {} carries {} valid cosignature(s) of the {} witness key(s) \
+                         given ({}), quorum {quorum}",
+                        cp.display(),
+                        found.len(),
+                        self.witnesses,
+                        if names.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            names.join(", ")
+                        }
+                    ),
+                )
+            })
+            .collect()
+    }
 }
 
 /// The log to verify: read whole, or read line by line as it is verified.
