@@ -178,6 +178,56 @@ pub(crate) struct Browser {
 }
 
 impl Browser {
+    /// chromedriver on a free port, and a new headless Chromium session on it with virtual
+    /// WebAuthn authenticators enabled and its profile in `profile`: the driver process (killed
+    /// on drop) and the session.
+    pub(crate) fn launch(profile: &Path, shots: PathBuf) -> (KillOnDrop, Self) {
+        let driver_port = free_port();
+        let process = KillOnDrop(
+            Command::new(CHROMEDRIVER)
+                .arg(format!("--port={driver_port}"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let driver = format!("127.0.0.1:{driver_port}");
+        wait_for("chromedriver", || {
+            TcpStream::connect(&driver).ok().and_then(|_| {
+                (http(&driver, "GET", "/status", None).1["value"]["ready"] == true).then_some(())
+            })
+        });
+        let (status, created) = http(
+            &driver,
+            "POST",
+            "/session",
+            Some(&json!({"capabilities": {"alwaysMatch": {
+                "browserName": "chrome",
+                "webauthn:virtualAuthenticators": true,
+                "goog:chromeOptions": {
+                    "binary": CHROMIUM,
+                    "args": [
+                        "--headless=new", "--no-sandbox", "--disable-gpu",
+                        "--disable-background-networking", "--disable-component-update",
+                        "--disable-sync", "--no-first-run", "--disable-quic",
+                        "--window-size=1000,1300",
+                        format!("--user-data-dir={}", profile.display()),
+                    ],
+                },
+            }}})),
+        );
+        assert_eq!(status, 200, "new session: {created}");
+        let session = created["value"]["sessionId"].as_str().unwrap().to_owned();
+        (
+            process,
+            Self {
+                driver,
+                session,
+                shots,
+            },
+        )
+    }
+
     fn cmd(&self, method: &str, path: &str, body: Option<&Value>) -> Value {
         let (status, v) = http(
             &self.driver,
@@ -362,47 +412,7 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     );
 
     // --- chromedriver and a fresh Chromium profile ---
-    let driver_port = free_port();
-    let _driver = KillOnDrop(
-        Command::new(CHROMEDRIVER)
-            .arg(format!("--port={driver_port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let driver = format!("127.0.0.1:{driver_port}");
-    wait_for("chromedriver", || {
-        TcpStream::connect(&driver).ok().and_then(|_| {
-            (http(&driver, "GET", "/status", None).1["value"]["ready"] == true).then_some(())
-        })
-    });
-    let profile = work.join("chromium-profile");
-    let (status, created) = http(
-        &driver,
-        "POST",
-        "/session",
-        Some(&json!({"capabilities": {"alwaysMatch": {
-            "browserName": "chrome",
-            "webauthn:virtualAuthenticators": true,
-            "goog:chromeOptions": {
-                "binary": CHROMIUM,
-                "args": [
-                    "--headless=new", "--no-sandbox", "--disable-gpu",
-                    "--disable-background-networking", "--disable-component-update",
-                    "--disable-sync", "--no-first-run", "--disable-quic",
-                    "--window-size=1000,1300",
-                    format!("--user-data-dir={}", profile.display()),
-                ],
-            },
-        }}})),
-    );
-    assert_eq!(status, 200, "new session: {created}");
-    let browser = Browser {
-        driver: driver.clone(),
-        session: created["value"]["sessionId"].as_str().unwrap().to_owned(),
-        shots: shots.clone(),
-    };
+    let (_driver, browser) = Browser::launch(&work.join("chromium-profile"), shots.clone());
     let enrolled_authenticator = browser.add_authenticator();
 
     // --- step 0: enrollment through the invite ---

@@ -451,12 +451,10 @@ async fn a_service_that_is_not_the_demo_refuses_the_demo_key_at_enrollment_and_l
 /// `--include-ignored`) runs it.
 mod browser {
     use super::{Demo, run_printed};
-    use crate::browser::{Browser, CHROMEDRIVER, CHROMIUM, artifacts, free_port, http, wait_for};
-    use crate::support::{KillOnDrop, code, scratch_dir, stderr};
-    use serde_json::{Value, json};
-    use std::net::TcpStream;
+    use crate::browser::{Browser, CHROMEDRIVER, CHROMIUM, artifacts, wait_for};
+    use crate::support::{code, scratch_dir, stderr};
+    use serde_json::Value;
     use std::path::Path;
-    use std::process::{Command, Stdio};
 
     #[test]
     #[ignore = "needs Debian's chromium and chromium-driver (.ci/steps/browser.sh installs them and runs it)"]
@@ -478,47 +476,7 @@ mod browser {
         demo.until("Waiting for the decision");
 
         let shots = artifacts();
-        let driver_port = free_port();
-        let _driver = KillOnDrop(
-            Command::new(CHROMEDRIVER)
-                .arg(format!("--port={driver_port}"))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let driver = format!("127.0.0.1:{driver_port}");
-        wait_for("chromedriver", || {
-            TcpStream::connect(&driver).ok().and_then(|_| {
-                (http(&driver, "GET", "/status", None).1["value"]["ready"] == true).then_some(())
-            })
-        });
-        let profile = dir.join("chromium-profile");
-        let (status, created) = http(
-            &driver,
-            "POST",
-            "/session",
-            Some(&json!({"capabilities": {"alwaysMatch": {
-                "browserName": "chrome",
-                "webauthn:virtualAuthenticators": true,
-                "goog:chromeOptions": {
-                    "binary": CHROMIUM,
-                    "args": [
-                        "--headless=new", "--no-sandbox", "--disable-gpu",
-                        "--disable-background-networking", "--disable-component-update",
-                        "--disable-sync", "--no-first-run", "--disable-quic",
-                        "--window-size=1000,1300",
-                        format!("--user-data-dir={}", profile.display()),
-                    ],
-                },
-            }}})),
-        );
-        assert_eq!(status, 200, "new session: {created}");
-        let browser = Browser {
-            driver: driver.clone(),
-            session: created["value"]["sessionId"].as_str().unwrap().to_owned(),
-            shots,
-        };
+        let (_driver, browser) = Browser::launch(&dir.join("chromium-profile"), shots);
         browser.add_authenticator();
 
         // The person enrolls their passkey through the invite the demo printed…

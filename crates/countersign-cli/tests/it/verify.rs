@@ -38,6 +38,24 @@ fn parts_of(case: &str, dir: &Path) -> (String, String, String, String, String) 
     )
 }
 
+/// `countersign verify` given a CASE's parts (as [`parts_of`] wrote them).
+fn verify_parts(
+    (action, result, registry, policy, now): &(String, String, String, String, String),
+) -> Output {
+    verify(&[
+        "--action",
+        action,
+        "--result",
+        result,
+        "--registry",
+        registry,
+        "--policy",
+        policy,
+        "--now",
+        now,
+    ])
+}
+
 #[test]
 fn the_parts_of_a_case_give_the_cases_verdict() {
     let dir = support::scratch_dir("verify-parts");
@@ -47,19 +65,7 @@ fn the_parts_of_a_case_give_the_cases_verdict() {
             .join(case)
             .display()
             .to_string()]);
-        let (action, result, registry, policy, now) = parts_of(case, &dir);
-        let parts = verify(&[
-            "--action",
-            &action,
-            "--result",
-            &result,
-            "--registry",
-            &registry,
-            "--policy",
-            &policy,
-            "--now",
-            &now,
-        ]);
+        let parts = verify_parts(&parts_of(case, &dir));
         assert_eq!(code(&parts), code(&whole), "{case}: {}", stderr(&parts));
         assert_eq!(stdout(&parts), stdout(&whole), "{case}");
     }
@@ -69,22 +75,11 @@ fn the_parts_of_a_case_give_the_cases_verdict() {
 #[test]
 fn an_answer_for_another_action_is_a_deny() {
     let dir = support::scratch_dir("verify-parts-other");
-    let (_, result, registry, policy, now) = parts_of("approve-account-a.case.json", &dir);
+    let mut parts = parts_of("approve-account-a.case.json", &dir);
     // The replay case's action: the same approval presented for a transfer to account B.
     let other = support::scratch_dir("verify-parts-other-b");
-    let (action, ..) = parts_of("replay-to-account-b.case.json", &other);
-    let out = verify(&[
-        "--action",
-        &action,
-        "--result",
-        &result,
-        "--registry",
-        &registry,
-        "--policy",
-        &policy,
-        "--now",
-        &now,
-    ]);
+    parts.0 = parts_of("replay-to-account-b.case.json", &other).0;
+    let out = verify_parts(&parts);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     let verdict: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(verdict["effective"], "DENY");
