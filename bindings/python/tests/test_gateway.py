@@ -221,3 +221,38 @@ def test_giving_up_withdraws_the_request(service, tmp_path):
     # The service settled it as withdrawn: nobody can approve it any more.
     _, result = http("GET", f"{service.base}/v1/approvals/{auth.approval_id}", token=service.token)
     assert result["status"] == "DENIED" and result["reason_code"] == "cancelled"
+
+
+def _offline_gateway(url):
+    return countersign.Gateway(
+        url, "token", countersign.Registry.from_json('{"credentials": []}'),
+        countersign.Policy(testing.RP_ID, [testing.ORIGIN]), countersign.ReplayState.memory(),
+        timeout=2,
+    )
+
+
+def test_a_redrive_url_on_localhost_is_the_same_loopback_service():
+    # The service names itself as a browser opens it: localhost for 127.0.0.1, same port.
+    gw = _offline_gateway("http://127.0.0.1:18080")
+    gw._check_redrive("apv_1", "http://localhost:18080/v1/approvals/apv_1")
+    gw._check_redrive("apv_1", "http://127.0.0.1:18080/v1/approvals/apv_1")
+    _offline_gateway("http://[::1]:18080/")._check_redrive(
+        "apv_1", "http://localhost:18080/v1/approvals/apv_1"
+    )
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        "http://localhost:18081/v1/approvals/apv_1",  # another port
+        "https://localhost:18080/v1/approvals/apv_1",  # another scheme
+        "http://evil.example:18080/v1/approvals/apv_1",  # another host
+        "http://127.0.0.2.example:18080/v1/approvals/apv_1",  # a name, not a loopback address
+        "http://localhost:18080/v1/approvals/apv_2",  # another approval
+    ],
+)
+def test_a_redrive_url_elsewhere_is_refused(given):
+    gw = _offline_gateway("http://127.0.0.1:18080")
+    with pytest.raises(Exception) as e:
+        gw._check_redrive("apv_1", given)
+    assert e.value.reason_code is ReasonCode.RESULT_MALFORMED

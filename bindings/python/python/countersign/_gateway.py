@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import ipaddress
 import json
 import socket
 import threading
@@ -238,7 +239,6 @@ class Gateway:
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise ValueError(f"service_url {service_url!r} is not an http(s) URL")
         self._base = service_url if service_url.endswith("/") else service_url + "/"
-        self._origin = (parsed.scheme, parsed.netloc)
         self._token = token
         self._trust_lock = threading.Lock()
         self._registry = registry
@@ -541,7 +541,10 @@ class Gateway:
         if given is None:
             return
         parsed = urllib.parse.urlsplit(given)
-        if (parsed.scheme, parsed.netloc) != self._origin:
+        # A service names itself as a browser opens it: `localhost` for a loopback address. A
+        # gateway configured with 127.0.0.1 then gets a redrive URL on localhost, same port: the
+        # same service (the polls go to the configured URL either way).
+        if _browser_origin(parsed) != _browser_origin(urllib.parse.urlsplit(self._base)):
             raise _Refusal(
                 ReasonCode.RESULT_MALFORMED, f"redrive_url {given} is not on the service's origin"
             )
@@ -626,3 +629,22 @@ def _params_json(signature: inspect.Signature, args: Tuple[Any, ...], kwargs: Di
         raise Denied(
             ReasonCode.ACTION_INADMISSIBLE, f"the arguments are not JSON: {e}"
         ) from None
+
+
+def _browser_origin(url: urllib.parse.SplitResult) -> Tuple[str, Optional[str], Optional[int]]:
+    """``(scheme, host, port)`` as a browser names the service: a loopback or unspecified IP
+    address is ``localhost`` (the rule of ``countersign::browser_url`` in the Rust core)."""
+    host = url.hostname
+    try:
+        port = url.port or {"http": 80, "https": 443}.get(url.scheme)
+    except ValueError:
+        return (url.scheme, None, None)
+    if host is not None:
+        try:
+            ip = ipaddress.ip_address(host)
+        except ValueError:
+            pass
+        else:
+            if ip.is_loopback or ip.is_unspecified:
+                host = "localhost"
+    return (url.scheme, host, port)
