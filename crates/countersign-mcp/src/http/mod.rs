@@ -307,6 +307,28 @@ impl HttpRelay {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The 403 for a request whose `Host` is not this relay's or whose `Origin` is a page the
+    /// relay does not serve (DNS rebinding, a browser's cross-site request); `None` to go on.
+    fn foreign_caller(&self, headers: &HeaderMap) -> Option<Response> {
+        if !self.host_allowed(headers) {
+            return Some(rpc_error(
+                StatusCode::FORBIDDEN,
+                None,
+                -32600,
+                "Host not allowed",
+            ));
+        }
+        if !origin_allowed(headers) {
+            return Some(rpc_error(
+                StatusCode::FORBIDDEN,
+                None,
+                -32600,
+                "Origin not allowed",
+            ));
+        }
+        None
+    }
+
     fn authenticate(&self, headers: &HeaderMap) -> Option<String> {
         let value = header_str(headers, header::AUTHORIZATION.as_str())?;
         let (scheme, token) = value.split_once(' ')?;
@@ -709,11 +731,8 @@ async fn post_mcp(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if !relay.host_allowed(&headers) {
-        return rpc_error(StatusCode::FORBIDDEN, None, -32600, "Host not allowed");
-    }
-    if !origin_allowed(&headers) {
-        return rpc_error(StatusCode::FORBIDDEN, None, -32600, "Origin not allowed");
+    if let Some(refused) = relay.foreign_caller(&headers) {
+        return refused;
     }
     // The body is admitted before anything in it is believed: what fails is answered here and
     // goes nowhere (docs/MCP.md, "What the interposer admits"). A body may end with one line
@@ -801,11 +820,8 @@ async fn post_mcp(
 }
 
 async fn get_mcp(State(relay): State<Arc<HttpRelay>>, headers: HeaderMap) -> Response {
-    if !relay.host_allowed(&headers) {
-        return rpc_error(StatusCode::FORBIDDEN, None, -32600, "Host not allowed");
-    }
-    if !origin_allowed(&headers) {
-        return rpc_error(StatusCode::FORBIDDEN, None, -32600, "Origin not allowed");
+    if let Some(refused) = relay.foreign_caller(&headers) {
+        return refused;
     }
     let Some(agent) = relay.authenticate(&headers) else {
         return unauthorized(None);
@@ -850,11 +866,8 @@ async fn get_mcp(State(relay): State<Arc<HttpRelay>>, headers: HeaderMap) -> Res
 }
 
 async fn delete_mcp(State(relay): State<Arc<HttpRelay>>, headers: HeaderMap) -> Response {
-    if !relay.host_allowed(&headers) {
-        return rpc_error(StatusCode::FORBIDDEN, None, -32600, "Host not allowed");
-    }
-    if !origin_allowed(&headers) {
-        return rpc_error(StatusCode::FORBIDDEN, None, -32600, "Origin not allowed");
+    if let Some(refused) = relay.foreign_caller(&headers) {
+        return refused;
     }
     let Some(agent) = relay.authenticate(&headers) else {
         return unauthorized(None);
