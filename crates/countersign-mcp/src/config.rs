@@ -289,12 +289,17 @@ impl Config {
         if matches(&self.hold) {
             return Rule::Hold(HoldReason::Configured);
         }
-        let Some(listed) = listed else {
-            return Rule::Hold(HoldReason::NotListed);
-        };
+        // An `allow` pattern is the operator's word about a name: it needs nothing from the
+        // upstream's list. A client that calls without listing first (a reconnecting one, or a
+        // stateless one) is relayed as configured.
         if matches(&self.allow) {
             return Rule::Allow;
         }
+        // What follows reads the tool's annotations, so it needs the tool to have been listed:
+        // fail closed when it was not.
+        let Some(listed) = listed else {
+            return Rule::Hold(HoldReason::NotListed);
+        };
         // An approver rule of its own says the operator wants this tool approved: the server's
         // claim that it only reads does not override that.
         if self.trust_annotations
@@ -427,12 +432,27 @@ mod tests {
     }
 
     #[test]
-    fn a_tool_missing_from_the_last_list_is_held_even_if_allowed() {
+    fn an_allowed_tool_is_relayed_whether_or_not_it_was_listed() {
         let c = config("allow = [\"read_*\"]");
-        assert_eq!(c.rule("read_file", None), Rule::Hold(HoldReason::NotListed));
+        assert_eq!(c.rule("read_file", None), Rule::Allow);
         assert_eq!(
             c.rule("read_file", Some(&ListedTool::default())),
             Rule::Allow
+        );
+    }
+
+    #[test]
+    fn a_tool_missing_from_the_last_list_is_held_unless_allowed_by_name() {
+        let ro = ListedTool {
+            read_only_hint: true,
+        };
+        let c = config("allow = [\"read_*\"]\ntrust_annotations = true");
+        // Its annotations are unknown, so `trust_annotations` cannot relay it.
+        assert_eq!(c.rule("list_dir", None), Rule::Hold(HoldReason::NotListed));
+        assert_eq!(c.rule("list_dir", Some(&ro)), Rule::Allow);
+        assert_eq!(
+            c.rule("write_file", None),
+            Rule::Hold(HoldReason::NotListed)
         );
     }
 

@@ -163,7 +163,8 @@ impl Interposer {
     }
 
     /// Tell the client which listed tools are held: the description suffix, and the offer of a
-    /// task. `Some` when `frame` was changed.
+    /// task. `Some` only when a tool's entry was changed: a list with nothing to mark is relayed
+    /// byte for byte as the upstream wrote it, not re-serialized.
     fn mark_held(
         &self,
         frame: &mut Value,
@@ -176,6 +177,7 @@ impl Interposer {
             return None;
         }
         let tools = frame.pointer_mut("/result/tools")?.as_array_mut()?;
+        let mut changed = false;
         for t in tools {
             let Some(name) = t.get("name").and_then(Value::as_str) else {
                 continue;
@@ -195,6 +197,7 @@ impl Interposer {
             };
             if let Some(description) = description {
                 o.insert("description".into(), description.into());
+                changed = true;
             }
             if offer_tasks {
                 // The interposer can run a held call as a task, whatever the upstream can; a
@@ -204,10 +207,11 @@ impl Interposer {
                     && e.get("taskSupport").and_then(Value::as_str) != Some("required")
                 {
                     e.insert("taskSupport".into(), "optional".into());
+                    changed = true;
                 }
             }
         }
-        Some(())
+        changed.then_some(())
     }
 
     /// A forwarded request whose answer will never come (the upstream could not be reached, or

@@ -40,6 +40,44 @@ async fn allowed_calls_and_other_frames_pass_through_unchanged() {
     assert_eq!(outcomes[0]["upstream"], "ok");
 }
 
+/// A `tools/list` answer with no held tool in it is relayed as the upstream wrote it, byte for
+/// byte (members in its order), not parsed and written again; and with `allow = ["*"]` a call the
+/// session never listed runs at once, as a reconnecting or stateless client expects.
+#[tokio::test]
+async fn a_list_with_nothing_to_mark_is_relayed_byte_for_byte_and_allowed_calls_need_no_list() {
+    let alice = Approver::new("alice", "alice-es256");
+    let svc = crate::support::service(&[alice.record()]).await;
+    let dir = temp("relay-list");
+    let mut config = base_config(&dir, &[alice.record()]);
+    config.allow = vec!["*".into()];
+    let upstream = Arc::new(Upstream::default());
+    let (mut client, _interposer, _run) = start_interposer(&svc, config, upstream.clone()).await;
+    let r = client.request("initialize", plain_client()).await;
+    assert!(r.get("result").is_some(), "{r}");
+    // Before any list: an allowed tool is relayed.
+    let r = client.call_raw("write_file", r#"{"path":"/w"}"#).await;
+    assert_eq!(
+        r["result"]["content"][0]["text"], "ran \"write_file\"",
+        "{r}"
+    );
+    client
+        .send_line(r#"{"jsonrpc":"2.0","id":"l","method":"tools/list"}"#)
+        .await;
+    let line = loop {
+        let line = client.lines.next_line().await.unwrap().unwrap();
+        if line.contains(r#""id":"l""#) {
+            break line;
+        }
+    };
+    assert_eq!(
+        line,
+        format!(
+            r#"{{"jsonrpc":"2.0","id":"l","result":{}}}"#,
+            crate::support::TOOLS_LISTED
+        )
+    );
+}
+
 /// Every spelling of a held call that reads as one message is held however it is escaped or
 /// spaced, and an allowed one passes; a frame that readers could take for different messages
 /// (a duplicated member, a null id, a batch) is not admitted: answered with its error under the

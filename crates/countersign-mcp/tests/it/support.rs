@@ -153,6 +153,15 @@ impl Upstream {
     }
 }
 
+/// The fake server's `tools/list` result, byte for byte.
+pub(crate) const TOOLS_LISTED: &str = concat!(
+    r#"{"tools":["#,
+    r#"{"name":"read_file","description":"Read.","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},"#,
+    r#"{"name":"write_file","description":"Write.","inputSchema":{"type":"object"},"annotations":{"destructiveHint":true}},"#,
+    r#"{"name":"read_slow","description":"Read, slowly.","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}"#,
+    r#"]}"#
+);
+
 /// A minimal MCP server: initialize, tools/list (read_file read-only, write_file), tools/call
 /// answers "ran"; it sends a progress notification before each call's answer.
 pub(crate) async fn upstream(io: DuplexStream, seen: Arc<Upstream>) {
@@ -167,11 +176,16 @@ pub(crate) async fn upstream(io: DuplexStream, seen: Arc<Upstream>) {
             Some("initialize") => {
                 json!({"protocolVersion": v["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "fake", "version": "1"}})
             }
-            Some("tools/list") => json!({"tools": [
-                {"name": "read_file", "description": "Read.", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}},
-                {"name": "write_file", "description": "Write.", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": true}},
-                {"name": "read_slow", "description": "Read, slowly.", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}},
-            ]}),
+            // Written as a server writes it, members in its own order (not sorted), so a test
+            // can tell a relayed list from a re-serialized one.
+            Some("tools/list") => {
+                let frame = format!(
+                    r#"{{"jsonrpc":"2.0","id":{},"result":{TOOLS_LISTED}}}"#,
+                    id.unwrap_or_default()
+                );
+                w.write_all(format!("{frame}\n").as_bytes()).await.unwrap();
+                continue;
+            }
             // A 2026-07-28 tool that asks the client a question before it runs (its own multi
             // round trip), and runs once the client answers with its state.
             Some("tools/call") if v["params"]["name"] == "ask_file" => {
