@@ -12,6 +12,7 @@
 use super::display::{Display, Sentence, display};
 use super::{Body, PathArg};
 use crate::error::{ApiError, ErrorCode};
+use crate::hints::Hint;
 use crate::service::{AppState, AssertionBody, DecisionChallenge, ReviewView};
 use crate::store::Session;
 use axum::extract::{FromRequestParts, Request, State};
@@ -238,11 +239,33 @@ async fn summary(
     }))
 }
 
+/// A challenge for `navigator.credentials.get()`, with the WebAuthn `hints` for the browser
+/// that asked (the page passes them on; see [`crate::hints`]).
+#[derive(Debug, Serialize)]
+struct WithHints<T> {
+    #[serde(flatten)]
+    challenge: T,
+    hints: Vec<Hint>,
+}
+
+/// The hints for the browser that sent `headers`: the configured list, else by device.
+pub(super) fn hints(state: &AppState, headers: &HeaderMap) -> Vec<Hint> {
+    let value = |name: HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    crate::hints::for_request(
+        state.config().webauthn_hints.as_deref(),
+        value(HeaderName::from_static("sec-ch-ua-mobile")),
+        value(header::USER_AGENT),
+    )
+}
+
 async fn login_challenge(
     State(state): State<AppState>,
     _: Attempt,
-) -> Result<Json<crate::service::LoginChallenge>, ApiError> {
-    state.login_challenge().await.map(Json)
+    headers: HeaderMap,
+) -> Result<Json<WithHints<crate::service::LoginChallenge>>, ApiError> {
+    let challenge = state.login_challenge().await?;
+    let hints = hints(&state, &headers);
+    Ok(Json(WithHints { challenge, hints }))
 }
 
 #[derive(Debug, Serialize)]
@@ -362,12 +385,14 @@ async fn challenge(
     State(state): State<AppState>,
     who: WebApprover,
     PathArg(id): PathArg<String>,
+    headers: HeaderMap,
     Body(req): Body<ChallengeRequest>,
-) -> Result<Json<DecisionChallenge>, ApiError> {
-    state
+) -> Result<Json<WithHints<DecisionChallenge>>, ApiError> {
+    let challenge = state
         .decision_challenge(&id, req.decision, &who.session)
-        .await
-        .map(Json)
+        .await?;
+    let hints = hints(&state, &headers);
+    Ok(Json(WithHints { challenge, hints }))
 }
 
 async fn decide(

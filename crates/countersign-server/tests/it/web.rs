@@ -3,6 +3,7 @@
 
 use crate::support::{Approver, Reply, TestApp};
 use countersign::{Decision, b64};
+use countersign_server::Config;
 use countersign_testkit::ORIGIN;
 use serde_json::{Value, json};
 
@@ -505,4 +506,83 @@ async fn an_ordinary_multi_line_value_raises_no_banner_on_the_page() {
     let id = r.body["approval_id"].as_str().unwrap();
     let view = page_get(&app, &format!("/v1/web/approvals/{id}"), &s).await;
     assert_eq!(view.body["display"]["marked"], true);
+}
+
+const PHONE_UA: &str = "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 \
+    (KHTML, like Gecko) Chrome/131.0.0.0 Mobile Safari/537.36";
+const DESKTOP_UA: &str = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 \
+    (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
+
+/// `hints` of a page POST sent with `headers` (on top of the page's Origin and session).
+async fn hints_of(
+    app: &TestApp,
+    path: &str,
+    body: &Value,
+    s: Option<&WebSession>,
+    headers: &[(&str, &str)],
+) -> Value {
+    let mut req = app
+        .http
+        .post(app.url(path))
+        .header("origin", ORIGIN)
+        .json(body);
+    if let Some(s) = s {
+        req = req
+            .header("cookie", &s.cookie)
+            .header("x-countersign-csrf", &s.csrf);
+    }
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let r = app.send(req).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    r.body["hints"].clone()
+}
+
+#[tokio::test]
+async fn get_options_carry_webauthn_hints_for_the_device() {
+    let alice = Approver::alice();
+    let app = TestApp::default_with(&[&alice]).await;
+    let id = pending(&app).await;
+    let s = sign_in(&app, &alice).await;
+    let phone = json!(["client-device", "security-key", "hybrid"]);
+    let other = json!(["security-key", "hybrid", "client-device"]);
+    let decision = format!("/v1/web/approvals/{id}/challenge");
+    let approve = json!({"decision": "APPROVED"});
+    for (headers, expected) in [
+        (vec![("user-agent", PHONE_UA)], &phone),
+        (vec![("user-agent", DESKTOP_UA)], &other),
+        (vec![], &other),
+        // Chromium's client hint decides when sent.
+        (
+            vec![("user-agent", DESKTOP_UA), ("sec-ch-ua-mobile", "?1")],
+            &phone,
+        ),
+    ] {
+        let login = hints_of(&app, "/v1/web/login/challenge", &json!({}), None, &headers).await;
+        assert_eq!(&login, expected, "sign-in with {headers:?}");
+        let decide = hints_of(&app, &decision, &approve, Some(&s), &headers).await;
+        assert_eq!(&decide, expected, "decision with {headers:?}");
+    }
+
+    // An operator's list holds on every device.
+    let mut cfg = crate::support::config();
+    cfg.webauthn_hints = Config::from_toml("webauthn_hints = [\"hybrid\", \"security-key\"]")
+        .unwrap()
+        .webauthn_hints;
+    let app = TestApp::start(cfg, &[]).await;
+    for ua in [PHONE_UA, DESKTOP_UA] {
+        let login = hints_of(
+            &app,
+            "/v1/web/login/challenge",
+            &json!({}),
+            None,
+            &[("user-agent", ua)],
+        )
+        .await;
+        assert_eq!(login, json!(["hybrid", "security-key"]));
+    }
+    // A hint WebAuthn does not define is a configuration error, not a silent default.
+    let e = Config::from_toml("webauthn_hints = [\"platform\"]").unwrap_err();
+    assert!(e.to_string().contains("platform"), "{e}");
 }
