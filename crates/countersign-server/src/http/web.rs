@@ -43,6 +43,9 @@ const APPROVE_JS: &str = include_str!("../../assets/approve.js");
 const ENROLL_JS: &str = include_str!("../../assets/enroll.js");
 const COMMON_JS: &str = include_str!("../../assets/common.js");
 const STYLE_CSS: &str = include_str!("../../assets/style.css");
+/// The pages' icon. Served at `/favicon.ico` too: a browser that asks there anyway gets it
+/// rather than a 404 that would sit in the console as an error.
+const ICON_SVG: &str = include_str!("../../assets/icon.svg");
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -53,6 +56,8 @@ pub(super) fn router() -> Router<AppState> {
         .route("/assets/enroll.js", get(|| asset(ENROLL_JS, JS)))
         .route("/assets/common.js", get(|| asset(COMMON_JS, JS)))
         .route("/assets/style.css", get(|| asset(STYLE_CSS, CSS)))
+        .route("/assets/icon.svg", get(|| asset(ICON_SVG, SVG)))
+        .route("/favicon.ico", get(|| asset(ICON_SVG, SVG)))
         .route("/v1/web/approvals/{id}/summary", get(summary))
         .route("/v1/web/login/challenge", post(login_challenge))
         .route("/v1/web/login", post(login))
@@ -68,6 +73,7 @@ pub(super) fn router() -> Router<AppState> {
 
 const JS: &str = "text/javascript; charset=utf-8";
 const CSS: &str = "text/css; charset=utf-8";
+const SVG: &str = "image/svg+xml";
 
 async fn page(html: &'static str) -> Response {
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response()
