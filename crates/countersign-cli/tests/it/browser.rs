@@ -7,6 +7,11 @@
 //! unenrolled authenticator cannot sign in, and the page before sign-in shows no parameter.
 //! Screenshots of each step go to `target/e2e-artifacts/`.
 //!
+//! The walk runs on a desktop window and on a phone (Chromium's mobile emulation at 360 × 740).
+//! Before every screenshot the page is measured from inside the browser (no sideways scrolling,
+//! 44 px targets, every mark and field on the screen) and the console is read for errors; the
+//! WebAuthn hints each ceremony carried are checked against the device.
+//!
 //! It needs `/usr/bin/chromium` and `/usr/bin/chromedriver`, so it is ignored unless asked for
 //! (the test runner lists it as ignored, with the reason): `.ci/steps/browser.sh` installs both
 //! and runs it with `--include-ignored`, where a missing browser fails it.

@@ -126,6 +126,17 @@ pub(crate) async fn page_post(
     body: &Value,
     s: Option<&WebSession>,
 ) -> Reply {
+    page_post_with(app, path, body, s, &[]).await
+}
+
+/// [`page_post`] with more request headers (a browser's `User-Agent`, say).
+async fn page_post_with(
+    app: &TestApp,
+    path: &str,
+    body: &Value,
+    s: Option<&WebSession>,
+    headers: &[(&str, &str)],
+) -> Reply {
     let mut req = app
         .http
         .post(app.url(path))
@@ -135,6 +146,9 @@ pub(crate) async fn page_post(
         req = req
             .header("cookie", &s.cookie)
             .header("x-countersign-csrf", &s.csrf);
+    }
+    for (name, value) in headers {
+        req = req.header(*name, *value);
     }
     app.send(req).await
 }
@@ -513,42 +527,20 @@ const PHONE_UA: &str = "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537
 const DESKTOP_UA: &str = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 \
     (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
 
-/// `hints` of a page POST sent with `headers` (on top of the page's Origin and session).
-async fn hints_of(
-    app: &TestApp,
-    path: &str,
-    body: &Value,
-    s: Option<&WebSession>,
-    headers: &[(&str, &str)],
-) -> Value {
-    let mut req = app
-        .http
-        .post(app.url(path))
-        .header("origin", ORIGIN)
-        .json(body);
-    if let Some(s) = s {
-        req = req
-            .header("cookie", &s.cookie)
-            .header("x-countersign-csrf", &s.csrf);
-    }
-    for (name, value) in headers {
-        req = req.header(*name, *value);
-    }
-    let r = app.send(req).await;
+/// The `hints` of a challenge the page was given.
+fn hints_of(r: Reply) -> Value {
     assert_eq!(r.status, 200, "{:?}", r.body);
     r.body["hints"].clone()
 }
 
 #[tokio::test]
 async fn get_options_carry_webauthn_hints_for_the_device() {
+    let phone = json!(["client-device", "security-key", "hybrid"]);
+    let other = json!(["security-key", "hybrid", "client-device"]);
     let alice = Approver::alice();
     let app = TestApp::default_with(&[&alice]).await;
     let id = pending(&app).await;
     let s = sign_in(&app, &alice).await;
-    let phone = json!(["client-device", "security-key", "hybrid"]);
-    let other = json!(["security-key", "hybrid", "client-device"]);
-    let decision = format!("/v1/web/approvals/{id}/challenge");
-    let approve = json!({"decision": "APPROVED"});
     for (headers, expected) in [
         (vec![("user-agent", PHONE_UA)], &phone),
         (vec![("user-agent", DESKTOP_UA)], &other),
@@ -559,9 +551,13 @@ async fn get_options_carry_webauthn_hints_for_the_device() {
             &phone,
         ),
     ] {
-        let login = hints_of(&app, "/v1/web/login/challenge", &json!({}), None, &headers).await;
+        let login = hints_of(
+            page_post_with(&app, "/v1/web/login/challenge", &json!({}), None, &headers).await,
+        );
         assert_eq!(&login, expected, "sign-in with {headers:?}");
-        let decide = hints_of(&app, &decision, &approve, Some(&s), &headers).await;
+        let decision = format!("/v1/web/approvals/{id}/challenge");
+        let approve = json!({"decision": "APPROVED"});
+        let decide = hints_of(page_post_with(&app, &decision, &approve, Some(&s), &headers).await);
         assert_eq!(&decide, expected, "decision with {headers:?}");
     }
 
@@ -572,14 +568,10 @@ async fn get_options_carry_webauthn_hints_for_the_device() {
         .webauthn_hints;
     let app = TestApp::start(cfg, &[]).await;
     for ua in [PHONE_UA, DESKTOP_UA] {
+        let headers = [("user-agent", ua)];
         let login = hints_of(
-            &app,
-            "/v1/web/login/challenge",
-            &json!({}),
-            None,
-            &[("user-agent", ua)],
-        )
-        .await;
+            page_post_with(&app, "/v1/web/login/challenge", &json!({}), None, &headers).await,
+        );
         assert_eq!(login, json!(["hybrid", "security-key"]));
     }
     // A hint WebAuthn does not define is a configuration error, not a silent default.
