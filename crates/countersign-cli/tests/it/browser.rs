@@ -234,10 +234,11 @@ pub(crate) struct Browser {
     pub(crate) device: Device,
 }
 
-/// A script listing what a person on this screen could not use: sideways scrolling (of the
-/// page or inside any box), a control smaller than 44 × 44 CSS px (a fingertip, WCAG 2.5.5), or
-/// any shown element, every deceptive-character mark and every field among them, reaching
-/// outside the viewport's width. Measured in the laid-out page, as the person sees it.
+/// A script listing what a person on this screen could not use: sideways scrolling of the page,
+/// a control smaller than 44 × 44 CSS px (a fingertip, WCAG 2.5.5), any shown element (every
+/// deceptive-character mark and every field among them) reaching outside the viewport's width,
+/// or content wider than the box holding it (scrolling inside it, or drawn over its neighbours).
+/// Measured in the laid-out page, as the person sees it.
 const LAYOUT_PROBLEMS: &str = "
     const problems = [];
     const vw = window.innerWidth;
@@ -256,8 +257,8 @@ const LAYOUT_PROBLEMS: &str = "
       if (!shown(e)) continue;
       const r = e.getBoundingClientRect();
       if (r.left < -0.5 || r.right > vw + 0.5) problems.push(name(e) + ' spans ' + r.left.toFixed(1) + '..' + r.right.toFixed(1) + ' of ' + vw);
-      const o = getComputedStyle(e).overflowX;
-      if ((o === 'auto' || o === 'scroll') && e.scrollWidth > e.clientWidth) problems.push(name(e) + ' scrolls sideways');
+      // Content wider than its box: it scrolls sideways inside it, or spills over its neighbours.
+      if (e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1) problems.push(name(e) + ' holds content ' + e.scrollWidth + ' px wide in ' + e.clientWidth);
     }
     return problems;";
 
