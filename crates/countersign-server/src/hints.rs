@@ -14,7 +14,7 @@
 //! - elsewhere, a security key first: it is the only kind that can reach AAL3 (a device-bound key
 //!   with verified attestation), and approvers of high-value tools are issued one. Then `hybrid`,
 //!   the approver's phone over a QR code, which reaches them wherever their key is not; the
-//!   computer's own authenticator last, since an approver's desk computer is often shared.
+//!   computer's own authenticator last, since it ties the approver to that one machine.
 
 use serde::{Deserialize, Serialize};
 
@@ -39,8 +39,8 @@ pub const OTHER: [Hint; 3] = [Hint::SecurityKey, Hint::Hybrid, Hint::ClientDevic
 ///
 /// `mobile` is the `Sec-CH-UA-Mobile` request header (`?1` or `?0`, sent by Chromium-based
 /// browsers), which decides when present; otherwise a `User-Agent` containing `Mobi` is a phone,
-/// the rule browsers' own documentation recommends (an iPad that asks for desktop sites is not
-/// one, and gets the other order).
+/// the rule MDN's user-agent guide recommends (an iPad that asks for desktop sites is not one,
+/// and gets the other order).
 pub fn for_request(
     configured: Option<&[Hint]>,
     mobile: Option<&str>,
