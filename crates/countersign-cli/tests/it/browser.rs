@@ -618,6 +618,7 @@ fn walk_through(device: Device) {
     browser.goto(&invite_url);
     browser.wait_visible("error");
     browser.assert_text_contains("error", "already used");
+    browser.screenshot("02b-invite-spent");
 
     // --- two actions from an agent ---
     let create = |params: Value| -> String {
