@@ -2,7 +2,9 @@
 # The approver page end to end in a real browser: Debian's Chromium and chromedriver with a
 # virtual WebAuthn authenticator. Installs both (a fresh machine has neither), then runs the test,
 # which a plain `cargo test` lists as ignored for want of a browser (here a missing one fails it).
-# Screenshots and the verified CASE files land in $CARGO_TARGET_DIR/e2e-artifacts/ (target/ by default).
+# The walk runs twice, in a desktop window and on a 360x740 phone (Chromium mobile emulation).
+# Screenshots (phone- for the phone) and the verified CASE files land in
+# $CARGO_TARGET_DIR/e2e-artifacts/ (target/ by default).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 

@@ -187,6 +187,15 @@
     return a;
   }
 
+  // Each cell of a list row names its column (data-label): on a narrow screen the rows are
+  // shown as cards without the header row, and the stylesheet prints the name beside the value.
+  function labelCells(tr) {
+    const heads = tr.closest('table').querySelectorAll('thead th');
+    tr.querySelectorAll('td').forEach((td, i) => {
+      if (heads[i]) td.dataset.label = heads[i].textContent;
+    });
+  }
+
   function renderInbox(inbox) {
     csrf = inbox.csrf_token;
     cs.show('step1', false);
@@ -205,6 +214,7 @@
       tr.appendChild(cs.el('td', 'sev sev-' + item.severity, item.severity));
       tr.appendChild(cs.el('td', '', cs.localTime(item.expires_at)));
       pending.appendChild(tr);
+      labelCells(tr);
     }
     cs.show('inbox-empty', inbox.pending.length === 0);
     const grants = document.querySelector('#inbox-grants tbody');
@@ -220,6 +230,7 @@
       tr.appendChild(cs.el('td', '', g.uses + ' of ' + g.max_uses));
       tr.appendChild(cs.el('td', '', cs.localTime(g.expires_at)));
       grants.appendChild(tr);
+      labelCells(tr);
     }
     cs.show('grants-empty', inbox.standing_grants.length === 0);
   }
@@ -268,6 +279,7 @@
             rpId,
             allowCredentials: [],
             userVerification: 'required',
+            hints: c.body.hints || [],
             timeout: 120000,
           },
         });
@@ -301,6 +313,7 @@
         challenge: cs.b64urlDecode(c.body.challenge),
         rpId: c.body.rp_id,
         userVerification: 'required',
+        hints: c.body.hints || [],
         timeout: 120000,
       };
       if (credentialId) publicKey.allowCredentials = [{ type: 'public-key', id: credentialId }];

@@ -46,6 +46,11 @@ pub struct Config {
     /// Enrollment: attestation policy, trusted roots, invite lifetime.
     #[serde(default)]
     pub enrollment: crate::enroll::EnrollmentConfig,
+    /// The WebAuthn `hints` the approver page passes to the browser, most preferred first, on
+    /// every device. Absent (the default): chosen per request, a phone's own passkey first on
+    /// a phone, a security key first elsewhere (see [`crate::hints`]).
+    #[serde(default)]
+    pub webauthn_hints: Option<Vec<crate::hints::Hint>>,
     /// `normal` (default: survives a killed process) or `full` (also survives power loss, slower).
     #[serde(default)]
     pub durability: Durability,
@@ -292,6 +297,7 @@ impl Default for Config {
             tools: Vec::new(),
             durability: Durability::default(),
             enrollment: crate::enroll::EnrollmentConfig::default(),
+            webauthn_hints: None,
             database: None,
             publish_registry: false,
             audit_origin: None,

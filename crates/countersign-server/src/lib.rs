@@ -17,6 +17,7 @@ pub mod enroll;
 mod error;
 pub mod files;
 pub mod gateways;
+pub mod hints;
 mod http;
 mod notify;
 pub mod preauth;

@@ -7,6 +7,11 @@
 //! unenrolled authenticator cannot sign in, and the page before sign-in shows no parameter.
 //! Screenshots of each step go to `target/e2e-artifacts/`.
 //!
+//! The walk runs on a desktop window and on a phone (Chromium's mobile emulation at 360 × 740).
+//! Before every screenshot the page is measured from inside the browser (no sideways scrolling,
+//! 44 px targets, every mark and field on the screen) and the console is read for errors; the
+//! WebAuthn hints each ceremony carried are checked against the device.
+//!
 //! It needs `/usr/bin/chromium` and `/usr/bin/chromedriver`, so it is ignored unless asked for
 //! (the test runner lists it as ignored, with the reason): `.ci/steps/browser.sh` installs both
 //! and runs it with `--include-ignored`, where a missing browser fails it.
@@ -37,8 +42,9 @@ const SPOOFED_FILE: &str = "invoice\u{202E}fdp.exe";
 const SPOOFED_TOOL: &str = "p\u{0430}yments.transfer";
 
 /// A script answering whether the text `start` (in the first text node under `root` holding it)
-/// is laid out left to right: its first character is drawn left of its last. Layout, not the DOM
-/// order, is what a bidi control changes, so the rendered boxes are compared.
+/// is laid out left to right: each character is drawn right of the one before it on the same
+/// line, or on a lower line where the text wraps (as it does on a narrow screen). Layout, not the
+/// DOM order, is what a bidi control changes, so the rendered boxes are compared.
 fn reads_left_to_right(root: &str, start: &str) -> String {
     format!(
         "const root = document.querySelector({root:?});
@@ -47,13 +53,18 @@ fn reads_left_to_right(root: &str, start: &str) -> String {
          for (let n = walker.nextNode(); n; n = walker.nextNode()) {{
            const i = n.data.indexOf(start);
            if (i < 0) continue;
-           const x = (k) => {{
+           const box = (k) => {{
              const r = document.createRange();
              r.setStart(n, k);
              r.setEnd(n, k + 1);
-             return r.getBoundingClientRect().left;
+             return r.getBoundingClientRect();
            }};
-           return x(i) < x(i + start.length - 1);
+           for (let k = i; k + 1 < i + start.length; k++) {{
+             const a = box(k), b = box(k + 1);
+             const sameLine = Math.abs(a.top - b.top) < a.height / 2;
+             if (sameLine ? !(a.left < b.left) : !(b.top > a.top)) return false;
+           }}
+           return true;
          }}
          return 'not found';"
     )
@@ -170,18 +181,97 @@ pub(crate) fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     }
 }
 
+/// The screen a page is driven on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Device {
+    /// A desktop window, 1000 × 1300 CSS px, with a USB security key.
+    Desktop,
+    /// A phone: Chromium's own mobile emulation, 360 × 740 CSS px at 3 device pixels each,
+    /// touch, a phone's user agent and client hints, with the phone's own (internal)
+    /// authenticator.
+    Phone,
+}
+
+/// The phone the mobile emulation presents (an Android Chrome user agent).
+const PHONE_USER_AGENT: &str = "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 \
+    (KHTML, like Gecko) Chrome/131.0.0.0 Mobile Safari/537.36";
+
+impl Device {
+    /// The prefix of this device's screenshot names.
+    fn prefix(self) -> &'static str {
+        match self {
+            Self::Desktop => "",
+            Self::Phone => "phone-",
+        }
+    }
+
+    /// The WebAuthn hints the service sends this device (countersign_server::hints).
+    fn hints(self) -> Value {
+        match self {
+            Self::Desktop => json!(["security-key", "hybrid", "client-device"]),
+            Self::Phone => json!(["client-device", "security-key", "hybrid"]),
+        }
+    }
+
+    /// `goog:chromeOptions.mobileEmulation`, for the phone.
+    fn emulation(self) -> Option<Value> {
+        (self == Self::Phone).then(|| {
+            json!({
+                "deviceMetrics": {"width": 360, "height": 740, "pixelRatio": 3.0,
+                    "touch": true, "mobile": true},
+                "userAgent": PHONE_USER_AGENT,
+                "clientHints": {"platform": "Android", "mobile": true},
+            })
+        })
+    }
+}
+
 /// A WebDriver session.
 pub(crate) struct Browser {
     pub(crate) driver: String,
     pub(crate) session: String,
     pub(crate) shots: PathBuf,
+    pub(crate) device: Device,
 }
+
+/// A script listing what a person on this screen could not use: sideways scrolling of the page,
+/// a control smaller than 44 × 44 CSS px (a fingertip, WCAG 2.5.5), any shown element (every
+/// deceptive-character mark and every field among them) reaching outside the viewport's width,
+/// or content wider than the box holding it (scrolling inside it, or drawn over its neighbours).
+/// Measured in the laid-out page, as the person sees it.
+const LAYOUT_PROBLEMS: &str = "
+    const problems = [];
+    const vw = window.innerWidth;
+    const root = document.documentElement;
+    if (root.scrollWidth > vw) problems.push('the page scrolls sideways: ' + root.scrollWidth + ' > ' + vw);
+    const shown = (e) => e.getClientRects().length > 0 && getComputedStyle(e).visibility !== 'hidden';
+    const name = (e) => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '')
+      + (typeof e.className === 'string' && e.className ? '.' + e.className.trim().split(/\\s+/).join('.') : '')
+      + ' ' + JSON.stringify((e.textContent || '').trim().slice(0, 40));
+    for (const e of document.querySelectorAll('button, a[href], summary, input, select, textarea')) {
+      if (!shown(e)) continue;
+      const r = e.getBoundingClientRect();
+      if (r.width < 44 || r.height < 44) problems.push('target ' + name(e) + ' is ' + r.width.toFixed(1) + ' x ' + r.height.toFixed(1));
+    }
+    for (const e of document.body.querySelectorAll('*')) {
+      if (!shown(e)) continue;
+      const r = e.getBoundingClientRect();
+      if (r.left < -0.5 || r.right > vw + 0.5) problems.push(name(e) + ' spans ' + r.left.toFixed(1) + '..' + r.right.toFixed(1) + ' of ' + vw);
+      // Content wider than its box: it scrolls sideways inside it, or spills over its neighbours.
+      if (e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1) problems.push(name(e) + ' holds content ' + e.scrollWidth + ' px wide in ' + e.clientWidth);
+    }
+    return problems;";
 
 impl Browser {
     /// chromedriver on a free port, and a new headless Chromium session on it with virtual
     /// WebAuthn authenticators enabled and its profile in `profile`: the driver process (killed
     /// on drop) and the session.
     pub(crate) fn launch(profile: &Path, shots: PathBuf) -> (KillOnDrop, Self) {
+        Self::launch_on(Device::Desktop, profile, shots)
+    }
+
+    /// [`Browser::launch`] on `device`.
+    pub(crate) fn launch_on(device: Device, profile: &Path, shots: PathBuf) -> (KillOnDrop, Self) {
         let driver_port = free_port();
         let process = KillOnDrop(
             Command::new(CHROMEDRIVER)
@@ -197,6 +287,19 @@ impl Browser {
                 (http(&driver, "GET", "/status", None).1["value"]["ready"] == true).then_some(())
             })
         });
+        let mut options = json!({
+            "binary": CHROMIUM,
+            "args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu",
+                "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--no-first-run", "--disable-quic",
+                "--window-size=1000,1300",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+        });
+        if let Some(emulation) = device.emulation() {
+            options["mobileEmulation"] = emulation;
+        }
         let (status, created) = http(
             &driver,
             "POST",
@@ -204,16 +307,8 @@ impl Browser {
             Some(&json!({"capabilities": {"alwaysMatch": {
                 "browserName": "chrome",
                 "webauthn:virtualAuthenticators": true,
-                "goog:chromeOptions": {
-                    "binary": CHROMIUM,
-                    "args": [
-                        "--headless=new", "--no-sandbox", "--disable-gpu",
-                        "--disable-background-networking", "--disable-component-update",
-                        "--disable-sync", "--no-first-run", "--disable-quic",
-                        "--window-size=1000,1300",
-                        format!("--user-data-dir={}", profile.display()),
-                    ],
-                },
+                "goog:loggingPrefs": {"browser": "ALL"},
+                "goog:chromeOptions": options,
             }}})),
         );
         assert_eq!(status, 200, "new session: {created}");
@@ -224,6 +319,7 @@ impl Browser {
                 driver,
                 session,
                 shots,
+                device,
             },
         )
     }
@@ -288,23 +384,80 @@ impl Browser {
         self.cmd("POST", &format!("/element/{eid}/click"), Some(&json!({})));
     }
 
+    /// Save what the page shows as `NAME.png` (prefixed with the device), after checking that
+    /// it is usable on this screen and that the page raised no false alarm in the console.
     pub(crate) fn screenshot(&self, name: &str) {
+        let problems = self.js(LAYOUT_PROBLEMS);
+        assert_eq!(
+            problems,
+            json!([]),
+            "{name} on {:?}: {}",
+            self.device,
+            self.js("return location.href;")
+        );
+        self.assert_quiet_console(name);
         let b64 = self.cmd("GET", "/screenshot", None);
         let png = base64::Engine::decode(
             &base64::engine::general_purpose::STANDARD,
             b64.as_str().unwrap(),
         )
         .unwrap();
-        std::fs::write(self.shots.join(format!("{name}.png")), png).unwrap();
+        let file = format!("{}{name}.png", self.device.prefix());
+        std::fs::write(self.shots.join(file), png).unwrap();
     }
 
+    /// No error in the browser's console since the last look, but the network's notes on the
+    /// answers the page expects: 401 while it checks for a session before sign-in or when an
+    /// unenrolled key tries, 410 for a spent invite.
+    fn assert_quiet_console(&self, step: &str) {
+        let log = self.cmd("POST", "/se/log", Some(&json!({"type": "browser"})));
+        let alarms: Vec<&Value> = log
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["level"] == "SEVERE")
+            .filter(|e| {
+                let text = e["message"].as_str().unwrap_or_default();
+                !(e["source"] == "network"
+                    && ["status of 401", "status of 410"]
+                        .iter()
+                        .any(|s| text.contains(s)))
+            })
+            .collect();
+        assert!(alarms.is_empty(), "console errors by {step}: {alarms:?}");
+    }
+
+    /// Record the `hints` of every `navigator.credentials` call this page makes from now on
+    /// (read with [`Browser::recorded_hints`]).
+    pub(crate) fn record_hints(&self) {
+        self.js("window.recordedHints = [];
+             for (const m of ['create', 'get']) {
+               const real = navigator.credentials[m].bind(navigator.credentials);
+               navigator.credentials[m] = (o) => {
+                 window.recordedHints.push([m, o.publicKey.hints]);
+                 return real(o);
+               };
+             }
+             return null;");
+    }
+
+    pub(crate) fn recorded_hints(&self) -> Value {
+        self.js("return window.recordedHints;")
+    }
+
+    /// A virtual CTAP2 authenticator with user verification: a USB security key on the
+    /// desktop, the phone's own (internal) authenticator on the phone.
     pub(crate) fn add_authenticator(&self) -> String {
+        let transport = match self.device {
+            Device::Desktop => "usb",
+            Device::Phone => "internal",
+        };
         let v = self.cmd(
             "POST",
             "/webauthn/authenticator",
             Some(&json!({
                 "protocol": "ctap2",
-                "transport": "usb",
+                "transport": transport,
                 "hasResidentKey": true,
                 "hasUserVerification": true,
                 "isUserConsenting": true,
@@ -348,12 +501,26 @@ fn b64url(bytes: &[u8]) -> String {
 #[test]
 #[ignore = "needs Debian's chromium and chromium-driver (.ci/steps/browser.sh installs them and runs it)"]
 fn enroll_approve_refuse_and_verify_offline_in_chromium() {
+    walk_through(Device::Desktop);
+}
+
+/// The same walk on a phone's screen: every step also measured for sideways scrolling, small
+/// targets and marks off the screen (in [`Browser::screenshot`]).
+#[test]
+#[ignore = "needs Debian's chromium and chromium-driver (.ci/steps/browser.sh installs them and runs it)"]
+fn enroll_approve_refuse_and_verify_offline_on_a_phone_in_chromium() {
+    walk_through(Device::Phone);
+}
+
+/// Enroll, sign in, review, approve, refuse, the inbox and a standing grant, through the page
+/// on `device`; both results verified offline.
+fn walk_through(device: Device) {
     assert!(
         Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists(),
         "{CHROMIUM} or {CHROMEDRIVER} is missing: apt-get install chromium chromium-driver"
     );
     let shots = artifacts();
-    let work = shots.join(format!("run-{}", std::process::id()));
+    let work = shots.join(format!("run-{}-{device:?}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).unwrap();
 
@@ -412,7 +579,8 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     );
 
     // --- chromedriver and a fresh Chromium profile ---
-    let (_driver, browser) = Browser::launch(&work.join("chromium-profile"), shots.clone());
+    let (_driver, browser) =
+        Browser::launch_on(device, &work.join("chromium-profile"), shots.clone());
     let enrolled_authenticator = browser.add_authenticator();
 
     // --- step 0: enrollment through the invite ---
@@ -428,6 +596,7 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
         "the invite token is taken out of the address bar"
     );
     browser.screenshot("01-enroll-invite");
+    browser.record_hints();
     browser.click("register");
     wait_for("enrollment outcome", || {
         (browser.visible("done") || browser.visible("error")).then_some(())
@@ -438,6 +607,10 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
         browser.text("error")
     );
     assert!(browser.text("done-text").contains("alice@example.com"));
+    assert_eq!(
+        browser.recorded_hints(),
+        json!([["create", device.hints()]])
+    );
     browser.screenshot("02-enrolled");
 
     // The invite is spent.
@@ -445,6 +618,7 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     browser.goto(&invite_url);
     browser.wait_visible("error");
     browser.assert_text_contains("error", "already used");
+    browser.screenshot("02b-invite-spent");
 
     // --- two actions from an agent ---
     let create = |params: Value| -> String {
@@ -487,6 +661,7 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     }
     assert!(!browser.visible("step2") && !browser.visible("step3"));
     browser.screenshot("03-before-sign-in");
+    browser.record_hints();
     browser.click("signin");
     browser.wait_visible("step2");
     let table = browser.text("fields");
@@ -514,6 +689,11 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
     browser.click("approve");
     browser.wait_visible("outcome");
     browser.assert_text_contains("outcome-text", "APPROVED");
+    // Sign-in and the decision both asked with this device's hints.
+    assert_eq!(
+        browser.recorded_hints(),
+        json!([["get", device.hints()], ["get", device.hints()]])
+    );
     browser.screenshot("05-approved");
 
     // --- refuse B, whose account holds a zero-width space: marked ---
@@ -533,6 +713,9 @@ fn enroll_approve_refuse_and_verify_offline_in_chromium() {
         .js("return Array.from(document.querySelectorAll('mark.deceptive')).map(m => m.title);");
     assert!(marks.to_string().contains("U+200B"), "{marks}");
     browser.screenshot("06-review-marked");
+    // The fields and the decision, as a phone shows them once scrolled to (docs/img).
+    browser.js("document.getElementById('title').scrollIntoView(); return null;");
+    browser.screenshot("06b-review-marked-fields");
     browser.click("refuse");
     browser.wait_visible("outcome");
     browser.assert_text_contains("outcome-text", "REFUSED");

@@ -10,6 +10,7 @@
 //! Ceremony state lives in memory for the ceremony's few minutes: a registration must finish on
 //! the replica that started it. Only the invite, which outlives the ceremony, is in the database.
 
+use crate::hints::Hint;
 use countersign::webauthn::AuthenticatorData;
 use countersign::{Aaguid, AttestationRecord, CredentialRecord};
 use serde::{Deserialize, Serialize};
@@ -189,6 +190,7 @@ impl Enroller {
         exclude: Vec<Vec<u8>>,
         now: i64,
         ttl_ms: i64,
+        hints: &[Hint],
     ) -> Result<StartedCeremony, EnrollError> {
         let user_id = Uuid::from_bytes(random16()?);
         let exclude = (!exclude.is_empty()).then_some(exclude);
@@ -225,6 +227,17 @@ impl Enroller {
         {
             obj.insert("residentKey".to_owned(), Value::from("required"));
             obj.insert("requireResidentKey".to_owned(), Value::from(true));
+        }
+        // The request's hints replace webauthn-rs's fixed ones; under verified attestation
+        // without `hybrid`, which that policy would refuse (crate::hints).
+        let hints = match self.ca_list {
+            None => hints.to_vec(),
+            Some(_) => crate::hints::for_attested_creation(hints),
+        };
+        if let Some(obj) = options.get_mut("publicKey").and_then(Value::as_object_mut) {
+            let hints = serde_json::to_value(hints)
+                .map_err(|e| EnrollError::Registration(e.to_string()))?;
+            obj.insert("hints".to_owned(), hints);
         }
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         pending.retain(|_, p| p.expires_at > now);

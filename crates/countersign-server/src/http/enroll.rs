@@ -8,6 +8,7 @@ use crate::enroll::EnrolledSummary;
 use crate::error::ApiError;
 use crate::service::{AppState, EnrollFinish, EnrollOptions, EnrollStart};
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use countersign::RegistryDocument;
@@ -22,9 +23,11 @@ pub(super) fn router() -> Router<AppState> {
 async fn start(
     State(state): State<AppState>,
     _: Attempt,
+    headers: HeaderMap,
     Body(req): Body<EnrollStart>,
 ) -> Result<Json<EnrollOptions>, ApiError> {
-    state.enroll_start(req).await.map(Json)
+    let hints = super::web::hints(&state, &headers);
+    state.enroll_start(req, &hints).await.map(Json)
 }
 
 async fn finish(

@@ -12,6 +12,7 @@
 use super::display::{Display, Sentence, display};
 use super::{Body, PathArg};
 use crate::error::{ApiError, ErrorCode};
+use crate::hints::Hint;
 use crate::service::{AppState, AssertionBody, DecisionChallenge, ReviewView};
 use crate::store::Session;
 use axum::extract::{FromRequestParts, Request, State};
@@ -42,6 +43,9 @@ const APPROVE_JS: &str = include_str!("../../assets/approve.js");
 const ENROLL_JS: &str = include_str!("../../assets/enroll.js");
 const COMMON_JS: &str = include_str!("../../assets/common.js");
 const STYLE_CSS: &str = include_str!("../../assets/style.css");
+/// The pages' icon. Served at `/favicon.ico` too: a browser that asks there anyway gets it
+/// rather than a 404 that would sit in the console as an error.
+const ICON_SVG: &str = include_str!("../../assets/icon.svg");
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -52,6 +56,8 @@ pub(super) fn router() -> Router<AppState> {
         .route("/assets/enroll.js", get(|| asset(ENROLL_JS, JS)))
         .route("/assets/common.js", get(|| asset(COMMON_JS, JS)))
         .route("/assets/style.css", get(|| asset(STYLE_CSS, CSS)))
+        .route("/assets/icon.svg", get(|| asset(ICON_SVG, SVG)))
+        .route("/favicon.ico", get(|| asset(ICON_SVG, SVG)))
         .route("/v1/web/approvals/{id}/summary", get(summary))
         .route("/v1/web/login/challenge", post(login_challenge))
         .route("/v1/web/login", post(login))
@@ -67,6 +73,7 @@ pub(super) fn router() -> Router<AppState> {
 
 const JS: &str = "text/javascript; charset=utf-8";
 const CSS: &str = "text/css; charset=utf-8";
+const SVG: &str = "image/svg+xml";
 
 async fn page(html: &'static str) -> Response {
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response()
@@ -238,11 +245,33 @@ async fn summary(
     }))
 }
 
+/// A challenge for `navigator.credentials.get()`, with the WebAuthn `hints` for the browser
+/// that asked (the page passes them on; see [`crate::hints`]).
+#[derive(Debug, Serialize)]
+struct WithHints<T> {
+    #[serde(flatten)]
+    challenge: T,
+    hints: Vec<Hint>,
+}
+
+/// The hints for the browser that sent `headers`: the configured list, else by device.
+pub(super) fn hints(state: &AppState, headers: &HeaderMap) -> Vec<Hint> {
+    let value = |name: HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    crate::hints::for_request(
+        state.config().webauthn_hints.as_deref(),
+        value(HeaderName::from_static("sec-ch-ua-mobile")),
+        value(header::USER_AGENT),
+    )
+}
+
 async fn login_challenge(
     State(state): State<AppState>,
     _: Attempt,
-) -> Result<Json<crate::service::LoginChallenge>, ApiError> {
-    state.login_challenge().await.map(Json)
+    headers: HeaderMap,
+) -> Result<Json<WithHints<crate::service::LoginChallenge>>, ApiError> {
+    let challenge = state.login_challenge().await?;
+    let hints = hints(&state, &headers);
+    Ok(Json(WithHints { challenge, hints }))
 }
 
 #[derive(Debug, Serialize)]
@@ -362,12 +391,14 @@ async fn challenge(
     State(state): State<AppState>,
     who: WebApprover,
     PathArg(id): PathArg<String>,
+    headers: HeaderMap,
     Body(req): Body<ChallengeRequest>,
-) -> Result<Json<DecisionChallenge>, ApiError> {
-    state
+) -> Result<Json<WithHints<DecisionChallenge>>, ApiError> {
+    let challenge = state
         .decision_challenge(&id, req.decision, &who.session)
-        .await
-        .map(Json)
+        .await?;
+    let hints = hints(&state, &headers);
+    Ok(Json(WithHints { challenge, hints }))
 }
 
 async fn decide(

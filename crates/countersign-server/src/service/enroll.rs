@@ -114,8 +114,12 @@ impl AppState {
             .ok_or_else(invite_refused)
     }
 
-    /// Begin a registration ceremony for an invite.
-    pub async fn enroll_start(&self, req: EnrollStart) -> Result<EnrollOptions, ApiError> {
+    /// Begin a registration ceremony for an invite; `hints` go into the creation options.
+    pub async fn enroll_start(
+        &self,
+        req: EnrollStart,
+        hints: &[crate::hints::Hint],
+    ) -> Result<EnrollOptions, ApiError> {
         let enroller = self.enroller()?;
         let invite = self.live_invite(&req.invite).await?;
         // The principal's existing credentials are excluded, so one authenticator is not
@@ -134,6 +138,7 @@ impl AppState {
                 exclude,
                 now,
                 self.ceremony_ttl_ms(),
+                hints,
             )
             .map_err(enroll_error)?;
         Ok(EnrollOptions {

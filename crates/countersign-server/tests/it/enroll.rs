@@ -353,3 +353,48 @@ mod tempfile_dir {
         }
     }
 }
+
+/// `publicKey.hints` of the creation options for a start sent with `user_agent`.
+async fn creation_hints(app: &TestApp, token: &str, user_agent: &str) -> Value {
+    let r = app
+        .send(
+            app.http
+                .post(app.url("/v1/enroll/start"))
+                .header("origin", ORIGIN)
+                .header("user-agent", user_agent)
+                .json(&json!({"invite": token})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    r.body["options"]["publicKey"]["hints"].clone()
+}
+
+#[tokio::test]
+async fn create_options_carry_webauthn_hints_for_the_device() {
+    let iphone = "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 \
+        (KHTML, like Gecko) Version/18.1 Mobile/15E148 Safari/604.1";
+    let mac = "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 \
+        (KHTML, like Gecko) Version/18.1 Safari/605.1.15";
+    let app = TestApp::default_with(&[]).await;
+    let created = invite(&app, "ines", None);
+    assert_eq!(
+        creation_hints(&app, &created.token, iphone).await,
+        json!(["client-device", "security-key", "hybrid"])
+    );
+    assert_eq!(
+        creation_hints(&app, &created.token, mac).await,
+        json!(["security-key", "hybrid", "client-device"])
+    );
+    // Verified attestation: a hybrid (synced phone) passkey would be refused, so it is not
+    // offered.
+    let (app, _dir) = verified_app(FIXTURE_AAGUID).await;
+    let created = invite(&app, "ines", None);
+    assert_eq!(
+        creation_hints(&app, &created.token, iphone).await,
+        json!(["client-device", "security-key"])
+    );
+    assert_eq!(
+        creation_hints(&app, &created.token, mac).await,
+        json!(["security-key", "client-device"])
+    );
+}

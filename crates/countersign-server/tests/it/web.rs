@@ -3,6 +3,7 @@
 
 use crate::support::{Approver, Reply, TestApp};
 use countersign::{Decision, b64};
+use countersign_server::Config;
 use countersign_testkit::ORIGIN;
 use serde_json::{Value, json};
 
@@ -125,6 +126,17 @@ pub(crate) async fn page_post(
     body: &Value,
     s: Option<&WebSession>,
 ) -> Reply {
+    page_post_with(app, path, body, s, &[]).await
+}
+
+/// [`page_post`] with more request headers (a browser's `User-Agent`, say).
+async fn page_post_with(
+    app: &TestApp,
+    path: &str,
+    body: &Value,
+    s: Option<&WebSession>,
+    headers: &[(&str, &str)],
+) -> Reply {
     let mut req = app
         .http
         .post(app.url(path))
@@ -134,6 +146,9 @@ pub(crate) async fn page_post(
         req = req
             .header("cookie", &s.cookie)
             .header("x-countersign-csrf", &s.csrf);
+    }
+    for (name, value) in headers {
+        req = req.header(*name, *value);
     }
     app.send(req).await
 }
@@ -505,4 +520,61 @@ async fn an_ordinary_multi_line_value_raises_no_banner_on_the_page() {
     let id = r.body["approval_id"].as_str().unwrap();
     let view = page_get(&app, &format!("/v1/web/approvals/{id}"), &s).await;
     assert_eq!(view.body["display"]["marked"], true);
+}
+
+const PHONE_UA: &str = "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 \
+    (KHTML, like Gecko) Chrome/131.0.0.0 Mobile Safari/537.36";
+const DESKTOP_UA: &str = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 \
+    (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
+
+/// The `hints` of a challenge the page was given.
+fn hints_of(r: Reply) -> Value {
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    r.body["hints"].clone()
+}
+
+#[tokio::test]
+async fn get_options_carry_webauthn_hints_for_the_device() {
+    let phone = json!(["client-device", "security-key", "hybrid"]);
+    let other = json!(["security-key", "hybrid", "client-device"]);
+    let alice = Approver::alice();
+    let app = TestApp::default_with(&[&alice]).await;
+    let id = pending(&app).await;
+    let s = sign_in(&app, &alice).await;
+    for (headers, expected) in [
+        (vec![("user-agent", PHONE_UA)], &phone),
+        (vec![("user-agent", DESKTOP_UA)], &other),
+        (vec![], &other),
+        // Chromium's client hint decides when sent.
+        (
+            vec![("user-agent", DESKTOP_UA), ("sec-ch-ua-mobile", "?1")],
+            &phone,
+        ),
+    ] {
+        let login = hints_of(
+            page_post_with(&app, "/v1/web/login/challenge", &json!({}), None, &headers).await,
+        );
+        assert_eq!(&login, expected, "sign-in with {headers:?}");
+        let decision = format!("/v1/web/approvals/{id}/challenge");
+        let approve = json!({"decision": "APPROVED"});
+        let decide = hints_of(page_post_with(&app, &decision, &approve, Some(&s), &headers).await);
+        assert_eq!(&decide, expected, "decision with {headers:?}");
+    }
+
+    // An operator's list holds on every device.
+    let mut cfg = crate::support::config();
+    cfg.webauthn_hints = Config::from_toml("webauthn_hints = [\"hybrid\", \"security-key\"]")
+        .unwrap()
+        .webauthn_hints;
+    let app = TestApp::start(cfg, &[]).await;
+    for ua in [PHONE_UA, DESKTOP_UA] {
+        let headers = [("user-agent", ua)];
+        let login = hints_of(
+            page_post_with(&app, "/v1/web/login/challenge", &json!({}), None, &headers).await,
+        );
+        assert_eq!(login, json!(["hybrid", "security-key"]));
+    }
+    // A hint WebAuthn does not define is a configuration error, not a silent default.
+    let e = Config::from_toml("webauthn_hints = [\"platform\"]").unwrap_err();
+    assert!(e.to_string().contains("platform"), "{e}");
 }
