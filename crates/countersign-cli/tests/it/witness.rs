@@ -377,16 +377,13 @@ fn a_tlog_policy_judges_checkpoints_and_tlog_proofs() {
         "any",
     );
     let verify = |extra: &[&str]| {
-        Command::new(BIN)
-            .args(["audit", "verify"])
-            .arg(&log)
-            .arg("--key")
-            .arg(&key)
-            .arg("--checkpoint")
-            .arg(&cp)
-            .args(extra)
-            .output()
-            .unwrap()
+        let mut args: Vec<std::ffi::OsString> = vec!["audit".into(), "verify".into()];
+        for (flag, file) in [("", &log), ("--key", &key), ("--checkpoint", &cp)] {
+            args.extend((!flag.is_empty()).then(|| flag.into()));
+            args.push(file.into());
+        }
+        args.extend(extra.iter().map(Into::into));
+        Command::new(BIN).args(args).output().unwrap()
     };
     let path = |p: &Path| p.to_str().unwrap().to_owned();
     let out = verify(&["--policy", &path(&any)]);

@@ -185,37 +185,12 @@ fn check(proof: &str, policy: &Policy, kind: &str, id: &str) -> TlogProof {
     proof
 }
 
-#[tokio::test]
-async fn a_grant_receipt_and_a_settled_read_carry_tlog_proofs_that_verify_offline() {
-    let alice = Approver::alice();
-    let app = TestApp::default_with(&[&alice]).await;
-    let policy = policy(&app).await;
+/// Approval `A` of the payment tool decided by alice; the grant collected: (id, receipt).
+async fn granted(app: &TestApp, alice: &Approver) -> (String, Value) {
     let params = payment_fields("A");
     let id = app.create_pending(params.clone()).await;
-    let pending = app.get(&format!("/v1/approvals/{id}")).await;
-    assert!(
-        pending.body.get("tlog_proof").is_none(),
-        "{:?}",
-        pending.body
-    );
-    assert_eq!(
-        alice.decide(&app, &id, Decision::Approved).await.status,
-        200
-    );
-    // The settled read: the Decision line.
-    let read = app.get(&format!("/v1/approvals/{id}")).await;
-    assert_eq!(read.body["status"], "APPROVED");
-    let decision = check(
-        read.body["tlog_proof"].as_str().unwrap(),
-        &policy,
-        "decision",
-        &id,
-    );
-    // Another line's bytes on the Decision's path: refused.
-    assert!(decision.verify(b"{}", &policy, None).is_err());
-    // The grant receipt: the grant line, under the receipt's own checkpoint.
-    let action =
-        countersign_testkit::tool_call_action("agent-7", "payments.transfer", params.clone());
+    assert_eq!(alice.decide(app, &id, Decision::Approved).await.status, 200);
+    let action = countersign_testkit::tool_call_action("agent-7", "payments.transfer", params);
     let fp = b64::encode(&countersign_testkit::op_hash_of(
         &action,
         Decision::Approved,
@@ -227,19 +202,50 @@ async fn a_grant_receipt_and_a_settled_read_carry_tlog_proofs_that_verify_offlin
         )
         .await;
     assert_eq!(receipt.status, 200, "{:?}", receipt.body);
+    (id, receipt.body)
+}
+
+/// A command's output, run off the async workers (the service under test runs on them).
+async fn output(mut cmd: std::process::Command) -> std::process::Output {
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_grant_receipt_and_a_settled_read_carry_tlog_proofs_that_verify_offline() {
+    let alice = Approver::alice();
+    let app = TestApp::default_with(&[&alice]).await;
+    let policy = policy(&app).await;
+    // The grant receipt: the grant line, under the receipt's own checkpoint.
+    let (id, receipt) = granted(&app, &alice).await;
     let grant = check(
-        receipt.body["tlog_proof"].as_str().unwrap(),
+        receipt["tlog_proof"].as_str().unwrap(),
         &policy,
         "grant",
         &id,
     );
-    assert_eq!(
-        grant.checkpoint,
-        receipt.body["checkpoint"].as_str().unwrap()
+    assert_eq!(grant.checkpoint, receipt["checkpoint"].as_str().unwrap());
+    // The settled read: the Decision line (before the grant).
+    let read = app.get(&format!("/v1/approvals/{id}")).await;
+    assert_eq!(read.body["status"], "APPROVED");
+    let decision = check(
+        read.body["tlog_proof"].as_str().unwrap(),
+        &policy,
+        "decision",
+        &id,
     );
     assert!(grant.index > decision.index);
-    // A denial settled by withdrawal: its settlement line.
+    // Another line's bytes on the Decision's path: refused.
+    assert!(decision.verify(b"{}", &policy, None).is_err());
+    // PENDING: no proof. Settled by withdrawal: the settlement line.
     let other = app.create_pending(payment_fields("B")).await;
+    let pending = app.get(&format!("/v1/approvals/{other}")).await;
+    assert!(
+        pending.body.get("tlog_proof").is_none(),
+        "{:?}",
+        pending.body
+    );
     let withdrawn = app
         .post(&format!("/v1/approvals/{other}/withdraw"), &json!({}))
         .await;
@@ -262,25 +268,8 @@ async fn a_grant_receipt_and_a_settled_read_carry_tlog_proofs_that_verify_offlin
 async fn go_sumdb_tlog_reads_the_tiles_and_checks_the_proofs() {
     let alice = Approver::alice();
     let app = TestApp::default_with(&[&alice]).await;
-    let params = payment_fields("A");
-    let id = app.create_pending(params.clone()).await;
-    assert_eq!(
-        alice.decide(&app, &id, Decision::Approved).await.status,
-        200
-    );
-    let action =
-        countersign_testkit::tool_call_action("agent-7", "payments.transfer", params.clone());
-    let fp = b64::encode(&countersign_testkit::op_hash_of(
-        &action,
-        Decision::Approved,
-    ));
-    let receipt = app
-        .post(
-            &format!("/v1/approvals/{id}/grant"),
-            &json!({"fingerprint": fp}),
-        )
-        .await;
-    let proof_text = receipt.body["tlog_proof"].as_str().unwrap().to_owned();
+    let (_, receipt) = granted(&app, &alice).await;
+    let proof_text = receipt["tlog_proof"].as_str().unwrap().to_owned();
     let grant_index = TlogProof::parse(&proof_text).unwrap().index;
     let cp = grow(&app, 520).await;
     let dir = std::env::temp_dir().join(format!("countersign-c2sp-go-{}", std::process::id()));
@@ -295,22 +284,15 @@ async fn go_sumdb_tlog_reads_the_tiles_and_checks_the_proofs() {
     let base = app.url("");
     let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/c2sp-go");
     let bin = dir.join("c2sp-check");
-    let out = tokio::task::spawn_blocking({
-        let bin = bin.clone();
-        move || {
-            std::process::Command::new("go")
-                .args(["build", "-o"])
-                .arg(&bin)
-                .arg(".")
-                .current_dir(&source)
-                .env("GOPROXY", "off")
-                .env("GOFLAGS", "-mod=readonly")
-                .output()
-                .unwrap()
-        }
-    })
-    .await
-    .unwrap();
+    let mut build = std::process::Command::new("go");
+    build
+        .args(["build", "-o"])
+        .arg(&bin)
+        .arg(".")
+        .current_dir(&source)
+        .env("GOPROXY", "off")
+        .env("GOFLAGS", "-mod=readonly");
+    let out = output(build).await;
     assert!(
         out.status.success(),
         "go build: {}",
@@ -331,9 +313,7 @@ async fn go_sumdb_tlog_reads_the_tiles_and_checks_the_proofs() {
         if index == grant_index {
             cmd.arg("-proof").arg(&proof_file);
         }
-        let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-            .await
-            .unwrap();
+        let out = output(cmd).await;
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
