@@ -422,4 +422,14 @@ mod tests {
         let e = Policy::parse(format!("witness a {mldsa}\nquorum a").as_bytes()).unwrap_err();
         assert!(e.why.contains("ML-DSA-44"), "{e}");
     }
+
+    proptest::proptest! {
+        /// No input panics the parser; an error names a line of the input.
+        #[test]
+        fn any_bytes_are_answered(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            if let Err(e) = Policy::parse(&bytes) {
+                proptest::prop_assert!(e.line >= 1 && e.line <= 1 + bytes.iter().filter(|b| **b == b'\n').count());
+            }
+        }
+    }
 }

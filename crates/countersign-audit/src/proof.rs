@@ -372,4 +372,12 @@ mod tests {
         };
         assert_eq!(TlogProof::parse(&bare.to_text()), Ok(bare));
     }
+
+    proptest::proptest! {
+        /// No text panics the parser, whatever follows the format line.
+        #[test]
+        fn any_text_is_answered(text in "(c2sp.org/tlog-proof@v1\n)?(extra |index )?[ -~\n]{0,120}") {
+            let _ = TlogProof::parse(&text);
+        }
+    }
 }

@@ -397,4 +397,21 @@ mod tests {
             })
         );
     }
+
+    proptest::proptest! {
+        /// Every tile's path parses back to it, and no string panics the parser.
+        #[test]
+        fn paths_round_trip_and_any_text_is_answered(
+            level in 0u8..=64, index in proptest::prelude::any::<u64>(), width in 1u16..=256,
+            entries in proptest::prelude::any::<bool>(), text in ".{0,40}",
+        ) {
+            let kind = if entries { TileKind::Entries } else { TileKind::Hashes { level } };
+            let tile = Tile { kind, index, width };
+            if level <= MAX_LEVEL || entries {
+                proptest::prop_assert_eq!(Tile::parse(&tile.path()), Ok(tile));
+            }
+            let _ = Tile::parse(&text);
+            let _ = Tile::parse(&format!("tile/{text}"));
+        }
+    }
 }
