@@ -6,6 +6,8 @@
 //! - the RFC 9162 Merkle tree over the lines ([`merkle`]), its stored-hash file ([`hashfile`]),
 //!   signed checkpoints ([`Checkpoint`]) as C2SP signed notes ([`note`]), and a tlog-witness
 //!   ([`witness`]);
+//! - the C2SP formats others read it with: tlog-tiles ([`tiles`]), tlog-proof ([`TlogProof`])
+//!   and tlog-policy ([`Policy`]);
 //! - offline verification of one log ([`verify_log`]) and the cross-check of a service log with
 //!   an interposer log ([`cross_check`]).
 //!
@@ -21,7 +23,10 @@ mod events;
 pub mod hashfile;
 pub mod merkle;
 pub mod note;
+mod policy;
+mod proof;
 mod seal;
+pub mod tiles;
 mod verify;
 pub mod witness;
 
@@ -33,6 +38,10 @@ pub use code::{AuditCode, McpOutcome};
 pub use crosscheck::{CrossIssue, CrossReport, cross_check};
 pub use events::{
     AuditEvent, EnrollmentFacts, EnrollmentSource, PreauthFacts, RequestFacts, authority,
+};
+pub use policy::{Policy, PolicyError, Witnessing};
+pub use proof::{
+    TLOG_PROOF_EXTENSION, TLOG_PROOF_V1, TlogProof, TlogProofError, VerifiedTlogProof,
 };
 pub use seal::{AUDIT_DOMAIN, AuditSealer, GENESIS_HASH, SealedLine, line_hash, unsigned_line};
 pub use verify::{

@@ -88,6 +88,13 @@ pub(crate) enum AuditCommand {
         /// all of them). A checkpoint with fewer is a violation (exit 1).
         #[arg(long, value_name = "K")]
         quorum: Option<usize>,
+        /// A C2SP tlog-policy file (`log`, `witness`, `group` and `quorum` lines), instead of
+        /// --witness-key and --quorum: each --checkpoint must be signed by one of its logs (when
+        /// it lists any; KEY must sign it too) and carry cosignatures meeting its quorum
+        /// (checkpoint_witnessed, else the violation checkpoint_no_quorum). A malformed policy,
+        /// or a checkpoint none of its logs signed, is unusable input (exit 2).
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["witness_key", "quorum"])]
+        policy: Option<PathBuf>,
         /// Also print the crypto floor: the time of the raw signature verifications this log
         /// requires (every seal one by one, every Decision's evidence signature), measured in
         /// the same run, beside the time `audit verify` took.
@@ -213,6 +220,35 @@ pub(crate) enum ProveCommand {
         #[arg(long)]
         line: Option<PathBuf>,
     },
+    /// Check a C2SP tlog-proof@v1 offline: the `tlog_proof` of a grant receipt or of a settled
+    /// GET /v1/approvals/{id}, or any tlog-proof of this log.
+    ///
+    /// The steps of the spec, in order: the leaf is the audit line (--line, else the proof's
+    /// `extra`, which is believed only through the checks that follow); the checkpoint must be
+    /// signed by a log of --policy (or, when it lists none, by --key); the policy's witnesses
+    /// must meet its quorum; the audit path must lead from the line's leaf hash to the
+    /// checkpoint's root. With --approval, the line must also record that approval.
+    #[command(after_help = "Example:
+  jq -r .tlog_proof receipt.json > grant.tlog-proof
+                              countersign audit prove tlog grant.tlog-proof --policy audit.policy                             --approval apv_...")]
+    Tlog {
+        /// The tlog-proof file.
+        proof: PathBuf,
+        /// A C2SP tlog-policy file: trusted logs (the service's `checkpoint_vkey`), witnesses
+        /// and quorum. Without it, --key is the log and no cosignature is required.
+        #[arg(long, value_name = "FILE", required_unless_present = "key")]
+        policy: Option<PathBuf>,
+        /// The service's Ed25519 public key (base64url, or a file holding it), for a policy
+        /// that lists no log (or instead of a policy).
+        #[arg(long)]
+        key: Option<String>,
+        /// The line to prove (a file holding it); default: the proof's `extra`.
+        #[arg(long)]
+        line: Option<PathBuf>,
+        /// The approval id the line must record.
+        #[arg(long, value_name = "ID")]
+        approval: Option<String>,
+    },
     /// Check that the log an older checkpoint signed is a prefix of the one a newer signed.
     ///
     /// PROOF is the JSON of GET /v1/audit/proof/consistency?from=A&to=B with A and B the two
@@ -250,6 +286,7 @@ pub(crate) fn run(command: AuditCommand) -> anyhow::Result<u8> {
             threads,
             witness_key,
             quorum,
+            policy,
             floor,
             interposer_log,
             interposer_key,
@@ -275,6 +312,7 @@ pub(crate) fn run(command: AuditCommand) -> anyhow::Result<u8> {
                 &Witnessing {
                     keys: witness_key,
                     quorum,
+                    policy,
                 },
                 floor,
                 interposer_log.zip(interposer_key),
@@ -402,10 +440,11 @@ struct Checkpoints {
     from: Option<PathBuf>,
 }
 
-/// `audit verify --witness-key W... --quorum K`.
+/// `audit verify --witness-key W... --quorum K`, or `--policy FILE`.
 struct Witnessing {
     keys: Vec<String>,
     quorum: Option<usize>,
+    policy: Option<PathBuf>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -512,14 +551,7 @@ impl VerifyInput {
         floor: bool,
         interposer: Option<(PathBuf, String)>,
     ) -> Result<Self, Unusable> {
-        let witnesses =
-            proofs::witness_keys(&witnessing.keys).map_err(|e| unusable(format!("{e:#}")))?;
-        let quorum = witnessing.quorum.unwrap_or(witnesses.len());
-        if quorum > witnesses.len() || (quorum > 0 && checkpoints.contained.is_empty()) {
-            return Err(unusable(format!(
-                "--quorum {quorum} needs at least {quorum} --witness-key and a --checkpoint"
-            )));
-        }
+        let rule = WitnessRule::read(witnessing, checkpoints.contained.is_empty())?;
         let key = proofs::service_key(key).ok_or_else(|| {
             unusable("--key is not a base64url Ed25519 public key (or a file holding one)")
         })?;
@@ -530,15 +562,13 @@ impl VerifyInput {
             .map_err(|e| unusable(format!("{e:#}")))?;
         // A forged or unreadable checkpoint is unusable input, not evidence against the log.
         let mut witnessed = Witnessed {
-            witnesses: witnesses.len(),
-            quorum,
             found: Vec::with_capacity(checkpoints.contained.len()),
+            rule,
         };
         let mut verified = Vec::with_capacity(checkpoints.contained.len());
         for cp in &checkpoints.contained {
             let (c, text) = read_checkpoint(cp, &key).ok_or(Unusable)?;
-            let found =
-                countersign_audit::note::valid_cosignatures(&text, &witnesses).unwrap_or_default();
+            let found = witnessed.rule.judge(cp, &text)?;
             witnessed.found.push((cp.clone(), c.size, found));
             verified.push(c);
         }
@@ -582,30 +612,113 @@ impl VerifyInput {
     }
 }
 
-/// The witnesses' cosignatures found on each `--checkpoint`, against `--quorum`.
+/// What each `--checkpoint` must carry: `--quorum` of the `--witness-key`s, or a tlog-policy.
+enum WitnessRule {
+    /// No witness flag: nothing is required.
+    None,
+    /// `--witness-key W...` and `--quorum K`.
+    Count {
+        witnesses: Vec<countersign_audit::note::NoteVerifier>,
+        quorum: usize,
+    },
+    /// `--policy FILE`.
+    Policy(PathBuf, Box<countersign_audit::Policy>),
+}
+
+impl WitnessRule {
+    fn read(witnessing: &Witnessing, no_checkpoint: bool) -> Result<Self, Unusable> {
+        if let Some(path) = &witnessing.policy {
+            let bytes = std::fs::read(path)
+                .map_err(|e| unusable(format!("reading {}: {e}", path.display())))?;
+            let policy = countersign_audit::Policy::parse(&bytes)
+                .map_err(|e| unusable(format!("--policy {}: {e}", path.display())))?;
+            if no_checkpoint {
+                return Err(unusable("--policy needs a --checkpoint to judge"));
+            }
+            return Ok(Self::Policy(path.clone(), Box::new(policy)));
+        }
+        let witnesses =
+            proofs::witness_keys(&witnessing.keys).map_err(|e| unusable(format!("{e:#}")))?;
+        let quorum = witnessing.quorum.unwrap_or(witnesses.len());
+        if quorum > witnesses.len() || (quorum > 0 && no_checkpoint) {
+            return Err(unusable(format!(
+                "--quorum {quorum} needs at least {quorum} --witness-key and a --checkpoint"
+            )));
+        }
+        Ok(if witnesses.is_empty() {
+            Self::None
+        } else {
+            Self::Count { witnesses, quorum }
+        })
+    }
+
+    /// The witnesses whose cosignature on checkpoint `text` verifies, and whether they meet the
+    /// rule. Under a policy that lists logs, a checkpoint none of them signed is unusable.
+    fn judge(&self, cp: &Path, text: &str) -> Result<(Cosigners, bool), Unusable> {
+        match self {
+            Self::None => Ok((Vec::new(), true)),
+            Self::Count { witnesses, quorum } => {
+                let found = countersign_audit::note::valid_cosignatures(text, witnesses)
+                    .unwrap_or_default();
+                let met = found.len() >= *quorum;
+                Ok((found, met))
+            }
+            Self::Policy(path, policy) => {
+                if !policy.logs.is_empty() {
+                    policy.check_log(text).map_err(|e| {
+                        unusable(format!(
+                            "checkpoint {} is not signed by a log of {}: {e}",
+                            cp.display(),
+                            path.display()
+                        ))
+                    })?;
+                }
+                let w = policy
+                    .witnessing(text)
+                    .map_err(|e| unusable(format!("checkpoint {}: {e}", cp.display())))?;
+                Ok((w.cosigned, w.quorum_met))
+            }
+        }
+    }
+
+    /// The rule in words, for a finding.
+    fn describe(&self) -> String {
+        match self {
+            Self::None => String::new(),
+            Self::Count { witnesses, quorum } => {
+                format!(
+                    "of the {} witness key(s) given, quorum {quorum}",
+                    witnesses.len()
+                )
+            }
+            Self::Policy(path, _) => format!("under the policy {}", path.display()),
+        }
+    }
+}
+
+/// The witnesses' cosignatures found on each `--checkpoint`, against the rule.
 struct Witnessed {
-    /// How many `--witness-key`s were given.
-    witnesses: usize,
-    quorum: usize,
-    /// Each checkpoint, its size and the witnesses whose cosignature on it verifies.
-    found: Vec<(PathBuf, u64, Cosigners)>,
+    rule: WitnessRule,
+    /// Each checkpoint, its size, the witnesses whose cosignature on it verifies and whether
+    /// they meet the rule.
+    found: Vec<(PathBuf, u64, (Cosigners, bool))>,
 }
 
 /// The witnesses (name, cosignature timestamp) whose cosignature on a checkpoint verifies.
 type Cosigners = Vec<(String, u64)>;
 
 impl Witnessed {
-    /// One finding per checkpoint: witnessed (quorum met) or not; none without witness keys.
+    /// One finding per checkpoint: witnessed (quorum met) or not; none without a rule.
     fn findings(&self) -> Vec<countersign_audit::AuditIssue> {
-        if self.witnesses == 0 {
+        if matches!(self.rule, WitnessRule::None) {
             return Vec::new();
         }
-        let quorum = self.quorum;
+        let rule = self.rule.describe();
         self.found
             .iter()
-            .map(|(cp, size, found)| {
+            .map(|(cp, size, (found, met))| {
                 let names: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
-                let code = if found.len() >= quorum {
+                let code = if *met {
                     countersign_audit::AuditCode::CheckpointWitnessed
                 } else {
                     countersign_audit::AuditCode::CheckpointNoQuorum
@@ -614,11 +727,9 @@ impl Witnessed {
                     usize::try_from(*size).unwrap_or(usize::MAX),
                     code,
                     format!(
-                        "checkpoint {} carries {} valid cosignature(s) of the {} witness key(s) \
-                         given ({}), quorum {quorum}",
+                        "checkpoint {} carries {} valid cosignature(s) ({}), {rule}",
                         cp.display(),
                         found.len(),
-                        self.witnesses,
                         if names.is_empty() {
                             "none".to_owned()
                         } else {

@@ -161,6 +161,19 @@ fn check(command: ProveCommand) -> anyhow::Result<Result<String, String>> {
                 },
             )
         }
+        ProveCommand::Tlog {
+            proof,
+            policy,
+            key,
+            line,
+            approval,
+        } => prove_tlog(
+            &proof,
+            policy.as_deref(),
+            key.as_deref(),
+            line.as_deref(),
+            approval,
+        ),
         ProveCommand::Consistency {
             proof,
             old,
@@ -200,6 +213,105 @@ fn check(command: ProveCommand) -> anyhow::Result<Result<String, String>> {
             )
         }
     }
+}
+
+/// `audit prove tlog`: outer error unusable input, inner the verdict.
+fn prove_tlog(
+    proof: &Path,
+    policy: Option<&Path>,
+    key: Option<&str>,
+    line: Option<&Path>,
+    approval: Option<String>,
+) -> anyhow::Result<Result<String, String>> {
+    let text =
+        std::fs::read_to_string(proof).with_context(|| format!("reading {}", proof.display()))?;
+    let parsed = countersign_audit::TlogProof::parse(&text)
+        .with_context(|| format!("tlog-proof {}", proof.display()))?;
+    let policy = match policy {
+        Some(path) => {
+            let bytes =
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            countersign_audit::Policy::parse(&bytes)
+                .with_context(|| format!("policy {}", path.display()))?
+        }
+        None => countersign_audit::Policy::parse(b"quorum none\n")?,
+    };
+    // The log key is named by the checkpoint's origin: the signature binds the two.
+    let log = match key {
+        Some(key) => {
+            let key = service_key(key).context("--key is not an Ed25519 public key")?;
+            let (note_text, _) = countersign_audit::note::note_parts(&parsed.checkpoint)?;
+            let (origin, _, _) = countersign_audit::note::checkpoint_head(note_text)?;
+            Some(NoteVerifier {
+                name: origin,
+                kind: countersign_audit::note::TYPE_ED25519,
+                key,
+            })
+        }
+        None => None,
+    };
+    anyhow::ensure!(
+        !policy.logs.is_empty() || log.is_some(),
+        "the policy lists no log: pass --key (the service's public key)"
+    );
+    let entry = match line {
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            let text = text.strip_suffix('\n').unwrap_or(&text).to_owned();
+            if parsed.extra.as_ref().is_some_and(|e| *e != text.as_bytes()) {
+                return Ok(Err(
+                    "the line given is not the proof's extra line: they are two entries".into(),
+                ));
+            }
+            text.into_bytes()
+        }
+        None => parsed
+            .extra
+            .clone()
+            .context("the proof has no extra line: pass the audit line with --line FILE")?,
+    };
+    let verified = match parsed.verify(&entry, &policy, log.as_ref()) {
+        Ok(v) => v,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    // What the now-proven line records.
+    let record: Value = serde_json::from_slice(&entry).unwrap_or(Value::Null);
+    let field = |name: &str| {
+        record
+            .get(name)
+            .and_then(Value::as_str)
+            .unwrap_or("-")
+            .to_owned()
+    };
+    if let Some(expected) = approval
+        && field("approval_id") != expected
+    {
+        return Ok(Err(format!(
+            "line {} records approval {}, not {expected}",
+            verified.index + 1,
+            field("approval_id")
+        )));
+    }
+    let witnesses: Vec<&str> = verified
+        .witnessing
+        .cosigned
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    Ok(Ok(format!(
+        "included: line {} ({} of approval {}) is in the log of {} lines of {}; witnesses: {}",
+        verified.index + 1,
+        field("kind"),
+        field("approval_id"),
+        verified.size,
+        verified.origin,
+        if witnesses.is_empty() {
+            "none required".to_owned()
+        } else {
+            witnesses.join(", ")
+        }
+    )))
 }
 
 /// `witness keygen`.

@@ -204,6 +204,11 @@ pub struct Grant {
     /// proves later that the log still holds them. Absent from services that predate it.
     #[serde(default)]
     pub checkpoint: Option<String>,
+    /// A C2SP tlog-proof@v1 of the grant's audit line under `checkpoint`: the proof, alone,
+    /// that the grant was logged (`countersign audit prove tlog`). Absent from services that
+    /// predate it.
+    #[serde(default)]
+    pub tlog_proof: Option<String>,
 }
 
 /// A gateway's bearer token, as `countersign gateway add NAME` printed it. The service answers

@@ -137,6 +137,9 @@ error_codes! {
     // 500, 503
     /// The service's own failure: logged, never detailed.
     Internal => "internal",
+    /// A tlog-tiles entry bundle would hold an audit line longer than its 16-bit length
+    /// prefix can say (501: the format cannot carry it; the line is at `/v1/audit/lines`).
+    EntryTooLarge => "entry_too_large",
     /// Enrollment is not configured on this service.
     EnrollmentUnavailable => "enrollment_unavailable",
     /// The database cannot take writes now (disk full, read-only, unreachable); nothing was

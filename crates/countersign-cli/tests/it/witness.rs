@@ -333,3 +333,129 @@ fn audit_prove_checks_inclusion_and_consistency_offline() {
     assert_eq!(code(&out), 1, "{}", stdout(&out));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 29 §4: `audit verify --policy` judges each checkpoint by a C2SP tlog-policy (its logs
+/// and its quorum), and `audit prove tlog` checks a tlog-proof@v1 offline under one.
+#[test]
+fn a_tlog_policy_judges_checkpoints_and_tlog_proofs() {
+    use countersign_audit::note::{NoteSigner, note_parts};
+    let dir = scratch_dir("policy");
+    let sealer = AuditSealer::from_seed([3; 32]);
+    let lines = sealed(&sealer, 8, "");
+    let cp8 = note(&sealer, &lines, 8);
+    let (text, _) = note_parts(&cp8).unwrap();
+    let w1 = NoteSigner::from_seed("witness.example/w1", [5; 32]).unwrap();
+    let w2 = NoteSigner::from_seed("witness.example/w2", [6; 32]).unwrap();
+    let cosigned = format!("{cp8}{}", w1.cosign(text, 1_790_000_000));
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let log: String = lines.iter().map(|l| format!("{}\n", l.line)).collect();
+    let log = write("audit.jsonl", &log);
+    let key = write("service-key.pub", &sealer.public_key_b64());
+    let cp = write("cp8", &cosigned);
+    let witnesses = format!(
+        "witness a {}\nwitness b {}\n",
+        w1.cosigner().vkey(),
+        w2.cosigner().vkey()
+    );
+    let policy = |name: &str, log_line: &str, group: &str| {
+        write(
+            name,
+            &format!("# test\n{log_line}\n{witnesses}group g {group} a b\nquorum g\n"),
+        )
+    };
+    let any = policy("any.policy", &format!("log {}", log_vkey(&sealer)), "any");
+    let all = policy("all.policy", &format!("log {}", log_vkey(&sealer)), "all");
+    let no_log = policy("nolog.policy", "", "any");
+    let other = AuditSealer::from_seed([4; 32]);
+    let foreign = policy(
+        "foreign.policy",
+        &format!("log {}", log_vkey(&other)),
+        "any",
+    );
+    let verify = |extra: &[&str]| {
+        let mut args: Vec<std::ffi::OsString> = vec!["audit".into(), "verify".into()];
+        for (flag, file) in [("", &log), ("--key", &key), ("--checkpoint", &cp)] {
+            args.extend((!flag.is_empty()).then(|| flag.into()));
+            args.push(file.into());
+        }
+        args.extend(extra.iter().map(Into::into));
+        Command::new(BIN).args(args).output().unwrap()
+    };
+    let path = |p: &Path| p.to_str().unwrap().to_owned();
+    let out = verify(&["--policy", &path(&any)]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("checkpoint_witnessed"),
+        "{}",
+        stdout(&out)
+    );
+    let out = verify(&["--policy", &path(&all)]);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("checkpoint_no_quorum"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(code(&verify(&["--policy", &path(&no_log)])), 0);
+    // A policy whose log is another key: unusable, like a checkpoint of another key.
+    assert_eq!(code(&verify(&["--policy", &path(&foreign)])), 2);
+    // --policy replaces --quorum and --witness-key; both at once is a usage error.
+    assert_eq!(
+        code(&verify(&["--policy", &path(&any), "--quorum", "1"])),
+        2
+    );
+
+    // A tlog-proof of line 3 in the cosigned checkpoint.
+    let t = tree(&lines);
+    let tlog = |extra: &str| {
+        countersign_audit::TlogProof {
+            extra: Some(extra.as_bytes().to_vec()),
+            index: 2,
+            path: t.inclusion_proof(2, 8).unwrap(),
+            checkpoint: cosigned.clone(),
+        }
+        .to_text()
+    };
+    let proof = write("line3.tlog-proof", &tlog(&lines[2].line));
+    let prove = |file: &Path, extra: &[&str]| {
+        Command::new(BIN)
+            .args(["audit", "prove", "tlog"])
+            .arg(file)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = prove(&proof, &["--policy", &path(&any), "--approval", "apv_1"]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("included: line 3 (outcome of approval apv_1)"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(code(&prove(&proof, &["--policy", &path(&all)])), 1);
+    assert_eq!(
+        code(&prove(
+            &proof,
+            &["--policy", &path(&any), "--approval", "apv_2"]
+        )),
+        1
+    );
+    assert_eq!(code(&prove(&proof, &["--key", &path(&key)])), 0);
+    assert_eq!(code(&prove(&proof, &["--policy", &path(&no_log)])), 2);
+    assert_eq!(
+        code(&prove(
+            &proof,
+            &["--policy", &path(&no_log), "--key", &path(&key)]
+        )),
+        0
+    );
+    assert_eq!(code(&prove(&proof, &["--policy", &path(&foreign)])), 1);
+    // Another line in `extra`, on line 3's path: not included.
+    let swapped = write("swapped.tlog-proof", &tlog(&lines[3].line));
+    assert_eq!(code(&prove(&swapped, &["--policy", &path(&any)])), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}

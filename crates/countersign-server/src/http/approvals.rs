@@ -150,13 +150,31 @@ struct WaitQuery {
     wait: Option<u64>,
 }
 
+/// A settled result with the tlog-proof of the line that settled it (docs/API.md).
+#[derive(serde::Serialize)]
+struct Settled {
+    #[serde(flatten)]
+    result: ApprovalResult,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tlog_proof: Option<String>,
+}
+
 async fn redrive(
     gateway: Gateway,
     State(state): State<AppState>,
     PathArg(id): PathArg<String>,
     QueryArg(q): QueryArg<WaitQuery>,
-) -> Result<Json<ApprovalResult>, ApiError> {
-    state.redrive(&id, q.wait, &gateway.0).await.map(Json)
+) -> Result<Json<Settled>, ApiError> {
+    let result = state.redrive(&id, q.wait, &gateway.0).await?;
+    let tlog_proof = match result.status {
+        countersign::ApprovalStatus::Pending => None,
+        _ => {
+            state
+                .tlog_proof_of(&id, crate::service::LineOf::Settlement)
+                .await
+        }
+    };
+    Ok(Json(Settled { result, tlog_proof }))
 }
 
 async fn withdraw(

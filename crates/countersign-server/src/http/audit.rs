@@ -40,7 +40,7 @@ pub(super) fn router() -> Router<AppState> {
 const NO_STORE: (header::HeaderName, &str) = (header::CACHE_CONTROL, "no-store");
 
 /// The auditor a request authenticated as (`Authorization: Bearer TOKEN`, an auditor's token).
-struct Auditor(Arc<str>);
+pub(super) struct Auditor(pub(super) Arc<str>);
 
 const NEEDS_AUDITOR: &str = "this call needs an auditor token: Authorization: Bearer TOKEN \
                              (countersign auditor add NAME prints one)";
@@ -53,13 +53,18 @@ impl FromRequestParts<AppState> for Auditor {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Unauthenticated> {
-        let token = bearer(&parts.headers)?.ok_or_else(|| Unauthenticated::needs(NEEDS_AUDITOR))?;
-        let name = state
-            .auditor_of_token(token)
-            .ok_or_else(|| Unauthenticated::refused(NOT_AUDITOR))?;
-        super::trace::record_auditor(&name);
-        Ok(Self(name))
+        auditor(state, &parts.headers)
     }
+}
+
+/// The auditor whose token `headers` carry (for a handler that needs one on some paths only).
+pub(super) fn auditor(state: &AppState, headers: &HeaderMap) -> Result<Auditor, Unauthenticated> {
+    let token = bearer(headers)?.ok_or_else(|| Unauthenticated::needs(NEEDS_AUDITOR))?;
+    let name = state
+        .auditor_of_token(token)
+        .ok_or_else(|| Unauthenticated::refused(NOT_AUDITOR))?;
+    super::trace::record_auditor(&name);
+    Ok(Auditor(name))
 }
 
 /// Who may read a line: an auditor's token, else a gateway's (their tables are apart, so a

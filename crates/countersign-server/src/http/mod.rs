@@ -9,10 +9,12 @@ mod display;
 mod enroll;
 mod meta;
 mod standing;
+mod tiles;
 mod trace;
 mod web;
 
 pub use display::{Display, Mark, Row, Segment};
+pub use tiles::TILES_PREFIX;
 
 use crate::error::{ApiError, ErrorCode};
 use crate::service::AppState;
@@ -30,6 +32,7 @@ pub fn build_router(state: AppState) -> Router {
         .merge(audit::router())
         .merge(meta::router())
         .merge(standing::router())
+        .merge(tiles::router())
         .merge(web::router())
         // A route layer: it runs after routing, so the span knows the matched route and its id.
         .route_layer(axum::middleware::from_fn(trace::request_span))

@@ -146,6 +146,11 @@ pub struct GrantReceipt {
     /// and any later checkpoint (`GET /v1/audit/checkpoint`) covers it too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<String>,
+    /// A C2SP tlog-proof@v1 of this grant's audit line under `checkpoint` (the line in its
+    /// `extra`): checked offline with `countersign audit prove tlog`, or any tlog-proof
+    /// verifier. Absent with `checkpoint`, or when the proof could not be made (logged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tlog_proof: Option<String>,
 }
 
 /// The JSON text of the action's fields under `profile`, built by the core's rule
@@ -675,18 +680,25 @@ impl AppState {
         match outcome {
             GrantOutcome::Granted { collected_at } => {
                 self.metrics().grant_collected();
+                let checkpoint = match head {
+                    Some((size, _)) => self
+                        .sign_checkpoint(size)
+                        .await
+                        .inspect_err(|e| tracing::error!(error = ?e, "checkpoint unsigned"))
+                        .ok()
+                        .map(|note| (size, note)),
+                    None => None,
+                };
+                let tlog_proof = match &checkpoint {
+                    Some((size, note)) => self.grant_tlog_proof(id, *size, note.clone()).await,
+                    None => None,
+                };
                 Ok(GrantReceipt {
                     approval_id: id.to_owned(),
                     fingerprint: req.fingerprint,
                     collected_at: rfc3339(from_ms(collected_at)),
-                    checkpoint: match head {
-                        Some((size, _)) => self
-                            .sign_checkpoint(size)
-                            .await
-                            .inspect_err(|e| tracing::error!(error = ?e, "checkpoint unsigned"))
-                            .ok(),
-                        None => None,
-                    },
+                    checkpoint: checkpoint.map(|(_, note)| note),
+                    tlog_proof,
                 })
             }
             GrantOutcome::NotFound => Err(ApiError::not_found("approval")),

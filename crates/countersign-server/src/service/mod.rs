@@ -14,6 +14,7 @@ mod metrics;
 mod preauth;
 mod proofs;
 mod standing;
+mod tlog;
 mod waiters;
 mod web_guard;
 
@@ -25,6 +26,8 @@ pub use gateway::{
 };
 pub use proofs::{ConsistencyProof, InclusionProof};
 pub use standing::{Inbox, InboxItem, StandingProposal, StandingView};
+pub(crate) use tlog::LineOf;
+pub use tlog::TLOG_PROOF_REACH;
 pub use waiters::WaiterStats;
 pub(crate) use web_guard::WebGuard;
 

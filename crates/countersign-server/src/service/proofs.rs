@@ -100,7 +100,7 @@ impl TreeSlot {
 impl AppState {
     /// Run `f` on the tree grown to at least the log's first `size` lines; a `size` beyond the
     /// log is refused (400 `beyond_log`).
-    async fn with_tree<T: Send + 'static>(
+    pub(super) async fn with_tree<T: Send + 'static>(
         &self,
         size: u64,
         f: impl FnOnce(&StoredTree) -> T + Send + 'static,

@@ -11,6 +11,7 @@
 mod admission;
 mod auditlog;
 mod auditproof;
+mod c2sp;
 mod client;
 mod enroll;
 mod gateways;
