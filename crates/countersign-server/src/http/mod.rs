@@ -12,7 +12,7 @@ mod standing;
 mod trace;
 mod web;
 
-pub use display::{Display, Mark, Row, Segment};
+pub use display::{Display, Mark, Row, Segment, review_display};
 
 use crate::error::{ApiError, ErrorCode};
 use crate::service::AppState;
