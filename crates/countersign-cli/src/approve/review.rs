@@ -212,16 +212,16 @@ mod tests {
         .unwrap()
     }
 
+    /// The terminal text of a tool call with these params.
+    fn rendered(params: serde_json::Value) -> String {
+        let profiles = ProfileRegistry::builtin();
+        let r = review(json!({"agent_id": "agent-7", "tool_name": "transfer", "params": params}));
+        Reviewed::new(&profiles, &r).unwrap().render(&r)
+    }
+
     #[test]
     fn a_bidi_override_and_an_escape_are_named_never_written() {
-        let profiles = ProfileRegistry::builtin();
-        let r = review(json!({
-            "agent_id": "agent-7",
-            "tool_name": "transfer",
-            "params": {"to": "acct\u{202e}9876", "note": "a\u{1b}[2Jb"},
-        }));
-        let shown = Reviewed::new(&profiles, &r).unwrap();
-        let text = shown.render(&r);
+        let text = rendered(json!({"to": "acct\u{202e}9876", "note": "a\u{1b}[2Jb"}));
         assert!(!text.contains('\u{202e}'), "{text}");
         assert!(!text.contains('\u{1b}'), "{text}");
         assert!(text.contains("⟦U+202E RIGHT-TO-LEFT OVERRIDE⟧"), "{text}");
@@ -230,13 +230,7 @@ mod tests {
 
     #[test]
     fn a_lookalike_is_written_and_named() {
-        let profiles = ProfileRegistry::builtin();
-        let r = review(json!({
-            "agent_id": "agent-7",
-            "tool_name": "transfer",
-            "params": {"to": "p\u{0430}ypal"},
-        }));
-        let text = Reviewed::new(&profiles, &r).unwrap().render(&r);
+        let text = rendered(json!({"to": "p\u{0430}ypal"}));
         assert!(text.contains("\u{0430}⟦U+0430"), "{text}");
     }
 }

@@ -224,32 +224,36 @@ async fn an_origin_the_service_does_not_accept_is_refused_before_the_key_signs()
     assert_eq!(s.status().await, "PENDING");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_key_without_user_verification_is_refused_before_it_signs() {
-    let s = setup("approve-no-uv").await;
-    let key = key_file(&s.dir, "alice-es256", false);
+/// Run `approve` for the setup's approval with the key `fixture`, expecting exit 2 and `says` on
+/// stderr, and the approval still pending: how many assertions the key made.
+async fn refused(label: &str, fixture: &str, user_verification: bool, says: &[&str]) -> u64 {
+    let s = setup(label).await;
+    let key = key_file(&s.dir, fixture, user_verification);
     let out = approve(&s.server.base, &key, &[&s.id], "a\n");
     assert_eq!(code(&out), 2, "{}", stdout(&out));
-    assert!(
-        stderr(&out).contains("cannot verify you") && stderr(&out).contains("set a PIN"),
-        "{}",
-        stderr(&out)
+    for text in says {
+        assert!(stderr(&out).contains(text), "{}", stderr(&out));
+    }
+    assert_eq!(s.status().await, "PENDING");
+    touches(&key)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_without_user_verification_is_refused_before_it_signs() {
+    let says = ["cannot verify you", "set a PIN"];
+    assert_eq!(
+        refused("approve-no-uv", "alice-es256", false, &says).await,
+        0
     );
-    assert_eq!(touches(&key), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_the_service_does_not_know_is_told_so() {
-    let s = setup("approve-unknown").await;
-    let key = key_file(&s.dir, "bob-es256", true);
-    let out = approve(&s.server.base, &key, &[&s.id], "a\n");
-    assert_eq!(code(&out), 2, "{}", stdout(&out));
-    assert!(
-        stderr(&out).contains("HTTP 401: credential is not enrolled"),
-        "{}",
-        stderr(&out)
+    let says = ["HTTP 401: credential is not enrolled"];
+    assert_eq!(
+        refused("approve-unknown", "bob-es256", true, &says).await,
+        1
     );
-    assert_eq!(s.status().await, "PENDING");
 }
 
 /// A service in the middle that shows other params than it has signed (`"41"` becomes `"42"`
