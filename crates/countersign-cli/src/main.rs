@@ -2,6 +2,7 @@
 //!
 //! One module per subcommand; this file only declares the command line and dispatches.
 
+mod approve;
 mod audit;
 mod auditor;
 mod credential;
@@ -104,6 +105,22 @@ enum Command {
         )),
     )]
     Serve(serve::ServeArgs),
+    /// Decide an approval from the terminal, signing with a FIDO2 security key.
+    ///
+    /// Signs in to the service as an approver with the key (as the approver page does), lists
+    /// what waits for you when no APPROVAL_ID is given, shows the approval exactly as the page
+    /// does (every field, the exact JSON, deceptive characters marked), computes its op_hash
+    /// here, and asks Approve / Refuse / Skip. The key signs only a challenge whose op_hash is
+    /// the one computed from the fields shown, with an origin the service accepts, and with
+    /// user verification (the key's PIN or fingerprint). The service's verdict is printed and
+    /// verified here against the enrolled keys. USB keys need a build with
+    /// `--features security-key`. Exit codes: 0 recorded as asked (or nothing chosen), 1 the
+    /// service refused or the result does not verify, 2 refused before signing (the reason on
+    /// stderr). See docs/OPERATIONS.md.
+    #[command(after_help = "Examples:
+  countersign approve --service https://approvals.example.com
+  countersign approve apr_Xb3... --service https://approvals.example.com --origin https://approve.example.com")]
+    Approve(approve::ApproveArgs),
     /// Audit log commands.
     Audit {
         #[command(subcommand)]
@@ -197,6 +214,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Verify(args) => verify::run(&args),
         Command::ProfileDigest { file } => profiles::print_digest(&file),
         Command::Serve(args) => serve::run(args),
+        Command::Approve(args) => approve::run(&args),
         Command::Audit { command } => audit::run(command),
         Command::Registry { command } => registry::run(command),
         Command::Credential { command } => credential::run(command),

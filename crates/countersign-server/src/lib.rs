@@ -30,7 +30,7 @@ pub mod witness;
 pub use clock::{Clock, DatabaseTime, ManualClock, SteadyClock, SystemClock};
 pub use config::{Config, ConfigError};
 pub use error::{ApiError, ErrorCode, NotNfc};
-pub use http::{Display, Mark, Row, Segment, TILES_PREFIX, build_router};
+pub use http::{Display, Mark, Row, Segment, TILES_PREFIX, build_router, review_display};
 pub use notify::Notification;
 pub use serve::{ServeOptions, open_state, serve, serve_http, shutdown_signal};
 pub use service::{

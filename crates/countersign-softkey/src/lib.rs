@@ -27,6 +27,8 @@ mod assertion;
 mod authdata;
 pub mod cbor;
 mod client_data;
+#[cfg(feature = "ctap2")]
+pub mod ctap2;
 mod der;
 mod error;
 mod fixtures;

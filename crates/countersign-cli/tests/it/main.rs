@@ -10,6 +10,8 @@
     reason = "test code: a panic is a failed test (clippy.toml covers #[test] fns, not helpers)"
 )]
 
+#[cfg(feature = "testing")]
+mod approve;
 mod audit;
 mod auditor;
 mod browser;

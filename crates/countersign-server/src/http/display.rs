@@ -121,6 +121,28 @@ pub(crate) struct Sentence<'a> {
     pub tool_name: &'a str,
 }
 
+/// The display of one request as the approver page renders it: `fields` as shown (the submitted
+/// strings when `nfc` is not empty), the agent and the tool, and the code points NFC changes per
+/// JSON pointer. Public for `countersign approve`, which builds it from the fields it hashes
+/// itself rather than take the service's.
+pub fn review_display(
+    profile: &Profile,
+    fields: &Value,
+    agent_id: &str,
+    tool_name: &str,
+    nfc: &BTreeMap<String, Vec<char>>,
+) -> Display {
+    display(
+        profile,
+        fields,
+        Sentence {
+            agent_id,
+            tool_name,
+        },
+        nfc,
+    )
+}
+
 /// Build the display of `fields` under `profile`. `nfc` names the code points NFC changes in
 /// `fields` (empty when `fields` is already the NFC form).
 pub(crate) fn display(

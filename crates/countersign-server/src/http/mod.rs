@@ -13,7 +13,7 @@ mod tiles;
 mod trace;
 mod web;
 
-pub use display::{Display, Mark, Row, Segment};
+pub use display::{Display, Mark, Row, Segment, review_display};
 pub use tiles::TILES_PREFIX;
 
 use crate::error::{ApiError, ErrorCode};

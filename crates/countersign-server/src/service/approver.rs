@@ -24,6 +24,11 @@ pub struct LoginChallenge {
     /// base64url of 32 random bytes: the WebAuthn `challenge`.
     pub challenge: String,
     pub rp_id: String,
+    /// The origins the service accepts in clientDataJSON (the approver page's), so that a client
+    /// that writes clientDataJSON itself (`countersign approve`) can refuse a wrong one before
+    /// the authenticator signs anything.
+    #[serde(default)]
+    pub origins: Vec<String>,
     pub expires_at: String,
 }
 
@@ -148,6 +153,7 @@ impl AppState {
         Ok(LoginChallenge {
             challenge: b64::encode(&nonce),
             rp_id: self.config().rp_id.clone(),
+            origins: self.config().origins.clone(),
             expires_at: rfc3339(from_ms(expires_at)),
         })
     }
