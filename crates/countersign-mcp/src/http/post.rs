@@ -29,6 +29,9 @@ struct Admitted {
     request_id: Option<Value>,
 }
 
+/// A response that ends the request before the relay sees it (boxed: a `Response` is large).
+type Refused = Box<Response>;
+
 /// Which interposer session a request is decided in.
 struct SessionOf {
     interposer: Arc<Interposer>,
@@ -57,7 +60,7 @@ pub(super) async fn post_mcp(
     }
     let admitted = match relay.admit(&headers, &body) {
         Ok(admitted) => admitted,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let request_id = admitted.request_id.as_ref();
     let Some(agent) = relay.authenticate(&headers) else {
@@ -75,7 +78,7 @@ pub(super) async fn post_mcp(
     }
     let session = match relay.session_of(&headers, &agent, &admitted) {
         Ok(session) => session,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     relay.decide(admitted, session, headers, agent).await
 }
@@ -84,14 +87,14 @@ impl HttpRelay {
     /// The body is admitted before anything in it is believed: what fails is answered here and
     /// goes nowhere (docs/MCP.md, "What the interposer admits"). A body may end with one line
     /// break; inside, it is one line, as a stdio frame is.
-    fn admit(&self, headers: &HeaderMap, body: &Bytes) -> Result<Admitted, Response> {
+    fn admit(&self, headers: &HeaderMap, body: &Bytes) -> Result<Admitted, Refused> {
         let frame = body
             .strip_suffix(b"\n")
             .map(|b| b.strip_suffix(b"\r").unwrap_or(b))
             .unwrap_or(body);
         let (text, message) = match admission::admit_bytes(frame) {
             Ok((text, message)) => (text.to_owned(), message),
-            Err(why) => return Err(self.refuse_body(headers, frame, &why)),
+            Err(why) => return Err(Box::new(self.refuse_body(headers, frame, &why))),
         };
         let request_id = message
             .id
@@ -132,7 +135,7 @@ impl HttpRelay {
         headers: &HeaderMap,
         agent: &str,
         admitted: &Admitted,
-    ) -> Result<SessionOf, Response> {
+    ) -> Result<SessionOf, Refused> {
         let client_session = header_str(headers, SESSION_HEADER).map(str::to_owned);
         let initialize = admitted.message.method.as_deref() == Some("initialize");
         let (interposer, upstream_session, opens_session) = match &client_session {
@@ -140,7 +143,10 @@ impl HttpRelay {
                 Some(s) => (s.interposer.clone(), s.upstream_id.clone(), false),
                 None => {
                     let message = "Session not found: initialize a new session";
-                    return Err(session_not_found(admitted.request_id.as_ref(), message));
+                    return Err(Box::new(session_not_found(
+                        admitted.request_id.as_ref(),
+                        message,
+                    )));
                 }
             },
             None if initialize => (
