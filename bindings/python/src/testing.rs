@@ -3,7 +3,7 @@
 //! fixture keys are public, so this module signs as any fixture approver.
 
 use countersign::b64;
-use countersign_softkey::{AssertionRequest, SoftKey};
+use countersign_softkey::{AssertionRequest, Ceremony, SoftKey};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -55,13 +55,13 @@ impl SoftAuthenticator {
     ) -> PyResult<Bound<'py, PyDict>> {
         let challenge = b64::decode(challenge)
             .map_err(|_| PyValueError::new_err("challenge is not base64url"))?;
-        let request = AssertionRequest {
+        let request = AssertionRequest::from(Ceremony {
             sign_count: self
                 .counter
                 .as_ref()
                 .map_or(0, |c| c.fetch_add(1, Ordering::SeqCst).saturating_add(1)),
-            ..AssertionRequest::new(rp_id, origin, challenge)
-        };
+            ..Ceremony::get(rp_id, origin, challenge)
+        });
         let r = self
             .key
             .assert(&request)

@@ -322,11 +322,11 @@ pub(crate) fn near_misses(out: &mut Out) {
     let action = pay(ACCOUNT_A);
     let first = signed(A, &action, Approved, |s| {
         s.nonce = tk::nonce("one-key/first");
-        s.request.sign_count = 1;
+        s.request.ceremony.sign_count = 1;
     });
     let second = signed(A, &action, Approved, |s| {
         s.nonce = tk::nonce("one-key/second");
-        s.request.sign_count = 2;
+        s.request.ceremony.sign_count = 2;
     });
     out.ev(
         "replay::one-key-two-nonces",
@@ -339,7 +339,7 @@ pub(crate) fn near_misses(out: &mut Out) {
 
     // The RP id is compared as the hash of the policy's rp_id; the origin is a registrable
     // subdomain of it, as WebAuthn allows.
-    let mut c = approve_with(A, |s| s.request.rp_id = "example.com".into());
+    let mut c = approve_with(A, |s| s.request.ceremony.rp_id = "example.com".into());
     c.policy["rp_id"] = json!("example.com");
     out.ev(
         "rp::registrable-suffix",
@@ -409,7 +409,7 @@ pub(crate) fn client_data(out: &mut Out) {
     let signed_over = |bytes: Vec<u8>| {
         approve_with(A, move |s| {
             s.nonce = tk::nonce("cd-utf8");
-            s.request.client_data_override = Some(bytes);
+            s.request.ceremony.client_data_override = Some(bytes);
         })
     };
     let raw = format!(
@@ -469,7 +469,7 @@ pub(crate) fn client_data(out: &mut Out) {
          scheme differs, whatever the port",
         &["origin", "policy-origin-tuple"],
         approve_with(A, |s| {
-            s.request.origin = "http://pay.example.com:443".into()
+            s.request.ceremony.origin = "http://pay.example.com:443".into()
         }),
         deny("origin_mismatch"),
     );

@@ -170,7 +170,7 @@ pub(crate) fn status(out: &mut Out) {
     }
 
     // Transport-asserted identity_assurance is never used once evidence verifies.
-    let mut c = approve_with(a, |s| s.request.flags = Flags::from_byte(0x01));
+    let mut c = approve_with(a, |s| s.request.ceremony.flags = Flags::from_byte(0x01));
     c.policy["require_user_verification"] = json!(false);
     c.result["identity_assurance"] = json!("AAL3");
     out.ev(
@@ -180,7 +180,7 @@ pub(crate) fn status(out: &mut Out) {
         c,
         allow("AAL1"),
     );
-    let mut c = approve_with(a, |s| s.request.flags = Flags::from_byte(0x01));
+    let mut c = approve_with(a, |s| s.request.ceremony.flags = Flags::from_byte(0x01));
     c.policy["require_user_verification"] = json!(false);
     c.policy["min_assurance"] = json!("AAL2");
     c.result["identity_assurance"] = json!({"level": "AAL3", "source": "evidence"});
@@ -582,7 +582,7 @@ pub(crate) fn quorum(out: &mut Out) {
         deny("signature_invalid"),
     );
     let uv0 = signed(ab[1], &action, Approved, |s| {
-        s.request.flags = Flags::from_byte(0x01)
+        s.request.ceremony.flags = Flags::from_byte(0x01)
     });
     out.ev(
         "quorum::second-entry-uv-clear",
@@ -684,8 +684,8 @@ pub(crate) fn check_order(out: &mut Out) {
     );
 
     let c = approve_with(a, |s| {
-        s.request.client_data_type = "webauthn.create".into();
-        s.request.origin = "https://evil.example.com".into();
+        s.request.ceremony.client_data_type = "webauthn.create".into();
+        s.request.ceremony.origin = "https://evil.example.com".into();
     });
     out.ev(
         "order::type-before-origin",
@@ -696,8 +696,8 @@ pub(crate) fn check_order(out: &mut Out) {
     );
 
     let c = approve_with(a, |s| {
-        s.request.origin = "https://evil.example.com".into();
-        s.request.rp_id = "evil.example.com".into();
+        s.request.ceremony.origin = "https://evil.example.com".into();
+        s.request.ceremony.rp_id = "evil.example.com".into();
     });
     out.ev(
         "order::origin-before-rp",
@@ -708,8 +708,8 @@ pub(crate) fn check_order(out: &mut Out) {
     );
 
     let c = approve_with(a, |s| {
-        s.request.rp_id = "evil.example.com".into();
-        s.request.flags = Flags::from_byte(0);
+        s.request.ceremony.rp_id = "evil.example.com".into();
+        s.request.ceremony.flags = Flags::from_byte(0);
     });
     out.ev(
         "order::rp-before-up",
@@ -719,7 +719,9 @@ pub(crate) fn check_order(out: &mut Out) {
         deny("rp_mismatch"),
     );
 
-    let mut c = approve_with(a, |s| s.request.flags = Flags::from_byte(0x01 | 0x08));
+    let mut c = approve_with(a, |s| {
+        s.request.ceremony.flags = Flags::from_byte(0x01 | 0x08)
+    });
     c.record(a).backup_eligible = Some(false);
     out.ev(
         "order::uv-before-backup",
@@ -735,7 +737,7 @@ pub(crate) fn check_order(out: &mut Out) {
             a,
             &action,
             Approved,
-            |s| s.request.flags = Flags::from_byte(0x05 | 0x08),
+            |s| s.request.ceremony.flags = Flags::from_byte(0x05 | 0x08),
             flip_sig,
         );
         let mut c2 = Case::new(action, "APPROVED", vec![e], &[a]);

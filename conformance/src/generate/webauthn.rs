@@ -93,10 +93,10 @@ pub(crate) fn algorithms(out: &mut Out) {
                 "{alg}: counter 0 with 0 stored (an authenticator without a counter) is legal"
             ),
             &[flag, "counter-zero"],
-            approve_with(a, |s| s.request.sign_count = 0),
+            approve_with(a, |s| s.request.ceremony.sign_count = 0),
             allow("AAL2"),
         );
-        let mut c = approve_with(a, |s| s.request.flags = Flags::from_byte(0x01));
+        let mut c = approve_with(a, |s| s.request.ceremony.flags = Flags::from_byte(0x01));
         c.policy["require_user_verification"] = json!(false);
         out.ev(
             &format!("alg::{alg}-up-only"),
@@ -154,7 +154,7 @@ pub(crate) fn algorithms(out: &mut Out) {
             &format!("{alg}: the other valid signature (n - s), canonical DER"),
             &[flag, "policy-ecdsa-high-s"],
             approve_with(&a, |s| {
-                s.request.signature_quirk = SignatureQuirk::EcdsaNegateS
+                s.request.ceremony.signature_quirk = SignatureQuirk::EcdsaNegateS
             }),
             allow("AAL2"),
         );
@@ -209,8 +209,8 @@ fn der_quirk(name: &str, quirk: SignatureQuirk) -> Case {
     for attempt in 0..64 {
         let action = pay(ACCOUNT_A);
         let mut signing = Signing::new(Approved, &format!("{name}/der/{attempt}"));
-        signing.request.signature_quirk = quirk;
-        signing.request.challenge =
+        signing.request.ceremony.signature_quirk = quirk;
+        signing.request.ceremony.challenge =
             countersign_testkit::challenge(&signing.nonce, &action, Approved);
         if let Ok(response) = key(name).assert(&signing.request) {
             let entry = entry_value(&countersign_testkit::entry(&response, &action, &signing));
@@ -227,7 +227,7 @@ fn must<E: std::fmt::Debug>(r: Result<(), E>) {
 }
 
 fn with_flags(byte: u8) -> impl FnOnce(&mut Signing) {
-    move |s| s.request.flags = Flags::from_byte(byte)
+    move |s| s.request.ceremony.flags = Flags::from_byte(byte)
 }
 
 const UP: u8 = 0x01;
@@ -547,8 +547,8 @@ pub(crate) fn flags(out: &mut Out) {
         "ED set with a CBOR extensions map",
         &["flags-at-ed"],
         approve_with(a, |s| {
-            s.request.flags = Flags::from_byte(UP | UV | 0x80);
-            s.request.extensions = Some(ext);
+            s.request.ceremony.flags = Flags::from_byte(UP | UV | 0x80);
+            s.request.ceremony.extensions = Some(ext);
         }),
         allow("AAL2"),
     );
@@ -591,7 +591,7 @@ pub(crate) fn client_data(out: &mut Out) {
     let with_cd = |text: String| {
         move |s: &mut Signing| {
             s.nonce = countersign_testkit::nonce("cd");
-            s.request.client_data_override = Some(text.into_bytes());
+            s.request.ceremony.client_data_override = Some(text.into_bytes());
         }
     };
 
@@ -599,14 +599,18 @@ pub(crate) fn client_data(out: &mut Out) {
         "clientdata::type-create",
         "type webauthn.create (a registration's client data)",
         &["client-data-type"],
-        approve_with(a, |s| s.request.client_data_type = "webauthn.create".into()),
+        approve_with(a, |s| {
+            s.request.ceremony.client_data_type = "webauthn.create".into()
+        }),
         deny("evidence_malformed"),
     );
     out.ev(
         "clientdata::type-payment-get",
         "type payment.get",
         &["client-data-type"],
-        approve_with(a, |s| s.request.client_data_type = "payment.get".into()),
+        approve_with(a, |s| {
+            s.request.ceremony.client_data_type = "payment.get".into()
+        }),
         deny("evidence_malformed"),
     );
     for (name, origin, expected, extra) in [
@@ -672,7 +676,7 @@ pub(crate) fn client_data(out: &mut Out) {
             &format!("clientdata::origin-{name}"),
             &format!("origin {origin:?}, policy allows https://pay.example.com"),
             &flags,
-            approve_with(a, |s| s.request.origin = origin.into()),
+            approve_with(a, |s| s.request.ceremony.origin = origin.into()),
             expected,
         );
     }
@@ -682,8 +686,8 @@ pub(crate) fn client_data(out: &mut Out) {
     let cross = |top_origin: Option<&str>| {
         let top_origin = top_origin.map(str::to_owned);
         move |s: &mut Signing| {
-            s.request.cross_origin = Some(true);
-            s.request.top_origin = top_origin;
+            s.request.ceremony.cross_origin = Some(true);
+            s.request.ceremony.top_origin = top_origin;
         }
     };
     out.ev(
@@ -729,7 +733,7 @@ pub(crate) fn client_data(out: &mut Out) {
         approve_with(a, cross(Some(top))),
         deny("origin_mismatch"),
     );
-    let mut c = approve_with(a, |s| s.request.top_origin = Some(top.into()));
+    let mut c = approve_with(a, |s| s.request.ceremony.top_origin = Some(top.into()));
     c.policy["allow_cross_origin"] = json!(true);
     c.policy["top_origins"] = json!([top]);
     out.ev(
@@ -743,7 +747,7 @@ pub(crate) fn client_data(out: &mut Out) {
         "clientdata::cross-origin-absent",
         "no crossOrigin member (older clients)",
         &["client-data-shape"],
-        approve_with(a, |s| s.request.cross_origin = None),
+        approve_with(a, |s| s.request.ceremony.cross_origin = None),
         allow("AAL2"),
     );
     out.ev(
@@ -751,7 +755,7 @@ pub(crate) fn client_data(out: &mut Out) {
         "Chrome's extra key appended to clientDataJSON",
         &["client-data-shape"],
         approve_with(a, |s| {
-            s.request.extra_client_data =
+            s.request.ceremony.extra_client_data =
                 vec![(CHROME_EXTRA_KEY.0.to_owned(), json!(CHROME_EXTRA_KEY.1))]
         }),
         allow("AAL2"),
@@ -867,7 +871,7 @@ pub(crate) fn client_data(out: &mut Out) {
         &["client-data-malformed", "client-data-utf8"],
         approve_with(a, |s| {
             s.nonce = countersign_testkit::nonce("cd");
-            s.request.client_data_override = Some(bytes);
+            s.request.ceremony.client_data_override = Some(bytes);
         }),
         deny("evidence_malformed"),
     );
@@ -889,7 +893,7 @@ pub(crate) fn client_data(out: &mut Out) {
             approve_with(a, |s| {
                 s.nonce = countersign_testkit::nonce("cd");
                 s.keep_challenge = true;
-                s.request.challenge = bytes;
+                s.request.ceremony.challenge = bytes;
             }),
             deny("binding_mismatch"),
         );
@@ -905,7 +909,7 @@ pub(crate) fn client_data(out: &mut Out) {
             &format!("rp::{name}"),
             &format!("rpIdHash of {rp:?}, the policy's RP id is pay.example.com"),
             &["rp-id"],
-            approve_with(a, |s| s.request.rp_id = rp.into()),
+            approve_with(a, |s| s.request.ceremony.rp_id = rp.into()),
             deny("rp_mismatch"),
         );
     }
@@ -956,7 +960,7 @@ pub(crate) fn counter(out: &mut Out) {
         ("max-from-zero", 0, u32::MAX, allow("AAL2"), "counter"),
         ("zero-zero", 0, 0, allow("AAL2"), "counter-zero"),
     ] {
-        let mut c = approve_with(a, |s| s.request.sign_count = got);
+        let mut c = approve_with(a, |s| s.request.ceremony.sign_count = got);
         c.record(a).sign_count = stored;
         out.ev(
             &format!("counter::{name}"),

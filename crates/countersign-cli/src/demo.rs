@@ -476,20 +476,57 @@ async fn scenario(
     session: &mut Option<client::Session>,
 ) -> anyhow::Result<Ending> {
     let workspace = demo.workspace();
-    let list_args = json!({"path": workspace.to_string_lossy()});
     let file = workspace.join("hello.txt");
     let write_args = json!({
         "path": file.to_string_lossy(),
         "content": "Hello from an agent: a person approved this exact write.\n",
     });
-
     let agent = session.insert(demo.session().await?);
+    relayed_call(agent, &workspace).await?;
+    let approval_id = held_call(demo, agent, invite, &file, &write_args).await?;
+    let result = wait_for_verdict(demo, &approval_id).await?;
+    let (status, registry) = verdict(demo, &result).await?;
+
+    // The interposer reads the registry when it starts: a new one sees a passkey enrolled after
+    // the first started. It finds the open ticket in its audit log.
+    if let Some(first) = session.take() {
+        first.close().await?;
+    }
+    let agent = session.insert(demo.session().await?);
+    let again = agent.call_tool(HELD_TOOL, &write_args).await?;
+    write_case(demo, &write_args, &result, &registry)?;
+    if status != "APPROVED" || !client::succeeded(&again) {
+        say(&format!(
+            "4. The agent calls {HELD_TOOL} again, with identical arguments:\n   {}",
+            one_line(&client::result_text(&again))
+        ));
+        return Ok(Ending::Refused(format!("the approval is {status}")));
+    }
+    ran_once(agent, &file, &again, &write_args).await?;
+    Ok(Ending::Ran)
+}
+
+/// Step 1: a call the policy allows is relayed at once.
+async fn relayed_call(agent: &mut client::Session, workspace: &Path) -> anyhow::Result<()> {
+    let list_args = json!({"path": workspace.to_string_lossy()});
     let listed = agent.call_tool(RELAYED_TOOL, &list_args).await?;
     say(&format!(
         "1. The agent calls {RELAYED_TOOL}: relayed at once, no approval needed.\n   {}\n",
         one_line(&client::result_text(&listed))
     ));
-    let held = agent.call_tool(HELD_TOOL, &write_args).await?;
+    Ok(())
+}
+
+/// Step 2: the held call; its approval id (kept in the demo's state for `demo approve`) and
+/// the ways to decide it, printed.
+async fn held_call(
+    demo: &Demo,
+    agent: &mut client::Session,
+    invite: &str,
+    file: &Path,
+    write_args: &Value,
+) -> anyhow::Result<String> {
+    let held = agent.call_tool(HELD_TOOL, write_args).await?;
     let block = held
         .pointer("/result/_meta/io.countersign~1approval")
         .or_else(|| held.pointer("/error/data"))
@@ -525,8 +562,14 @@ async fn scenario(
         dir = shell_word(&demo.dir.to_string_lossy()),
         me = command_name(),
     ));
+    Ok(approval_id)
+}
 
-    let result = wait_for_verdict(demo, &approval_id).await?;
+/// Step 3: the decision and who signed it; its status and the registry it was checked with.
+async fn verdict(
+    demo: &Demo,
+    result: &Value,
+) -> anyhow::Result<(String, countersign::RegistryDocument)> {
     let status = result
         .get("status")
         .and_then(Value::as_str)
@@ -547,38 +590,32 @@ async fn scenario(
         .find(|c| Some(&c.credential_id) == signer.as_ref())
         .map_or("nobody", |c| c.principal.as_str());
     say(&format!("\n3. Decided: {status}, signed by {approver}.\n"));
+    Ok((status, registry))
+}
 
-    // The interposer reads the registry when it starts: a new one sees a passkey enrolled after
-    // the first started. It finds the open ticket in its audit log.
-    if let Some(first) = session.take() {
-        first.close().await?;
-    }
-    let agent = session.insert(demo.session().await?);
-    let again = agent.call_tool(HELD_TOOL, &write_args).await?;
-    write_case(demo, &write_args, &result, &registry)?;
-    if status != "APPROVED" || !client::succeeded(&again) {
-        say(&format!(
-            "4. The agent calls {HELD_TOOL} again, with identical arguments:\n   {}",
-            one_line(&client::result_text(&again))
-        ));
-        return Ok(Ending::Refused(format!("the approval is {status}")));
-    }
-    let written = std::fs::read_to_string(&file).unwrap_or_default();
+/// Steps 4 and 5: the approved retry ran once (`again`); a third identical call is held anew.
+async fn ran_once(
+    agent: &mut client::Session,
+    file: &Path,
+    again: &Value,
+    write_args: &Value,
+) -> anyhow::Result<()> {
+    let written = std::fs::read_to_string(file).unwrap_or_default();
     say(&format!(
         "4. The agent calls {HELD_TOOL} again, with identical arguments: the interposer checked \
          the signature offline, collected the single-use grant and forwarded the call once.\n   \
          {}\n   {} now holds: {}",
-        one_line(&client::result_text(&again)),
+        one_line(&client::result_text(again)),
         file.display(),
         one_line(&written),
     ));
-    let third = agent.call_tool(HELD_TOOL, &write_args).await?;
+    let third = agent.call_tool(HELD_TOOL, write_args).await?;
     say(&format!(
         "5. A third identical call does not run again (the grant is spent); it is held anew:\n   \
          {}\n",
         one_line(&client::result_text(&third))
     ));
-    Ok(Ending::Ran)
+    Ok(())
 }
 
 /// Follow the approval until it is decided (long polls, as a gateway does).

@@ -46,7 +46,7 @@ use countersign::b64;
 use countersign_audit::AuditSealer;
 use countersign_server::store::{POSTGRES_POOL, PostgresStore, ScratchSchema};
 use countersign_server::{AppState, Config, CreateRequest, StateParts, SystemClock, open_state};
-use countersign_softkey::AssertionRequest;
+use countersign_softkey::{AssertionRequest, Ceremony};
 use countersign_testkit::{ORIGIN, RP_ID};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -81,10 +81,10 @@ fn approver_key() -> &'static countersign_softkey::SoftKey {
 
 fn sign(challenge: Vec<u8>) -> Value {
     let key = approver_key();
-    let request = AssertionRequest {
+    let request = AssertionRequest::from(Ceremony {
         sign_count: 0,
-        ..AssertionRequest::new(RP_ID, ORIGIN, challenge)
-    };
+        ..Ceremony::get(RP_ID, ORIGIN, challenge)
+    });
     let r = key.assert(&request).unwrap();
     json!({
         "credential_id": b64::encode(&r.credential_id),

@@ -117,8 +117,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         .with_context(|| format!("binding {}", opts.listen))?;
     let local = listener.local_addr()?;
     let settled = crate::address::settle(&mut config, local);
-    let public_url = settled.public_url.clone();
-    let (state, database_time) = open(&opts.data_dir, config, public_url.clone())?;
+    let (state, database_time) = open(&opts.data_dir, config, settled.public_url.clone())?;
     // Later commands (`enroll invite`, `audit verify`) find the address and origins here.
     let record = LastStart::new(local, opts.config.as_deref(), state.config());
     record.write(&opts.data_dir).with_context(|| {
@@ -132,102 +131,9 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         .expire_overdue()
         .await
         .map_err(|e| anyhow::anyhow!(e.message))?;
-
-    say!("countersign: listening on http://{local}");
-    say!(
-        "countersign: approver page {public_url}/approve (public_url {})",
-        settled.public_url_from.describe()
-    );
-    say!(
-        "countersign: WebAuthn rp_id {}, origins {} ({})",
-        record.rp_id,
-        record.origins.join(" "),
-        settled.origins_from.describe()
-    );
-    for warning in &settled.warnings {
-        tracing::warn!("{warning}");
-    }
-    say!("countersign: data directory {}", opts.data_dir.display());
-    if let Some(url) = &state.config().database {
-        say!("countersign: database {}", crate::store::redacted(url));
-    }
-    say!("countersign: audit key {}", state.service_key());
-    say!(
-        "countersign: signed audit checkpoints at {public_url}/v1/audit/checkpoint (origin {})",
-        state.audit_origin()
-    );
-    if expired > 0 {
-        say!("countersign: settled {expired} approval(s) that expired while stopped");
-    }
-    let enrolled = state.registry().len();
-    if enrolled == 0 {
-        say!(
-            "countersign: no approver enrolled yet; invite one with `countersign enroll invite \
-             --principal NAME --data-dir {}` and open the printed link. Until then every request \
-             answers DENIED no_eligible_approver.",
-            opts.data_dir.display()
-        );
-    } else {
-        say!("countersign: {enrolled} credential(s) enrolled");
-    }
-    say!("countersign: API at {public_url}/openapi.json");
-
-    let sweeper = state.clone();
-    let sweep = tokio::spawn(async move {
-        let mut tick = tokio::time::interval(SWEEP_INTERVAL);
-        loop {
-            tick.tick().await;
-            if let Some(time) = &database_time {
-                let (time, store) = (time.clone(), sweeper.store().clone());
-                let read =
-                    tokio::task::spawn_blocking(move || time.refresh(|| store.database_now_ms()))
-                        .await
-                        .map_err(|e| e.to_string())
-                        .and_then(|r| r.map_err(|e| e.to_string()));
-                // Until a reading succeeds the clock runs on from the last one.
-                if let Err(error) = read {
-                    tracing::warn!(error, "reading the database's clock failed");
-                }
-            }
-            if let Err(e) = sweeper.expire_overdue().await {
-                tracing::error!(error = %e.message, "expiry sweep failed");
-            }
-            // Enrollments and revocations written by another process (the CLI, a replica).
-            match sweeper.refresh_registry().await {
-                Ok(true) => {
-                    tracing::info!("credentials changed in the database; registry reloaded")
-                }
-                Ok(false) => {}
-                Err(e) => tracing::error!(error = %e.message, "registry refresh failed"),
-            }
-            // Lines sealed since the last commit here (PostgreSQL seals just after commits,
-            // and other replicas' lines arrive without one of ours).
-            sweeper.catch_up_audit_file().await;
-        }
-    });
-    // Witnesses cosign a new checkpoint whenever the log has grown since the last one sent.
-    let witness = (!state.config().witnesses.is_empty()).then(|| {
-        let state = state.clone();
-        let every = std::time::Duration::from_secs(state.config().witness_interval_seconds.max(1));
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            let mut sent = None;
-            loop {
-                tick.tick().await;
-                let size = state.blocking(|s| s.audit_head()).await.ok().map(|h| h.0);
-                if size.is_none() || size == sent {
-                    continue;
-                }
-                match state.witness_checkpoint().await {
-                    Ok((_, n)) => {
-                        sent = size;
-                        tracing::info!(size = ?size, cosigned_by = n, "checkpoint witnessed");
-                    }
-                    Err(e) => tracing::error!(error = %e.message, "witnessing failed"),
-                }
-            }
-        })
-    });
+    announce(&state, &opts.data_dir, &settled, &record, expired);
+    let sweep = spawn_sweeper(state.clone(), database_time);
+    let witness = spawn_witness(&state);
     let header_read = Duration::from_secs(state.config().timeouts.header_read_seconds);
     let state_for_exit = state.clone();
     serve_http(
@@ -248,6 +154,127 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     state_for_exit.catch_up_audit_file().await;
     say!("countersign: stopped");
     Ok(())
+}
+
+/// The status lines of a start: where the service listens and for whom, where its data and
+/// keys are, and what an operator does next.
+fn announce(
+    state: &AppState,
+    data_dir: &Path,
+    settled: &crate::address::Settled,
+    record: &LastStart,
+    expired: usize,
+) {
+    let public_url = &settled.public_url;
+    say!("countersign: listening on http://{}", record.listen);
+    say!(
+        "countersign: approver page {public_url}/approve (public_url {})",
+        settled.public_url_from.describe()
+    );
+    say!(
+        "countersign: WebAuthn rp_id {}, origins {} ({})",
+        record.rp_id,
+        record.origins.join(" "),
+        settled.origins_from.describe()
+    );
+    for warning in &settled.warnings {
+        tracing::warn!("{warning}");
+    }
+    say!("countersign: data directory {}", data_dir.display());
+    if let Some(url) = &state.config().database {
+        say!("countersign: database {}", crate::store::redacted(url));
+    }
+    say!("countersign: audit key {}", state.service_key());
+    say!(
+        "countersign: signed audit checkpoints at {public_url}/v1/audit/checkpoint (origin {})",
+        state.audit_origin()
+    );
+    if expired > 0 {
+        say!("countersign: settled {expired} approval(s) that expired while stopped");
+    }
+    let enrolled = state.registry().len();
+    if enrolled == 0 {
+        say!(
+            "countersign: no approver enrolled yet; invite one with `countersign enroll invite \
+             --principal NAME --data-dir {}` and open the printed link. Until then every request \
+             answers DENIED no_eligible_approver.",
+            data_dir.display()
+        );
+    } else {
+        say!("countersign: {enrolled} credential(s) enrolled");
+    }
+    say!("countersign: API at {public_url}/openapi.json");
+}
+
+/// The background sweep: the database's clock read again (PostgreSQL), overdue approvals
+/// settled, the registry reloaded, the audit file caught up.
+fn spawn_sweeper(
+    sweeper: AppState,
+    database_time: Option<Arc<DatabaseTime>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(SWEEP_INTERVAL);
+        loop {
+            tick.tick().await;
+            if let Some(time) = &database_time {
+                refresh_database_time(&sweeper, time.clone()).await;
+            }
+            if let Err(e) = sweeper.expire_overdue().await {
+                tracing::error!(error = %e.message, "expiry sweep failed");
+            }
+            // Enrollments and revocations written by another process (the CLI, a replica).
+            match sweeper.refresh_registry().await {
+                Ok(true) => {
+                    tracing::info!("credentials changed in the database; registry reloaded")
+                }
+                Ok(false) => {}
+                Err(e) => tracing::error!(error = %e.message, "registry refresh failed"),
+            }
+            // Lines sealed since the last commit here (PostgreSQL seals just after commits,
+            // and other replicas' lines arrive without one of ours).
+            sweeper.catch_up_audit_file().await;
+        }
+    })
+}
+
+/// Read the database's clock again; until a reading succeeds the clock runs on from the last.
+async fn refresh_database_time(state: &AppState, time: Arc<DatabaseTime>) {
+    let store = state.store().clone();
+    let read = tokio::task::spawn_blocking(move || time.refresh(|| store.database_now_ms()))
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()));
+    if let Err(error) = read {
+        tracing::warn!(error, "reading the database's clock failed");
+    }
+}
+
+/// With witnesses configured: a task that has them cosign a new checkpoint whenever the log has
+/// grown since the last one sent.
+fn spawn_witness(state: &AppState) -> Option<tokio::task::JoinHandle<()>> {
+    if state.config().witnesses.is_empty() {
+        return None;
+    }
+    let state = state.clone();
+    let every = Duration::from_secs(state.config().witness_interval_seconds.max(1));
+    Some(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        let mut sent = None;
+        loop {
+            tick.tick().await;
+            let size = state.blocking(|s| s.audit_head()).await.ok().map(|h| h.0);
+            if size.is_none() || size == sent {
+                continue;
+            }
+            match state.witness_checkpoint().await {
+                Ok((_, n)) => {
+                    sent = size;
+                    tracing::info!(size = ?size, cosigned_by = n, "checkpoint witnessed");
+                }
+                Err(e) => tracing::error!(error = %e.message, "witnessing failed"),
+            }
+        }
+    }))
 }
 
 /// Serve `router` over HTTP/1.1 on every connection `listener` accepts until `shutdown`

@@ -1,70 +1,47 @@
 //! `navigator.credentials.get()` as a function: request in, signed assertion bytes out.
 
-use crate::authdata::{self, Flags, Part, SignatureQuirk};
-use crate::client_data;
+use crate::authdata::{self, Part};
+use crate::ceremony::Ceremony;
 use crate::error::Error;
 use crate::keys::{self, SoftKey};
 
-/// Everything an assertion depends on. Build with [`AssertionRequest::new`] and override fields
-/// with struct-update syntax: `AssertionRequest { sign_count: 0, ..AssertionRequest::new(..) }`.
+/// Everything an assertion depends on: a [`Ceremony`] and the user handle. Build with
+/// [`AssertionRequest::new`], or from a ceremony whose fields were overridden with struct-update
+/// syntax: `AssertionRequest::from(Ceremony { sign_count: 0, ..Ceremony::get(..) })`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AssertionRequest {
-    /// RP ID hashed into authenticator data.
-    pub rp_id: String,
-    /// `origin` in clientDataJSON.
-    pub origin: String,
-    /// Challenge bytes; clientDataJSON carries them base64url without padding.
-    pub challenge: Vec<u8>,
-    /// Flags byte, written verbatim. Default [`Flags::UP_UV`].
-    pub flags: Flags,
-    /// Signature counter. Default 1 (0 is the "no counter" value synced passkeys send).
-    pub sign_count: u32,
-    /// `type` in clientDataJSON. Default `webauthn.get`.
-    pub client_data_type: String,
-    /// `crossOrigin`; `None` omits the key. Default `Some(false)`, as Chrome writes it.
-    pub cross_origin: Option<bool>,
-    /// `topOrigin`, written after `crossOrigin` when given.
-    pub top_origin: Option<String>,
-    /// Keys appended to clientDataJSON after the standard ones, in order.
-    pub extra_client_data: Vec<(String, serde_json::Value)>,
-    /// Use these exact clientDataJSON bytes instead of building them (the fields above that only
-    /// feed clientDataJSON are then ignored).
-    pub client_data_override: Option<Vec<u8>>,
-    /// Extension outputs (a CBOR map, see [`crate::cbor::Value`]) appended to authenticator
-    /// data. The ED flag is not set for you.
-    pub extensions: Option<Vec<u8>>,
+    /// What is signed and how.
+    pub ceremony: Ceremony,
     /// `userHandle` echoed in the response (discoverable credentials).
     pub user_handle: Option<Vec<u8>>,
-    /// How to encode an ECDSA signature. Default canonical DER.
-    pub signature_quirk: SignatureQuirk,
 }
 
 impl AssertionRequest {
-    /// A well-formed request: UP+UV, counter 1, `crossOrigin: false`, nothing extra.
+    /// A well-formed request ([`Ceremony::get`]): UP+UV, counter 1, `crossOrigin: false`,
+    /// nothing extra.
     pub fn new(
         rp_id: impl Into<String>,
         origin: impl Into<String>,
         challenge: impl Into<Vec<u8>>,
     ) -> Self {
-        Self {
-            rp_id: rp_id.into(),
-            origin: origin.into(),
-            challenge: challenge.into(),
-            flags: Flags::UP_UV,
-            sign_count: 1,
-            client_data_type: "webauthn.get".to_owned(),
-            cross_origin: Some(false),
-            top_origin: None,
-            extra_client_data: Vec::new(),
-            client_data_override: None,
-            extensions: None,
-            user_handle: None,
-            signature_quirk: SignatureQuirk::None,
-        }
+        Self::from(Ceremony::get(rp_id, origin, challenge))
+    }
+
+    /// The clientDataJSON this request produces (see [`Ceremony::client_data_json`]).
+    pub fn client_data_json(&self) -> Vec<u8> {
+        self.ceremony.client_data_json()
     }
 }
 
-client_data::request_client_data_json!(AssertionRequest);
+impl From<Ceremony> for AssertionRequest {
+    /// An assertion of `ceremony`, with no user handle.
+    fn from(ceremony: Ceremony) -> Self {
+        Self {
+            ceremony,
+            user_handle: None,
+        }
+    }
+}
 
 /// The raw bytes of an assertion, as `AuthenticatorAssertionResponse` exposes them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -123,17 +100,18 @@ impl SoftKey {
     /// Produces an assertion. With `flags.at` set, the attested credential data is included too
     /// (as some platform authenticators do on assertions).
     pub fn assert(&self, req: &AssertionRequest) -> Result<AssertionResponse, Error> {
-        let attested = req.flags.at.then(|| self.attested_credential_data());
+        let c = &req.ceremony;
+        let attested = c.flags.at.then(|| self.attested_credential_data());
         let authenticator_data = authdata::build_authenticator_data(
-            &req.rp_id,
-            req.flags,
-            req.sign_count,
+            &c.rp_id,
+            c.flags,
+            c.sign_count,
             attested.as_deref(),
-            req.extensions.as_deref(),
+            c.extensions.as_deref(),
         );
-        let client_data_json = req.client_data_json();
+        let client_data_json = c.client_data_json();
         let signature = self.sign_client_data(&authenticator_data, &client_data_json)?;
-        let signature = req.signature_quirk.apply(self.alg(), &signature)?;
+        let signature = c.signature_quirk.apply(self.alg(), &signature)?;
         Ok(AssertionResponse {
             credential_id: self.credential_id().to_vec(),
             client_data_json,

@@ -24,32 +24,6 @@ pub(crate) struct Spec<'a> {
     pub(crate) extra: &'a [(String, serde_json::Value)],
 }
 
-/// Writes the one `client_data_json` method of both ceremonies' requests
-/// ([`crate::AssertionRequest`], [`crate::RegistrationRequest`]): they carry the same
-/// clientDataJSON fields under the same names, and differ only in their defaults.
-macro_rules! request_client_data_json {
-    ($request:ty) => {
-        impl $request {
-            /// The clientDataJSON this request produces: `client_data_override` verbatim when
-            /// given, else built from the fields above in the order browsers write them.
-            pub fn client_data_json(&self) -> Vec<u8> {
-                match &self.client_data_override {
-                    Some(bytes) => bytes.clone(),
-                    None => $crate::client_data::build(&$crate::client_data::Spec {
-                        typ: &self.client_data_type,
-                        challenge: &self.challenge,
-                        origin: &self.origin,
-                        cross_origin: self.cross_origin,
-                        top_origin: self.top_origin.as_deref(),
-                        extra: &self.extra_client_data,
-                    }),
-                }
-            }
-        }
-    };
-}
-pub(crate) use request_client_data_json;
-
 pub(crate) fn build(spec: &Spec<'_>) -> Vec<u8> {
     let mut out = String::from("{\"type\":");
     ccd_string(spec.typ, &mut out);

@@ -26,6 +26,7 @@
 mod assertion;
 mod authdata;
 pub mod cbor;
+mod ceremony;
 mod client_data;
 #[cfg(feature = "ctap2")]
 pub mod ctap2;
@@ -38,6 +39,7 @@ mod x509;
 
 pub use assertion::{AssertionRequest, AssertionResponse};
 pub use authdata::{Flags, Part, SignatureQuirk, build_authenticator_data};
+pub use ceremony::Ceremony;
 pub use client_data::CHROME_EXTRA_KEY;
 pub use error::Error;
 pub use fixtures::FIXTURE_AAGUID;

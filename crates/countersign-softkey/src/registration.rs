@@ -1,9 +1,9 @@
 //! `navigator.credentials.create()` as a function: a registration response with `none` or
 //! `packed` attestation.
 
-use crate::authdata::{self, Flags, SignatureQuirk};
+use crate::authdata;
 use crate::cbor::Value;
-use crate::client_data;
+use crate::ceremony::Ceremony;
 use crate::error::Error;
 use crate::keys::{self, Alg, SoftKey};
 use crate::x509;
@@ -31,68 +31,46 @@ impl Attestation {
     }
 }
 
-/// Everything a registration depends on. Build with [`RegistrationRequest::new`] and override
-/// fields with struct-update syntax.
+/// Everything a registration depends on: a [`Ceremony`], the attestation and the key it
+/// carries. Build with [`RegistrationRequest::new`], or from a ceremony
+/// (`RegistrationRequest::from(Ceremony { .., ..Ceremony::create(..) })`), and override the
+/// registration's own fields with struct-update syntax.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RegistrationRequest {
-    /// RP ID hashed into authenticator data.
-    pub rp_id: String,
-    /// `origin` in clientDataJSON.
-    pub origin: String,
-    /// Challenge bytes.
-    pub challenge: Vec<u8>,
-    /// Flags byte, written verbatim. Default [`Flags::UP_UV_AT`]. Attested credential data is
-    /// always included, whatever AT says.
-    pub flags: Flags,
-    /// Signature counter. Default 0.
-    pub sign_count: u32,
-    /// `type` in clientDataJSON. Default `webauthn.create`.
-    pub client_data_type: String,
-    /// `crossOrigin`; `None` omits it. Default `Some(false)`.
-    pub cross_origin: Option<bool>,
-    /// `topOrigin`, when given.
-    pub top_origin: Option<String>,
-    /// Keys appended to clientDataJSON.
-    pub extra_client_data: Vec<(String, serde_json::Value)>,
-    /// Exact clientDataJSON bytes to use instead.
-    pub client_data_override: Option<Vec<u8>>,
-    /// Extension outputs (CBOR map) appended to authenticator data; ED is not set for you.
-    pub extensions: Option<Vec<u8>>,
+    /// What is signed and how.
+    pub ceremony: Ceremony,
     /// COSE_Key bytes to put in the attested credential data instead of the real key.
     pub cose_key_override: Option<Vec<u8>>,
     /// Attestation format. Default [`Attestation::None`].
     pub attestation: Attestation,
-    /// Encoding quirk for an ECDSA attestation signature.
-    pub signature_quirk: SignatureQuirk,
 }
 
 impl RegistrationRequest {
-    /// A well-formed request: UP+UV+AT, counter 0, `none` attestation.
+    /// A well-formed request ([`Ceremony::create`]): UP+UV+AT, counter 0, `none` attestation.
     pub fn new(
         rp_id: impl Into<String>,
         origin: impl Into<String>,
         challenge: impl Into<Vec<u8>>,
     ) -> Self {
-        Self {
-            rp_id: rp_id.into(),
-            origin: origin.into(),
-            challenge: challenge.into(),
-            flags: Flags::UP_UV_AT,
-            sign_count: 0,
-            client_data_type: "webauthn.create".to_owned(),
-            cross_origin: Some(false),
-            top_origin: None,
-            extra_client_data: Vec::new(),
-            client_data_override: None,
-            extensions: None,
-            cose_key_override: None,
-            attestation: Attestation::None,
-            signature_quirk: SignatureQuirk::None,
-        }
+        Self::from(Ceremony::create(rp_id, origin, challenge))
+    }
+
+    /// The clientDataJSON this request produces (see [`Ceremony::client_data_json`]).
+    pub fn client_data_json(&self) -> Vec<u8> {
+        self.ceremony.client_data_json()
     }
 }
 
-client_data::request_client_data_json!(RegistrationRequest);
+impl From<Ceremony> for RegistrationRequest {
+    /// A registration of `ceremony`: the real key, `none` attestation.
+    fn from(ceremony: Ceremony) -> Self {
+        Self {
+            ceremony,
+            cose_key_override: None,
+            attestation: Attestation::None,
+        }
+    }
+}
 
 /// The raw bytes of a registration, as `AuthenticatorAttestationResponse` exposes them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -142,22 +120,21 @@ impl SoftKey {
             .clone()
             .unwrap_or_else(|| self.cose_public_key());
         let attested = self.attested_credential_data_with(&public_key_cose);
+        let c = &req.ceremony;
         let authenticator_data = authdata::build_authenticator_data(
-            &req.rp_id,
-            req.flags,
-            req.sign_count,
+            &c.rp_id,
+            c.flags,
+            c.sign_count,
             Some(&attested),
-            req.extensions.as_deref(),
+            c.extensions.as_deref(),
         );
-        let client_data_json = req.client_data_json();
+        let client_data_json = c.client_data_json();
         let message = keys::signed_message(&authenticator_data, &client_data_json);
 
         let att_stmt = match req.attestation {
             Attestation::None => Value::Map(Vec::new()),
             Attestation::PackedSelf => {
-                let sig = req
-                    .signature_quirk
-                    .apply(self.alg(), &self.sign(&message)?)?;
+                let sig = c.signature_quirk.apply(self.alg(), &self.sign(&message)?)?;
                 Value::Map(vec![
                     ("alg".into(), self.alg().cose_alg().into()),
                     ("sig".into(), sig.into()),
@@ -165,7 +142,7 @@ impl SoftKey {
             }
             Attestation::PackedFull => {
                 let att_key = x509::fixture_attestation_key()?;
-                let sig = req
+                let sig = c
                     .signature_quirk
                     .apply(att_key.alg(), &att_key.sign(&message)?)?;
                 Value::Map(vec![

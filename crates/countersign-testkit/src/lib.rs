@@ -151,7 +151,7 @@ impl Signing {
 pub fn assert(key: &SoftKey, action: &Action, signing: &Signing) -> AssertionResponse {
     let mut request = signing.request.clone();
     if !signing.keep_challenge {
-        request.challenge = challenge(&signing.nonce, action, signing.decision);
+        request.ceremony.challenge = challenge(&signing.nonce, action, signing.decision);
     }
     match key.assert(&request) {
         Ok(resp) => resp,

@@ -36,52 +36,14 @@ async fn decide(state: &DemoState, key: &DemoKey, id: &str, refuse: bool) -> any
         http: reqwest::Client::new(),
         base: state.service.trim_end_matches('/').to_owned(),
     };
-    let challenge = api
-        .post("/v1/approver/login/challenge", None, &json!({}))
-        .await?;
-    let login = match api
-        .post_checked(
-            "/v1/approver/login",
-            None,
-            &key.sign(state, &challenge_bytes(&challenge)?)?,
-        )
-        .await?
-    {
-        Ok(login) => login,
-        Err(refusal) => {
-            eprintln!("countersign demo approve: the service refused the demo key: {refusal}");
-            return Ok(EXIT_DENY);
-        }
+    let Some((token, principal)) = log_in(&api, state, key).await? else {
+        return Ok(EXIT_DENY);
     };
-    let token = login
-        .get("token")
-        .and_then(Value::as_str)
-        .context("the login answer has no token")?
-        .to_owned();
     let review = api
         .get(&format!("/v1/approver/approvals/{id}"), &token)
         .await?;
-    say(&format!(
-        "Signed in as: {}",
-        login
-            .get("principal")
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-    ));
-    say(&format!(
-        "The call waiting for you ({}):\n  agent {}\n  tool  {}\n  fields {}",
-        review.get("status").and_then(Value::as_str).unwrap_or("?"),
-        review
-            .get("agent_id")
-            .and_then(Value::as_str)
-            .unwrap_or("?"),
-        review
-            .get("tool_name")
-            .and_then(Value::as_str)
-            .unwrap_or("?"),
-        serde_json::to_string_pretty(review.get("fields").unwrap_or(&Value::Null))?
-            .replace('\n', "\n  ")
-    ));
+    say(&format!("Signed in as: {principal}"));
+    show(&review)?;
     if review.get("status").and_then(Value::as_str) != Some("PENDING") {
         eprintln!("countersign demo approve: approval {id} is decided already; nothing to do");
         return Ok(EXIT_DENY);
@@ -104,19 +66,7 @@ async fn decide(state: &DemoState, key: &DemoKey, id: &str, refuse: bool) -> any
         .await?
     {
         Ok(result) => {
-            say(&format!(
-                "{} with the demo software key: approval {id} is {}.\n\
-                 The signature covers nonce || op_hash of exactly this call; the demo key signed \
-                 with user presence only (no PIN, no biometric), so the verdict rates it AAL1.\n\
-                 Back in the demo's terminal the call {}.",
-                if refuse { "Refused" } else { "Approved" },
-                result.get("status").and_then(Value::as_str).unwrap_or("?"),
-                if refuse {
-                    "is reported as refused and does not run"
-                } else {
-                    "runs once"
-                },
-            ));
+            decided(id, &result, refuse);
             Ok(EXIT_ALLOW)
         }
         Err(refusal) => {
@@ -124,6 +74,71 @@ async fn decide(state: &DemoState, key: &DemoKey, id: &str, refuse: bool) -> any
             Ok(EXIT_DENY)
         }
     }
+}
+
+/// Log in with an assertion of the demo key over a login challenge: the session token and the
+/// principal, or `None` (said on stderr) when the service refuses the key.
+async fn log_in(
+    api: &Api,
+    state: &DemoState,
+    key: &DemoKey,
+) -> anyhow::Result<Option<(String, String)>> {
+    let challenge = api
+        .post("/v1/approver/login/challenge", None, &json!({}))
+        .await?;
+    let signed = key.sign(state, &challenge_bytes(&challenge)?)?;
+    let login = match api
+        .post_checked("/v1/approver/login", None, &signed)
+        .await?
+    {
+        Ok(login) => login,
+        Err(refusal) => {
+            eprintln!("countersign demo approve: the service refused the demo key: {refusal}");
+            return Ok(None);
+        }
+    };
+    let token = login
+        .get("token")
+        .and_then(Value::as_str)
+        .context("the login answer has no token")?
+        .to_owned();
+    let principal = login
+        .get("principal")
+        .and_then(Value::as_str)
+        .unwrap_or("?")
+        .to_owned();
+    Ok(Some((token, principal)))
+}
+
+/// The call as the approver page shows it: status, agent, tool, fields.
+fn show(review: &Value) -> anyhow::Result<()> {
+    let text = |member: &str| review.get(member).and_then(Value::as_str).unwrap_or("?");
+    say(&format!(
+        "The call waiting for you ({}):\n  agent {}\n  tool  {}\n  fields {}",
+        text("status"),
+        text("agent_id"),
+        text("tool_name"),
+        serde_json::to_string_pretty(review.get("fields").unwrap_or(&Value::Null))?
+            .replace('\n', "\n  ")
+    ));
+    Ok(())
+}
+
+/// What the decision `result` means, for the person who made it.
+fn decided(id: &str, result: &Value, refuse: bool) {
+    say(&format!(
+        "{} with the demo software key: approval {id} is {}.\n\
+         The signature covers nonce || op_hash of exactly this call; the demo key signed \
+         with user presence only (no PIN, no biometric), so the verdict rates it AAL1.\n\
+         Back in the demo's terminal the call {}.",
+        if refuse { "Refused" } else { "Approved" },
+        result.get("status").and_then(Value::as_str).unwrap_or("?"),
+        if refuse {
+            "is reported as refused and does not run"
+        } else {
+            "runs once"
+        },
+    ));
 }
 
 fn say(text: &str) {

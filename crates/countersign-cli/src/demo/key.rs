@@ -113,15 +113,15 @@ impl DemoKey {
     /// An assertion over `challenge` as the service's JSON body: user presence only, no
     /// counter (no user is verified; the verdict says AAL1).
     pub(super) fn sign(&self, state: &DemoState, challenge: &[u8]) -> anyhow::Result<Value> {
-        use countersign_softkey::{AssertionRequest, Flags};
-        let request = AssertionRequest {
+        use countersign_softkey::{AssertionRequest, Ceremony, Flags};
+        let request = AssertionRequest::from(Ceremony {
             flags: Flags {
                 up: true,
                 ..Flags::NONE
             },
             sign_count: 0,
-            ..AssertionRequest::new(&state.rp_id, &state.origin, challenge.to_vec())
-        };
+            ..Ceremony::get(&state.rp_id, &state.origin, challenge.to_vec())
+        });
         let signed = self
             .key
             .assert(&request)

@@ -17,7 +17,7 @@
 
 use crate::support::{BIN, KillOnDrop, scratch_dir};
 use countersign::b64;
-use countersign_softkey::{Alg, AssertionRequest, RegistrationRequest, SoftKey};
+use countersign_softkey::{Alg, AssertionRequest, Ceremony, RegistrationRequest, SoftKey};
 use serde_json::{Value, json};
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
@@ -362,11 +362,11 @@ impl Person {
         let challenge = b64::decode(challenge.as_str().unwrap()).unwrap();
         let r = self
             .key
-            .assert(&AssertionRequest {
+            .assert(&AssertionRequest::from(Ceremony {
                 // No signature counter, as passkeys that sync report.
                 sign_count: 0,
-                ..AssertionRequest::new("localhost", &self.origin, challenge)
-            })
+                ..Ceremony::get("localhost", &self.origin, challenge)
+            }))
             .unwrap();
         json!({
             "credential_id": b64::encode(&r.credential_id),

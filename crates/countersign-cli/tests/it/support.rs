@@ -4,7 +4,7 @@
 //! approver make. The modules of this test binary (`tests/it/main.rs`) reach it as `crate::support`.
 
 use countersign::{Decision, b64};
-use countersign_softkey::{AssertionRequest, SoftKey};
+use countersign_softkey::{AssertionRequest, Ceremony, SoftKey};
 use countersign_testkit::{ORIGIN, RP_ID};
 use serde_json::{Value, json};
 use std::io::{BufRead as _, BufReader};
@@ -346,13 +346,13 @@ impl Approver {
 
     /// Sign `challenge` for the test RP ID and origin: the assertion as the service's JSON body.
     pub(crate) fn sign(&self, challenge: Vec<u8>) -> Value {
-        let request = AssertionRequest {
+        let request = AssertionRequest::from(Ceremony {
             sign_count: self
                 .counter
                 .as_ref()
                 .map_or(0, |c| c.fetch_add(1, Ordering::SeqCst) + 1),
-            ..AssertionRequest::new(RP_ID, ORIGIN, challenge)
-        };
+            ..Ceremony::get(RP_ID, ORIGIN, challenge)
+        });
         let r = self.key.assert(&request).unwrap();
         json!({
             "credential_id": b64::encode(&r.credential_id),

@@ -14,13 +14,13 @@
 //! | 1 | `shared` | what every session shares: policy, service, audit log, tickets, ids, passes |
 //! | 2 | `session` | what one session owns: the id map, the calls being decided, its tasks |
 //! | 3 | `interposer` | the type: shared state, session state, agent; small accessors |
-//! | 4 | `outbox` | every effect, as a value: forward, answer, refuse, record |
+//! | 4 | `outbox`, `record` | every effect, as a value: forward, answer, refuse, record; an outcome line's members |
 //! | 5 | `release` | `release()`, the checks before a held call runs, and `settle()`, its one entrance |
 //! | 6 | `ticket`, `continuation` | the one ticket opener; nested multi round trips |
 //! | 7 | `task` | the task driver and `tasks/*` |
 //! | 8 | `hold`, `task_request` | a call refused or held, from its decision to its verdict; `tasks/*` |
 //! | 9 | `client`, `upstream` | one dispatcher per direction |
-//! | 10 | this file | the stdio run loop |
+//! | 10 | this file, `transport` | the stdio run loop; the entrances of the HTTP transport |
 
 mod client;
 mod client_reader;
@@ -29,16 +29,17 @@ mod hold;
 mod interposer;
 mod outbox;
 mod outcome;
+mod record;
 mod release;
 mod session;
 mod shared;
 mod task;
 mod task_request;
 mod ticket;
+mod transport;
 mod upstream;
 mod upstream_reader;
 
-pub(crate) use client::inadmissible_error;
 pub(crate) use interposer::Lines;
 pub use interposer::{Interposer, Settings};
 pub use shared::now_rfc3339;

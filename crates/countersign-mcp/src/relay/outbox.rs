@@ -5,12 +5,12 @@
 
 use super::interposer::{Interposer, Lines};
 use super::outcome;
+pub(super) use super::record::Record;
 use super::session::{Forwarded, Track};
 use super::upstream_reader::id_key;
 use crate::answer::{self, Moment, Ticket};
 use crate::audit::Outcome;
 use crate::config::Rule;
-use countersign_audit::McpOutcome;
 use serde_json::Value;
 use std::ops::Range;
 
@@ -64,67 +64,13 @@ pub(super) enum Effect {
     Record { call_id: String, record: Record },
     /// Forget call `id` without answering it (the client cancelled it).
     Forget { id: Value },
-}
-
-/// An outcome line's members (see [`crate::audit::Outcome`]); built by the constructors below,
-/// so each outcome word is chosen in one place.
-#[derive(Debug)]
-pub(super) struct Record {
-    outcome: McpOutcome,
-    op_hash: String,
-    approval_id: Option<String>,
-    approval_ref: Option<String>,
-    reason_code: Option<String>,
-    expires_at: Option<String>,
-    upstream: Option<&'static str>,
-}
-
-impl Record {
-    /// The line's outcome word and op_hash, every other member absent.
-    fn of(outcome: McpOutcome, op_hash: String) -> Self {
-        Self {
-            outcome,
-            op_hash,
-            approval_id: None,
-            approval_ref: None,
-            reason_code: None,
-            expires_at: None,
-            upstream: None,
-        }
-    }
-
-    /// A held call answered with its ticket (or, with `reason`, dropped while pending).
-    pub(super) fn pending(
-        op_hash: &str,
-        approval_id: &str,
-        expires_at: Option<&str>,
-        reason: Option<&str>,
-    ) -> Self {
-        Self {
-            approval_id: Some(approval_id.to_owned()),
-            expires_at: expires_at.map(str::to_owned),
-            reason_code: reason.map(str::to_owned),
-            ..Self::of(outcome::PENDING_APPROVAL, op_hash.to_owned())
-        }
-    }
-
-    /// A refused call, with its ticket's reason.
-    pub(super) fn denied(ticket: &Ticket) -> Self {
-        Self {
-            approval_id: ticket.approval_id.clone(),
-            reason_code: ticket.denied.clone(),
-            ..Self::of(outcome::DENIED, ticket.op_hash.clone())
-        }
-    }
-
-    /// Forwarded call `f`, now that the upstream answered it `upstream`.
-    pub(super) fn answered(f: Forwarded, upstream: &'static str) -> Self {
-        Self {
-            approval_ref: f.approval_ref,
-            upstream: Some(upstream),
-            ..Self::of(f.outcome, f.op_hash)
-        }
-    }
+    /// The client stopped waiting for call `id` without a word (HTTP: it closed its request):
+    /// as for its cancel, no answer reaches it and its task is told; its approval stays pending.
+    Abandon { id: Value },
+    /// The request sent upstream under id key `key` gets no answer (the upstream could not be
+    /// reached, its answer broke off, or the session ended): a forwarded call's outcome line
+    /// says `no_answer`.
+    NoAnswer { key: String },
 }
 
 /// Where effects are done: this session's state and log, and its two directions (an upstream
@@ -214,6 +160,8 @@ impl<'a> Outbox<'a> {
                 self.relay.session().calls.remove(&id_key(&id));
                 true
             }
+            Effect::Abandon { id } => self.abandon(&id),
+            Effect::NoAnswer { key } => self.no_answer(&key),
         }
     }
 
@@ -258,6 +206,31 @@ impl<'a> Outbox<'a> {
         if r.outcome != outcome::ALLOWED {
             audit.flush();
         }
+    }
+
+    /// Call `id` is cancelled as a `notifications/cancelled` would (no answer reaches the
+    /// client, its task is told), with no cancel line to pass on.
+    fn abandon(&self, id: &Value) -> bool {
+        if let Some(call) = self.relay.session().calls.get_mut(&id_key(id)) {
+            call.cancel();
+        }
+        true
+    }
+
+    /// Forget the request sent upstream as `key`; a call's outcome line says it got no answer.
+    fn no_answer(&self, key: &str) -> bool {
+        let forwarded = {
+            let mut s = self.relay.session();
+            s.answered(key);
+            s.initialize_ids.retain(|i| i != key);
+            s.list_ids.retain(|i| i != key);
+            s.forwarded.remove(key)
+        };
+        if let Some(f) = forwarded {
+            let call_id = f.call_id.clone();
+            self.record(&call_id, &Record::answered(f, outcome::NO_ANSWER));
+        }
+        true
     }
 
     fn ticket(&self, id: &Value, tool: &str, ticket: &Ticket, moment: Moment) -> bool {

@@ -232,7 +232,7 @@ impl Interposer {
 
     /// The call forwarded as `id` for a task got no JSON-RPC answer (the upstream could not be
     /// reached, or answered something else): its task fails rather than wait for nothing.
-    pub(crate) fn task_unanswered(&self, id: &Value) {
+    pub(super) fn task_unanswered(&self, id: &Value) {
         let mut s = self.session();
         if let Some((_, task)) = s.tasks.answered(&id_key(id)) {
             let error =

@@ -23,18 +23,25 @@ impl Interposer {
     ) -> std::io::Result<()> {
         let mut lines = input.lines();
         while let Some(line) = lines.next_line().await? {
-            let line = self.upstream_frame(line);
-            if let Some(line) = self.task_answer(line) {
+            if let Some(line) = self.upstream_message(line) {
                 Outbox::client(&self, &to_client).send(Effect::Client(line));
             }
         }
         Ok(())
     }
 
+    /// One message from the upstream (a stdio line, an HTTP body, an SSE event's data), as the
+    /// client is to get it; `None` for the answer to a call a task ran, which ends the task and
+    /// is nobody's to relay.
+    pub(crate) fn upstream_message(&self, line: String) -> Option<String> {
+        let line = self.upstream_frame(line);
+        self.task_answer(line)
+    }
+
     /// One frame from the upstream, as the client is to get it. Most frames are answers to
     /// relayed calls: read without building a tree, and only the ids the interposer tracks
     /// matter.
-    pub(crate) fn upstream_frame(&self, line: String) -> String {
+    fn upstream_frame(&self, line: String) -> String {
         let Some(reply) = Reply::read(&line) else {
             return self.upstream_frame_general(line);
         };
@@ -218,34 +225,16 @@ impl Interposer {
     /// the session ended): its audit outcome says so.
     /// `id` is the client's: the id the request went upstream under is looked up.
     pub(crate) fn no_answer(&self, id: &Value) {
-        let upstream = {
-            let mut s = self.session();
-            let Some(upstream) = s.outbound_by_client.get(&id_key(id)).cloned() else {
-                return;
-            };
-            s.answered(&upstream);
-            upstream
-        };
-        self.no_answer_upstream(&upstream);
-    }
-
-    /// [`Self::no_answer`] for a request sent under an id of the interposer's own (a task's call).
-    pub(crate) fn no_answer_own(&self, id: &Value) {
-        self.no_answer_upstream(&id_key(id));
+        let upstream = self.session().outbound_by_client.get(&id_key(id)).cloned();
+        if let Some(key) = upstream {
+            self.no_answer_upstream(&key);
+        }
     }
 
     /// [`Self::no_answer`] by the key of the id the request went upstream under.
     pub(super) fn no_answer_upstream(&self, key: &str) {
-        let forwarded = {
-            let mut s = self.session();
-            s.answered(key);
-            s.initialize_ids.retain(|i| i != key);
-            s.list_ids.retain(|i| i != key);
-            s.forwarded.remove(key)
-        };
-        if let Some(f) = forwarded {
-            self.record_answer(f, outcome::NO_ANSWER);
-        }
+        let key = key.to_owned();
+        Outbox::log(self).send(Effect::NoAnswer { key });
     }
 
     /// The session is over: parked responses are dropped (their approvals stay pending) and

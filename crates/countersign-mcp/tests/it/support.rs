@@ -7,7 +7,7 @@ use countersign_mcp::answer::APPROVAL_KEY;
 use countersign_mcp::{Config, Interposer};
 use countersign_server::store::SqliteStore;
 use countersign_server::{AppState, AssertionBody, StateParts, SystemClock};
-use countersign_softkey::{AssertionRequest, SoftKey};
+use countersign_softkey::{AssertionRequest, Ceremony, SoftKey};
 use countersign_testkit::{ORIGIN, RP_ID};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -73,10 +73,10 @@ impl Approver {
         countersign_testkit::enroll(&self.key, &self.principal)
     }
     pub(crate) fn sign(&self, challenge: Vec<u8>) -> Value {
-        let request = AssertionRequest {
+        let request = AssertionRequest::from(Ceremony {
             sign_count: self.counter.fetch_add(1, Ordering::SeqCst) + 1,
-            ..AssertionRequest::new(RP_ID, ORIGIN, challenge)
-        };
+            ..Ceremony::get(RP_ID, ORIGIN, challenge)
+        });
         let r = self.key.assert(&request).unwrap();
         serde_json::to_value(AssertionBody {
             credential_id: b64::encode(&r.credential_id),

@@ -4,7 +4,7 @@ use countersign::{CredentialRecord, Decision, b64};
 use countersign_audit::{AuditReport, AuditSealer, EvidenceCheck, verify_log_with};
 use countersign_server::store::SqliteStore;
 use countersign_server::{AppState, AssertionBody, Config, ManualClock, StateParts};
-use countersign_softkey::{AssertionRequest, SoftKey};
+use countersign_softkey::{AssertionRequest, Ceremony, SoftKey};
 use countersign_testkit::{ORIGIN, RP_ID};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -273,10 +273,10 @@ impl Approver {
 
     /// Sign `challenge` (raw bytes) as the approver's authenticator would.
     pub fn sign(&self, challenge: Vec<u8>) -> AssertionBody {
-        let request = AssertionRequest {
+        let request = AssertionRequest::from(Ceremony {
             sign_count: self.counter.fetch_add(1, Ordering::SeqCst) + 1,
-            ..AssertionRequest::new(RP_ID, ORIGIN, challenge)
-        };
+            ..Ceremony::get(RP_ID, ORIGIN, challenge)
+        });
         let r = self.key.assert(&request).unwrap();
         AssertionBody {
             credential_id: b64::encode(&r.credential_id),

@@ -2,7 +2,7 @@
 
 use base64::Engine as _;
 use countersign_softkey::{
-    AssertionRequest, CHROME_EXTRA_KEY, Flags, PublicKey, b64url, cbor::Value,
+    AssertionRequest, CHROME_EXTRA_KEY, Ceremony, Flags, PublicKey, b64url, cbor::Value,
 };
 use rsa::traits::PublicKeyParts as _;
 use sha2::{Digest as _, Sha256};
@@ -145,7 +145,7 @@ fn client_data_json_is_browser_shaped() {
 #[test]
 fn client_data_options_appear() {
     let k = key("alice-es256");
-    let req = AssertionRequest {
+    let req = AssertionRequest::from(Ceremony {
         cross_origin: Some(true),
         top_origin: Some("https://top.example".into()),
         extra_client_data: vec![
@@ -156,8 +156,8 @@ fn client_data_options_appear() {
             ),
         ],
         client_data_type: "payment.get".into(),
-        ..AssertionRequest::new(RP, ORIGIN, challenge(1))
-    };
+        ..Ceremony::get(RP, ORIGIN, challenge(1))
+    });
     let cdj = String::from_utf8(k.assert(&req).unwrap().client_data_json).unwrap();
     assert!(cdj.starts_with(r#"{"type":"payment.get","#));
     assert!(cdj.contains(
@@ -165,10 +165,10 @@ fn client_data_options_appear() {
     ));
     assert!(cdj.ends_with(r#","tokenBinding":{"status":"supported"}}"#));
 
-    let omitted = AssertionRequest {
+    let omitted = AssertionRequest::from(Ceremony {
         cross_origin: None,
-        ..AssertionRequest::new(RP, ORIGIN, challenge(1))
-    };
+        ..Ceremony::get(RP, ORIGIN, challenge(1))
+    });
     let cdj = String::from_utf8(k.assert(&omitted).unwrap().client_data_json).unwrap();
     assert!(!cdj.contains("crossOrigin"));
 }
@@ -178,10 +178,10 @@ fn client_data_override_is_used_verbatim_and_signed() {
     let k = key("alice-es256");
     let raw = b"{\"type\":\"webauthn.get\",\"type\":\"webauthn.create\"}".to_vec();
     let resp = k
-        .assert(&AssertionRequest {
+        .assert(&AssertionRequest::from(Ceremony {
             client_data_override: Some(raw.clone()),
-            ..AssertionRequest::new(RP, ORIGIN, challenge(1))
-        })
+            ..Ceremony::get(RP, ORIGIN, challenge(1))
+        }))
         .unwrap();
     assert_eq!(resp.client_data_json, raw);
     assert!(crate::verify(
@@ -225,11 +225,11 @@ fn flags_and_counter_appear_in_authenticator_data() {
     ];
     for (flags, count, byte) in cases {
         let resp = k
-            .assert(&AssertionRequest {
+            .assert(&AssertionRequest::from(Ceremony {
                 flags,
                 sign_count: count,
-                ..AssertionRequest::new(RP, ORIGIN, challenge(1))
-            })
+                ..Ceremony::get(RP, ORIGIN, challenge(1))
+            }))
             .unwrap();
         let ad = &resp.authenticator_data;
         assert_eq!(ad.len(), 37);
@@ -244,13 +244,13 @@ fn flags_and_counter_appear_in_authenticator_data() {
 fn at_flag_in_assertion_carries_attested_credential_data() {
     let k = key("alice-es256");
     let resp = k
-        .assert(&AssertionRequest {
+        .assert(&AssertionRequest::from(Ceremony {
             flags: Flags {
                 at: true,
                 ..Flags::UP_UV
             },
-            ..AssertionRequest::new(RP, ORIGIN, challenge(1))
-        })
+            ..Ceremony::get(RP, ORIGIN, challenge(1))
+        }))
         .unwrap();
     let ad = &resp.authenticator_data;
     assert_eq!(ad[32], 0x45);
@@ -270,14 +270,14 @@ fn extensions_are_appended_and_ed_is_the_callers_choice() {
     let k = key("alice-es256");
     let ext = Value::Map(vec![("credProtect".into(), 2i64.into())]).encode();
     let with_ed = k
-        .assert(&AssertionRequest {
+        .assert(&AssertionRequest::from(Ceremony {
             flags: Flags {
                 ed: true,
                 ..Flags::UP_UV
             },
             extensions: Some(ext.clone()),
-            ..AssertionRequest::new(RP, ORIGIN, challenge(1))
-        })
+            ..Ceremony::get(RP, ORIGIN, challenge(1))
+        }))
         .unwrap();
     assert_eq!(with_ed.authenticator_data[32], 0x85);
     assert_eq!(&with_ed.authenticator_data[37..], ext.as_slice());
@@ -285,10 +285,10 @@ fn extensions_are_appended_and_ed_is_the_callers_choice() {
     assert_eq!(item.get_text("credProtect"), Some(&Item::Int(2)));
     // Extensions without ED: bytes still appended, flag left clear (a malformed case).
     let without_ed = k
-        .assert(&AssertionRequest {
+        .assert(&AssertionRequest::from(Ceremony {
             extensions: Some(ext.clone()),
-            ..AssertionRequest::new(RP, ORIGIN, challenge(1))
-        })
+            ..Ceremony::get(RP, ORIGIN, challenge(1))
+        }))
         .unwrap();
     assert_eq!(without_ed.authenticator_data[32], 0x05);
     assert_eq!(without_ed.authenticator_data.len(), 37 + ext.len());

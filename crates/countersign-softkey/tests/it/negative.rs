@@ -2,7 +2,7 @@
 //! lenient parser (so a vector can say "valid signature, bad encoding").
 
 use countersign_softkey::{
-    AssertionRequest, AssertionResponse, Error, Part, SignatureQuirk, SoftKey,
+    AssertionRequest, AssertionResponse, Ceremony, Error, Part, SignatureQuirk, SoftKey,
 };
 use p256::ecdsa::signature::Verifier as _;
 
@@ -54,10 +54,10 @@ fn lenient_ok(k: &SoftKey, resp: &AssertionResponse) -> bool {
 }
 
 fn assert_with(k: &SoftKey, quirk: SignatureQuirk, tag: u8) -> Result<AssertionResponse, Error> {
-    k.assert(&AssertionRequest {
+    k.assert(&AssertionRequest::from(Ceremony {
         signature_quirk: quirk,
-        ..AssertionRequest::new(RP, ORIGIN, challenge(tag))
-    })
+        ..Ceremony::get(RP, ORIGIN, challenge(tag))
+    }))
 }
 
 #[test]

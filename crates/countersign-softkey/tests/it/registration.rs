@@ -2,8 +2,8 @@
 
 use base64::Engine as _;
 use countersign_softkey::{
-    Attestation, FIXTURE_AAGUID, Flags, RegistrationRequest, RegistrationResponse, SignatureQuirk,
-    SoftKey, fixture_attestation_certificate, signed_message,
+    Attestation, Ceremony, FIXTURE_AAGUID, Flags, RegistrationRequest, RegistrationResponse,
+    SignatureQuirk, SoftKey, fixture_attestation_certificate, signed_message,
 };
 use sha2::{Digest as _, Sha256};
 use x509_parser::prelude::FromDer as _;
@@ -111,15 +111,17 @@ fn registration_options_are_honoured() {
     let k = key("bob-es256").with_aaguid([0; 16]);
     let r = k
         .register(&RegistrationRequest {
-            flags: Flags {
-                at: false,
-                ..Flags::UP_UV
-            },
-            sign_count: 5,
             cose_key_override: Some(vec![0xa0]),
-            signature_quirk: SignatureQuirk::EcdsaRaw,
             attestation: Attestation::PackedFull,
-            ..RegistrationRequest::new(RP, ORIGIN, challenge(8))
+            ..RegistrationRequest::from(Ceremony {
+                flags: Flags {
+                    at: false,
+                    ..Flags::UP_UV
+                },
+                sign_count: 5,
+                signature_quirk: SignatureQuirk::EcdsaRaw,
+                ..Ceremony::create(RP, ORIGIN, challenge(8))
+            })
         })
         .unwrap();
     let ad = &r.authenticator_data;

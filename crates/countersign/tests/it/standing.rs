@@ -382,7 +382,7 @@ fn a_grant_signed_under_version_1_covers_no_call() {
     let admitted = countersign::admit_fields(&v1, f.to_string().as_bytes()).unwrap();
     let op_hash = countersign::op_hash(&v1, Decision::Approved, &admitted).0;
     let mut signing = Signing::new(Decision::Approved, "standing-v1");
-    signing.request.challenge = [signing.nonce.as_slice(), &op_hash].concat();
+    signing.request.ceremony.challenge = [signing.nonce.as_slice(), &op_hash].concat();
     signing.keep_challenge = true;
     signing.assertion_at = "2026-11-19T10:00:00Z".into();
     let v1_action = Action::new("countersign.standing-grant/1", f.to_string());

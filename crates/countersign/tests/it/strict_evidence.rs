@@ -72,7 +72,7 @@ fn an_undecodable_assertion_at_is_malformed_before_signature_work() {
 /// caller, see [`challenge_b64`]).
 fn signed_over(client_data: &[u8], action: &Action, label: &str) -> EvidenceEntry {
     let mut signing = Signing::new(Decision::Approved, label);
-    signing.request.client_data_override = Some(client_data.to_vec());
+    signing.request.ceremony.client_data_override = Some(client_data.to_vec());
     kit::evidence(&alice(), action, &signing)
 }
 

@@ -269,13 +269,13 @@ fn denied_without_evidence_keeps_known_transport_reasons_only() {
 #[test]
 fn a_transport_asserted_assurance_is_ignored_when_evidence_verifies() {
     let signing = Signing {
-        request: countersign_softkey::AssertionRequest {
+        request: countersign_softkey::AssertionRequest::from(countersign_softkey::Ceremony {
             flags: Flags {
                 up: true,
                 ..Flags::NONE
             },
-            ..Signing::new(Decision::Approved, "x").request
-        },
+            ..Signing::new(Decision::Approved, "x").request.ceremony
+        }),
         ..Signing::new(Decision::Approved, "ignored-claim")
     };
     let (action, mut result) = approve_a(signing);
@@ -313,10 +313,10 @@ fn attested(mut record: CredentialRecord) -> CredentialRecord {
 fn with_flags(flags: Flags, label: &str) -> Signing {
     let base = Signing::new(Decision::Approved, label);
     Signing {
-        request: countersign_softkey::AssertionRequest {
+        request: countersign_softkey::AssertionRequest::from(countersign_softkey::Ceremony {
             flags,
-            ..base.request.clone()
-        },
+            ..base.request.ceremony.clone()
+        }),
         ..base
     }
 }
@@ -534,7 +534,7 @@ fn a_challenge_of_the_wrong_shape_is_a_binding_mismatch() {
     let action = kit::payment_action("account-A");
     let mut signing = Signing::new(Decision::Approved, "short");
     signing.keep_challenge = true;
-    signing.request.challenge = kit::nonce("short").to_vec();
+    signing.request.ceremony.challenge = kit::nonce("short").to_vec();
     let entry = kit::evidence(&alice(), &action, &signing);
     let verdict = verify(
         &policy(),
@@ -551,10 +551,10 @@ fn a_challenge_of_the_wrong_shape_is_a_binding_mismatch() {
 #[test]
 fn origin_rp_presence_and_verification_are_enforced() {
     let other_origin = Signing {
-        request: countersign_softkey::AssertionRequest {
+        request: countersign_softkey::AssertionRequest::from(countersign_softkey::Ceremony {
             origin: "https://pay.example.com.evil.test".into(),
-            ..Signing::new(Decision::Approved, "o").request
-        },
+            ..Signing::new(Decision::Approved, "o").request.ceremony
+        }),
         ..Signing::new(Decision::Approved, "origin")
     };
     let (action, result) = approve_a(other_origin);
@@ -564,10 +564,10 @@ fn origin_rp_presence_and_verification_are_enforced() {
     );
 
     let other_rp = Signing {
-        request: countersign_softkey::AssertionRequest {
+        request: countersign_softkey::AssertionRequest::from(countersign_softkey::Ceremony {
             rp_id: "example.com".into(),
-            ..Signing::new(Decision::Approved, "r").request
-        },
+            ..Signing::new(Decision::Approved, "r").request.ceremony
+        }),
         ..Signing::new(Decision::Approved, "rp")
     };
     let (action, result) = approve_a(other_rp);
@@ -609,7 +609,7 @@ fn origin_rp_presence_and_verification_are_enforced() {
 #[test]
 fn cross_origin_assertions_need_policy_consent() {
     let mut signing = Signing::new(Decision::Approved, "xo");
-    signing.request.cross_origin = Some(true);
+    signing.request.ceremony.cross_origin = Some(true);
     let (action, result) = approve_a(signing);
     assert_deny(
         &verify(&policy(), &action, &result, &alice_registry()),
@@ -652,17 +652,17 @@ fn the_signature_counter_may_not_go_backwards_but_zero_is_legal() {
     record.sign_count = 5;
     let registry = registry_of(vec![record]);
     let mut signing = Signing::new(Decision::Approved, "counter");
-    signing.request.sign_count = 5;
+    signing.request.ceremony.sign_count = 5;
     let (action, result) = approve_a(signing.clone());
     assert_deny(
         &verify(&policy(), &action, &result, &registry),
         ReasonCode::CounterRegression,
     );
-    signing.request.sign_count = 6;
+    signing.request.ceremony.sign_count = 6;
     let (action, result) = approve_a(signing.clone());
     assert_allow(&verify(&policy(), &action, &result, &registry));
     // A credential that never counts (synced passkeys, Apple) stays at zero.
-    signing.request.sign_count = 0;
+    signing.request.ceremony.sign_count = 0;
     let (action, result) = approve_a(signing);
     assert_allow(&verify(&policy(), &action, &result, &alice_registry()));
 }
