@@ -11,7 +11,6 @@
 # Needs COUNTERSIGN_BIN (the built CLI) and `node` (>= 22) on PATH.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-bin=${COUNTERSIGN_BIN:?set COUNTERSIGN_BIN to the countersign binary}
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 wait_for() { # FILE PATTERN: until FILE has a line matching PATTERN (at most 30 s)
@@ -21,6 +20,7 @@ wait_for() { # FILE PATTERN: until FILE has a line matching PATTERN (at most 30 
 
 case "${1:-}" in
 start)
+    bin=${COUNTERSIGN_BIN:?set COUNTERSIGN_BIN to the countersign binary}
     dir=$2 upstream=$3
     mkdir -p "$dir"
     : > "$dir/pids"
@@ -28,7 +28,7 @@ start)
     echo $! >> "$dir/pids"
     wait_for "$dir/serve.out" '^countersign: listening on '
     service=$(sed -n 's/^countersign: listening on \(http[^ ]*\).*/\1/p' "$dir/serve.out" | head -1)
-    "$bin" gateway add conformance --data-dir "$dir/data" > "$dir/gateway.token"
+    "$bin" gateway add conformance --data-dir "$dir/data" > "$dir/gateway.token" 2> "$dir/gateway.err"
     "$bin" registry export --data-dir "$dir/data" > "$dir/registry.json"
     token=conformance-agent-$(python3 -c 'import secrets; print(secrets.token_hex(16))')
     cat > "$dir/mcp.toml" <<TOML

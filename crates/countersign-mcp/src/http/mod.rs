@@ -646,6 +646,9 @@ async fn relay_response(
     }
     let mut events = SseSplitter::default();
     let mut client_gone = false;
+    // An event with an `id:` makes the stream resumable: its answer may still come on the
+    // client's resumed stream (`GET` with `Last-Event-ID`), so the call stays in flight.
+    let mut resumable = false;
     loop {
         let chunk = match response.chunk().await {
             Ok(Some(c)) => c,
@@ -656,6 +659,7 @@ async fn relay_response(
             }
         };
         for event in events.push(&chunk) {
+            resumable |= sse::has_event_id(&event);
             let out = relay_event(&interposer, event);
             if !client_gone && tx.send(out).await.is_err() {
                 client_gone = true;
@@ -671,7 +675,11 @@ async fn relay_response(
             let _ = tx.send(out).await;
         }
     }
-    if let Some(id) = &request_id {
+    // Unanswered on a resumable stream: the answer is awaited on the resumed stream, and a call
+    // never answered is audited `no_answer` when its session ends.
+    if let Some(id) = &request_id
+        && !resumable
+    {
         interposer.no_answer(id);
     }
 }
