@@ -335,6 +335,19 @@ impl HttpRig {
             .expect("the answer in the stream")
     }
 
+    /// Agent A's `GET` of the server's stream in `session`, resumed after event `last`.
+    async fn resume(&self, session: &str, last: &str) -> reqwest::Response {
+        self.http
+            .get(&self.url)
+            .bearer_auth(TOKEN_A)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", session)
+            .header("last-event-id", last)
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// `DELETE` of `session` by agent `bearer` (the client ending its session).
     async fn delete(&self, bearer: &str, session: &str) -> reqwest::Response {
         self.http
@@ -460,16 +473,7 @@ async fn http_passes_through_byte_exact_and_maps_sessions() {
     );
 
     // The server's own stream (GET), with the resumption header and the mapped session.
-    let r = rig
-        .http
-        .get(&rig.url)
-        .bearer_auth(TOKEN_A)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session)
-        .header("last-event-id", "e2")
-        .send()
-        .await
-        .unwrap();
+    let r = rig.resume(&session, "e2").await;
     assert_eq!(r.status(), 200);
     assert!(r.text().await.unwrap().contains("\"hello\""));
     assert_eq!(
@@ -535,28 +539,11 @@ async fn http_passes_through_byte_exact_and_maps_sessions() {
 async fn http_result_on_the_resumed_stream_reaches_the_client_and_is_audited_as_answered() {
     let rig = http_rig("http-resumed").await;
     let session = rig.open(TOKEN_A).await;
-    let r = rig
-        .post(
-            Some(TOKEN_A),
-            Some(&session),
-            r#"{"jsonrpc":"2.0","id":"c-7","method":"tools/call","params":{"name":"read_resumed","arguments":{}}}"#,
-        )
-        .await;
+    let call = r#"{"jsonrpc":"2.0","id":"c-7","method":"tools/call","params":{"name":"read_resumed","arguments":{}}}"#;
+    let r = rig.post(Some(TOKEN_A), Some(&session), call).await;
     // The POST stream ends after its one (priming) event, without the result.
     assert_eq!(r.text().await.unwrap(), "id: r1\nretry: 10\ndata: \n\n");
-    let resumed = rig
-        .http
-        .get(&rig.url)
-        .bearer_auth(TOKEN_A)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session)
-        .header("last-event-id", "r1")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let resumed = rig.resume(&session, "r1").await.text().await.unwrap();
     let answer: Value = resumed
         .lines()
         .find_map(|l| l.strip_prefix("data: "))
