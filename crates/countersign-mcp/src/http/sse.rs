@@ -1,5 +1,13 @@
 //! Server-sent events from the upstream, cut into whole events as they arrive.
 
+/// Whether a whole event has an `id` field (a line `id` or `id:…`): the client can resume the
+/// stream after it.
+pub(super) fn has_event_id(event: &[u8]) -> bool {
+    event
+        .split(|&b| b == b'\n' || b == b'\r')
+        .any(|line| line == b"id" || line.starts_with(b"id:"))
+}
+
 /// Cuts an SSE byte stream into whole events (each ending with its blank line), keeping every
 /// byte; line ends may be `\n`, `\r\n` or `\r`, and may be split across chunks.
 #[derive(Debug, Default)]

@@ -4,7 +4,7 @@
 //! outcome, the catalog, a task's end). `GET` is a stream of the upstream's own messages.
 
 use super::response::{bad_gateway, header_str, session_not_found, status_only, unauthorized};
-use super::sse::SseSplitter;
+use super::sse::{self, SseSplitter};
 use super::{HttpRelay, SESSION_HEADER};
 use crate::Interposer;
 use axum::body::{Body, Bytes};
@@ -51,7 +51,10 @@ pub(super) fn upstream_request(
 /// one by one as they complete, each through the session's upstream hook; `drain` keeps reading
 /// after the client went away (a POST's stream, for the audit outcome), else the upstream
 /// connection is dropped with the client's (a GET stream). Whatever the request `request_id`
-/// got, its call is unanswered once the response is over.
+/// got, its call is unanswered once the response is over, unless the stream was resumable: an
+/// event with an `id:` lets the client resume it (`GET` with `Last-Event-ID`) and get the answer
+/// there, so the call stays in flight (and is recorded `no_answer` when its session ends if the
+/// answer never comes).
 pub(super) async fn relay_response(
     response: reqwest::Response,
     interposer: Arc<Interposer>,
@@ -70,8 +73,10 @@ pub(super) async fn relay_response(
         let _ = reply.send(answer);
         return;
     }
-    relay_events(response, &interposer, head, drain, reply).await;
-    unanswered(&interposer, request_id.as_ref());
+    let resumable = relay_events(response, &interposer, head, drain, reply).await;
+    if !resumable {
+        unanswered(&interposer, request_id.as_ref());
+    }
 }
 
 /// The response for request `id` is over: if it was no JSON-RPC answer to the call (an HTTP
@@ -124,23 +129,25 @@ async fn relay_body(
     head
 }
 
-/// An event stream: the head at once, then each event as it completes.
+/// An event stream: the head at once, then each event as it completes. Whether any event
+/// carried an `id` (the client may resume the stream after it).
 async fn relay_events(
     mut response: reqwest::Response,
     interposer: &Interposer,
     mut head: Response,
     drain: bool,
     reply: oneshot::Sender<Response>,
-) {
+) -> bool {
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     *head.body_mut() = Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
     }));
     if reply.send(head).is_err() && !drain {
-        return;
+        return false;
     }
     let mut events = SseSplitter::default();
     let mut client = Some(tx);
+    let mut resumable = false;
     loop {
         let chunk = match response.chunk().await {
             Ok(Some(c)) => c,
@@ -151,14 +158,17 @@ async fn relay_events(
             }
         };
         for event in events.push(&chunk) {
+            resumable |= sse::has_event_id(&event);
             if !pass_event(interposer, event, &mut client, drain).await {
-                return;
+                return resumable;
             }
         }
     }
     if let Some(rest) = events.finish() {
+        resumable |= sse::has_event_id(&rest);
         pass_event(interposer, rest, &mut client, drain).await;
     }
+    resumable
 }
 
 /// Pass one event to the client while it is there (`client` becomes `None` when it leaves).

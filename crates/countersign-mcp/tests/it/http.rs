@@ -35,6 +35,9 @@ struct Upstream {
     seen: Mutex<Vec<Seen>>,
     /// `read_slowly` sends its result only once this is notified.
     gate: tokio::sync::Notify,
+    /// The id of a `read_resumed` call: its POST stream closed after one event, and its result
+    /// goes on the client's resumed `GET` stream.
+    resumed: Mutex<Option<Value>>,
 }
 
 impl Upstream {
@@ -113,6 +116,16 @@ async fn up_post(State(up): State<Arc<Upstream>>, headers: HeaderMap, body: Stri
             ]}})
             .to_string(),
         ),
+        // A stream closed before the result, resumable (an event id): the result comes on the
+        // resumed GET stream, as the suite's sse-retry scenario and SEP-1699 polling do.
+        "tools/call" if v["params"]["name"] == "read_resumed" => {
+            *up.resumed.lock().unwrap() = Some(id);
+            (
+                [("content-type", "text/event-stream")],
+                "id: r1\nretry: 10\ndata: \n\n",
+            )
+                .into_response()
+        }
         "tools/call" => {
             let name = v["params"]["name"].as_str().unwrap_or_default().to_owned();
             let events = sse_events(&id, &name);
@@ -149,6 +162,14 @@ async fn up_post(State(up): State<Arc<Upstream>>, headers: HeaderMap, body: Stri
 
 async fn up_get(State(up): State<Arc<Upstream>>, headers: HeaderMap) -> Response {
     up.record("GET", &headers, "");
+    if headers.get("last-event-id").is_some()
+        && let Some(id) = up.resumed.lock().unwrap().take()
+    {
+        let event = format!(
+            "id: r2\ndata: {{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[]}}}}\n\n"
+        );
+        return ([("content-type", "text/event-stream")], event).into_response();
+    }
     (
         [("content-type", "text/event-stream")],
         "id: g1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"hello\"}}\n\n",
@@ -314,6 +335,19 @@ impl HttpRig {
             .expect("the answer in the stream")
     }
 
+    /// Agent A's `GET` of the server's stream in `session`, resumed after event `last`.
+    async fn resume(&self, session: &str, last: &str) -> reqwest::Response {
+        self.http
+            .get(&self.url)
+            .bearer_auth(TOKEN_A)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", session)
+            .header("last-event-id", last)
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// `DELETE` of `session` by agent `bearer` (the client ending its session).
     async fn delete(&self, bearer: &str, session: &str) -> reqwest::Response {
         self.http
@@ -439,16 +473,7 @@ async fn http_passes_through_byte_exact_and_maps_sessions() {
     );
 
     // The server's own stream (GET), with the resumption header and the mapped session.
-    let r = rig
-        .http
-        .get(&rig.url)
-        .bearer_auth(TOKEN_A)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session)
-        .header("last-event-id", "e2")
-        .send()
-        .await
-        .unwrap();
+    let r = rig.resume(&session, "e2").await;
     assert_eq!(r.status(), 200);
     assert!(r.text().await.unwrap().contains("\"hello\""));
     assert_eq!(
@@ -508,6 +533,36 @@ async fn http_passes_through_byte_exact_and_maps_sessions() {
     let key = AuditSealer::load_or_create(&audit.with_extension("key")).unwrap();
     let report = verify_log(&bytes, &key.public_key());
     assert!(report.issues.is_empty(), "{report:?}");
+}
+
+#[tokio::test]
+async fn http_result_on_the_resumed_stream_reaches_the_client_and_is_audited_as_answered() {
+    let rig = http_rig("http-resumed").await;
+    let session = rig.open(TOKEN_A).await;
+    let call = r#"{"jsonrpc":"2.0","id":"c-7","method":"tools/call","params":{"name":"read_resumed","arguments":{}}}"#;
+    let r = rig.post(Some(TOKEN_A), Some(&session), call).await;
+    // The POST stream ends after its one (priming) event, without the result.
+    assert_eq!(r.text().await.unwrap(), "id: r1\nretry: 10\ndata: \n\n");
+    let resumed = rig.resume(&session, "r1").await.text().await.unwrap();
+    let answer: Value = resumed
+        .lines()
+        .find_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .expect("the result on the resumed stream");
+    assert_eq!(answer["id"], "c-7", "under the client's own id");
+    assert_eq!(answer["result"]["content"], json!([]));
+
+    let bytes = rig.stop().await;
+    let lines: Vec<Value> = String::from_utf8_lossy(&bytes)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let outcomes: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["kind"] == "mcp_outcome")
+        .collect();
+    assert_eq!(outcomes.len(), 1, "{lines:?}");
+    assert_eq!(outcomes[0]["upstream"], "ok", "answered, not no_answer");
 }
 
 #[tokio::test]
