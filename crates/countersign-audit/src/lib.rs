@@ -32,7 +32,8 @@ pub use checkpoint::{
 pub use code::{AuditCode, McpOutcome};
 pub use crosscheck::{CrossIssue, CrossReport, cross_check};
 pub use events::{
-    AuditEvent, EnrollmentFacts, EnrollmentSource, PreauthFacts, RequestFacts, authority,
+    AuditEvent, EnrollmentFacts, EnrollmentSource, NotificationFacts, PreauthFacts, RequestFacts,
+    authority,
 };
 pub use seal::{AUDIT_DOMAIN, AuditSealer, GENESIS_HASH, SealedLine, line_hash, unsigned_line};
 pub use verify::{
