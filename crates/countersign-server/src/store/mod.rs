@@ -24,7 +24,7 @@ mod testing;
 #[cfg(test)]
 mod tests;
 
-pub use outbox::{Delivery, DeliveryAttempt, ExtendOutcome, NewDelivery, OutboxStore};
+pub use outbox::{Delivery, DeliveryAttempt, DeliveryRow, ExtendOutcome, NewDelivery, OutboxStore};
 pub use postgres::SealStats;
 pub use preauth::{
     DisableOutcome, PreauthChange, PreauthDefinition, PreauthUse, StoredPreauth, plan_reconcile,

@@ -53,6 +53,17 @@ pub struct DeliveryAttempt {
     pub lease_until: i64,
 }
 
+/// One row as it stands (for operators and tests).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryRow {
+    pub step: String,
+    pub channel: String,
+    pub attempts: u32,
+    /// `None` while the row is open; then `delivered`, `moot`, or the last failed attempt's
+    /// outcome.
+    pub outcome: Option<String>,
+}
+
 /// What extending an approval's window did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExtendOutcome {
@@ -101,11 +112,8 @@ pub trait OutboxStore {
         event: Option<&AuditEvent>,
     ) -> Result<(), StoreError>;
 
-    /// Every row of an approval: `(step, channel, attempts, outcome)`, by step and channel.
-    fn deliveries_of(
-        &self,
-        approval_id: &str,
-    ) -> Result<Vec<(String, String, u32, Option<String>)>, StoreError>;
+    /// Every row of an approval, by step and channel.
+    fn deliveries_of(&self, approval_id: &str) -> Result<Vec<DeliveryRow>, StoreError>;
 
     /// Move a PENDING, unexpired approval's expiry to `expires_at` (only later), with `event`.
     fn extend_approval(

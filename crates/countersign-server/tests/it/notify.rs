@@ -342,14 +342,14 @@ async fn reminders_and_escalation_come_once_each_by_the_services_clock_and_stop_
     let mut rows = Vec::new();
     for _ in 0..200 {
         rows = store.deliveries_of(&id).unwrap();
-        if rows.iter().all(|(_, _, _, outcome)| outcome.is_some()) {
+        if rows.iter().all(|r| r.outcome.is_some()) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let summary: Vec<(String, String, Option<String>)> = rows
         .into_iter()
-        .map(|(step, channel, _, outcome)| (step, channel, outcome))
+        .map(|r| (r.step, r.channel, r.outcome))
         .collect();
     let row = |s: &str, c: &str, o: &str| (s.to_owned(), c.to_owned(), Some(o.to_owned()));
     assert_eq!(
@@ -419,7 +419,7 @@ async fn a_notice_that_fell_due_while_the_service_was_stopped_goes_out_once_afte
         let rows = store.deliveries_of(&id).unwrap();
         if rows
             .iter()
-            .filter(|r| r.3.as_deref() == Some("delivered"))
+            .filter(|r| r.outcome.as_deref() == Some("delivered"))
             .count()
             == 2
         {
@@ -430,8 +430,8 @@ async fn a_notice_that_fell_due_while_the_service_was_stopped_goes_out_once_afte
     let rows = store.deliveries_of(&id).unwrap();
     let delivered: Vec<&str> = rows
         .iter()
-        .filter(|r| r.3.as_deref() == Some("delivered"))
-        .map(|r| r.0.as_str())
+        .filter(|r| r.outcome.as_deref() == Some("delivered"))
+        .map(|r| r.step.as_str())
         .collect();
     assert_eq!(delivered, ["new", "reminder-1"]);
     assert_eq!(rx.of("ok/team").len(), 2);

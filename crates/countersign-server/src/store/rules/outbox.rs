@@ -1,6 +1,8 @@
 //! [`OutboxStore`] on [`SqlStore`]: the outbox's rules, once for both databases.
 
-use super::super::outbox::{Delivery, DeliveryAttempt, ExtendOutcome, NewDelivery, OutboxStore};
+use super::super::outbox::{
+    Delivery, DeliveryAttempt, DeliveryRow, ExtendOutcome, NewDelivery, OutboxStore,
+};
 use super::*;
 
 const INSERT_DELIVERY: Sql = Sql::same(
@@ -152,21 +154,18 @@ impl OutboxStore for SqlStore {
         })
     }
 
-    fn deliveries_of(
-        &self,
-        approval_id: &str,
-    ) -> Result<Vec<(String, String, u32, Option<String>)>, StoreError> {
+    fn deliveries_of(&self, approval_id: &str) -> Result<Vec<DeliveryRow>, StoreError> {
         let id = approval_id.to_owned();
         self.one(move |tx| {
             tx.query(&OF_APPROVAL, params![&id])?
                 .into_iter()
                 .map(|mut r| {
-                    Ok((
-                        r.text(0)?,
-                        r.text(1)?,
-                        r.u32(2, "notify_outbox attempts")?,
-                        r.opt_text(3)?,
-                    ))
+                    Ok(DeliveryRow {
+                        step: r.text(0)?,
+                        channel: r.text(1)?,
+                        attempts: r.u32(2, "notify_outbox attempts")?,
+                        outcome: r.opt_text(3)?,
+                    })
                 })
                 .collect()
         })
