@@ -7,6 +7,7 @@ OUT/N.auth. Prints the port on stdout, then serves until stdin closes.
 """
 
 import argparse
+import logging
 import socket
 import ssl
 import sys
@@ -33,6 +34,7 @@ class Save:
 def main() -> None:
     # aiosmtpd warns about AUTH without STARTTLS, which implicit TLS makes moot.
     warnings.simplefilter("ignore")
+    logging.disable(logging.WARNING)
     p = argparse.ArgumentParser()
     p.add_argument("--mode", choices=["starttls", "implicit"], required=True)
     p.add_argument("--cert", required=True)

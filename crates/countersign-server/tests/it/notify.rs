@@ -529,9 +529,10 @@ async fn two_replicas_on_one_postgresql_deliver_each_step_exactly_once() {
         })
         .unwrap()
     };
-    let (a, b) = (replica(1), replica(2));
-    let alice = Approver::alice();
-    a.enroll(vec![alice.record()]).await.unwrap();
+    let a = replica(1);
+    a.enroll(vec![Approver::alice().record()]).await.unwrap();
+    // Started after the enrollment, so it loads the credential from the database.
+    let b = replica(2);
     b.expire_overdue().await.unwrap();
     a.expire_overdue().await.unwrap();
     let mut ids = Vec::new();
@@ -545,6 +546,7 @@ async fn two_replicas_on_one_postgresql_deliver_each_step_exactly_once() {
         // Half through each replica: both workers see rows they did not write.
         let state = if n % 2 == 0 { &a } else { &b };
         let r = state.create(req, "gw").await.unwrap();
+        assert_eq!(r.status, countersign::ApprovalStatus::Pending);
         ids.push(r.approval_id.clone().unwrap());
     }
     rx.wait_for("ok/team", ids.len()).await;
