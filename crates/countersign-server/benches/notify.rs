@@ -92,8 +92,12 @@ fn service(dir: &std::path::Path, name: &str, channels: &str) -> AppState {
     ))
     .unwrap();
     let sealer = AuditSealer::from_seed([3; 32]);
-    let store = SqliteStore::open(&dir.join(format!("{name}.db")), sealer.clone(), Durability::Normal)
-        .unwrap();
+    let store = SqliteStore::open(
+        &dir.join(format!("{name}.db")),
+        sealer.clone(),
+        Durability::Normal,
+    )
+    .unwrap();
     AppState::new(StateParts {
         config,
         public_url: "http://127.0.0.1:1".into(),
@@ -173,12 +177,23 @@ async fn run(n: usize, rounds: usize) {
     println!("notify bench: {n} approvals per service per round, {rounds} round(s)");
     let mut created_on = Vec::new();
     for round in 0..rounds {
-        let (first, second) = if round % 2 == 0 { (&off, &on) } else { (&on, &off) };
+        let (first, second) = if round % 2 == 0 {
+            (&off, &on)
+        } else {
+            (&on, &off)
+        };
         let (a, ta) = create(first, round, n).await;
         let (b, tb) = create(second, round, n).await;
-        let (t_on, t_off, ids_on) = if round % 2 == 0 { (tb, ta, b) } else { (ta, tb, a) };
+        let (t_on, t_off, ids_on) = if round % 2 == 0 {
+            (tb, ta, b)
+        } else {
+            (ta, tb, a)
+        };
         created_on.extend(ids_on);
-        let (r_on, r_off) = (n as f64 / t_on.as_secs_f64(), n as f64 / t_off.as_secs_f64());
+        let (r_on, r_off) = (
+            n as f64 / t_on.as_secs_f64(),
+            n as f64 / t_off.as_secs_f64(),
+        );
         println!(
             "round {round}: creation {r_on:.0}/s with 4 channels (one stalled), {r_off:.0}/s with none: ratio {:.3}",
             r_on / r_off
