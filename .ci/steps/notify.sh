@@ -22,22 +22,7 @@ venv=$CARGO_TARGET_DIR/notify-venv
 echo "--- npm: adaptivecards, @slack/types, typescript (exact versions from the lock file)"
 (cd tests/notify-payloads && npm ci --no-audit --no-fund --silent)
 
-url="${COUNTERSIGN_TEST_POSTGRES:-postgres://postgres@127.0.0.1:5432/test}"
-if ! pg_isready -q -h 127.0.0.1 -p 5432; then
-    if ! command -v pg_ctlcluster >/dev/null; then
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-    fi
-    version="$(ls /etc/postgresql | sort -V | tail -n1)"
-    pg_ctlcluster --skip-systemctl-redirect "$version" main start
-    for _ in $(seq 1 30); do
-        pg_isready -q -h 127.0.0.1 -p 5432 && break
-        sleep 1
-    done
-fi
-if ! psql "$url" -Atqc 'select 1' >/dev/null 2>&1; then
-    su postgres -c "createdb test" 2>/dev/null || true
-fi
+. .ci/lib/postgres.sh
 
 echo "--- the notification tests, the ignored ones included"
 payloads=$CARGO_TARGET_DIR/notify-payloads

@@ -127,15 +127,12 @@ fn url_file(label: &str, url: &str) -> String {
     path.display().to_string()
 }
 
-/// The test service's configuration with `extra` TOML appended.
+/// The test service's configuration (the default 300 s window) with `extra` TOML appended.
 fn config_with(extra: &str) -> Config {
     Config::from_toml(&format!(
         r#"
         rp_id = "{RP_ID}"
         origins = ["{ORIGIN}"]
-        [timeouts]
-        approval_seconds = 300
-        grant_seconds = 60
         [groups]
         finance = ["alice", "bob"]
         leads = ["bob"]
