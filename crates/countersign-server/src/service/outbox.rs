@@ -34,6 +34,12 @@ const POLL: Duration = Duration::from_millis(250);
 /// Deliveries in flight per channel.
 const IN_FLIGHT: usize = 64;
 
+/// The shortest time between two claim rounds, and between two recorder commits.
+const MIN_ROUND: Duration = Duration::from_millis(20);
+
+/// An attempt's row update and its audit line, on their way to the recorder.
+type Record = (DeliveryAttempt, Option<AuditEvent>);
+
 /// The notifier's shared parts.
 #[derive(Debug)]
 pub(crate) struct Notifier {
@@ -42,6 +48,10 @@ pub(crate) struct Notifier {
     started: AtomicBool,
     /// Free delivery slots per channel.
     slots: BTreeMap<String, Arc<Semaphore>>,
+    /// Attempts to record: the recorder commits what has arrived in one transaction, so
+    /// deliveries add a few writes a second to the database, not one per attempt.
+    records: tokio::sync::mpsc::UnboundedSender<Record>,
+    recorder: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Record>>>,
 }
 
 impl Notifier {
@@ -54,11 +64,14 @@ impl Notifier {
             .names()
             .map(|n| (n.to_owned(), Arc::new(Semaphore::new(IN_FLIGHT))))
             .collect();
+        let (records, recorder) = tokio::sync::mpsc::unbounded_channel();
         Some(Self {
             channels,
             wake: Arc::new(Notify::new()),
             started: AtomicBool::new(false),
             slots,
+            records,
+            recorder: std::sync::Mutex::new(Some(recorder)),
         })
     }
 }
@@ -133,45 +146,53 @@ impl AppState {
         };
         if !n.started.swap(true, Ordering::SeqCst) {
             let (weak, wake) = (Arc::downgrade(&self.inner), n.wake.clone());
-            tokio::spawn(run(weak, wake));
+            tokio::spawn(run(weak.clone(), wake));
+            let taken = n.recorder.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(rx) = taken {
+                tokio::spawn(record(weak, rx));
+            }
         }
         n.wake.notify_one();
     }
 
-    /// One round: claim what each channel has room for and start delivering it.
+    /// One round: claim what each channel has room for (one transaction) and start delivering
+    /// it.
     async fn claim_round(&self) {
         let Some(n) = &self.inner.notifier else {
             return;
         };
-        for (name, slots) in &n.slots {
-            let room = slots.available_permits();
-            if room == 0 {
+        let rooms: Vec<(String, usize)> = n
+            .slots
+            .iter()
+            .map(|(name, slots)| (name.clone(), slots.available_permits()))
+            .filter(|(_, room)| *room > 0)
+            .collect();
+        if rooms.is_empty() {
+            return;
+        }
+        let now = self.now_ms();
+        let claimed = self
+            .blocking(move |s| s.claim_deliveries(&rooms, now, now.saturating_add(LEASE_MS)))
+            .await;
+        let claimed = match claimed {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(error = %e.message, "claiming notifications failed");
+                return;
+            }
+        };
+        for delivery in claimed {
+            let Some(slots) = n.slots.get(&delivery.channel) else {
                 continue;
-            }
-            let now = self.now_ms();
-            let channel = name.clone();
-            let claimed = self
-                .blocking(move |s| {
-                    s.claim_deliveries(&channel, now, now.saturating_add(LEASE_MS), room)
-                })
-                .await;
-            let claimed = match claimed {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::error!(error = %e.message, "claiming notifications failed");
-                    return;
-                }
             };
-            for delivery in claimed {
-                let Ok(slot) = slots.clone().try_acquire_owned() else {
-                    break;
-                };
-                let state = self.clone();
-                tokio::spawn(async move {
-                    state.deliver(delivery).await;
-                    drop(slot);
-                });
-            }
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                continue;
+            };
+            let state = self.clone();
+            tokio::spawn(async move {
+                state.deliver(delivery).await;
+                drop(slot);
+            });
         }
     }
 
@@ -259,12 +280,7 @@ impl AppState {
                 done: wait.is_none().then(|| outcome.label().to_owned()),
                 lease_until: now.saturating_add(LEASE_MS),
             };
-            if let Err(e) = self
-                .committing(move |s| s.record_attempt(&record, Some(&event)))
-                .await
-            {
-                tracing::error!(error = %e.message, "recording a notification attempt failed");
-            }
+            let _ = n.records.send((record, Some(event)));
             let Some(wait) = wait else {
                 if outcome != Attempt::Delivered {
                     tracing::warn!(
@@ -295,11 +311,8 @@ impl AppState {
             done: Some(outcome.to_owned()),
             lease_until: 0,
         };
-        if let Err(e) = self
-            .committing(move |s| s.record_attempt(&record, event.as_ref()))
-            .await
-        {
-            tracing::error!(error = %e.message, "closing a notification failed");
+        if let Some(n) = &self.inner.notifier {
+            let _ = n.records.send((record, event));
         }
     }
 
@@ -373,16 +386,50 @@ impl AppState {
     }
 }
 
-/// The worker: a round whenever woken or every [`POLL`], until the service is dropped.
+/// The worker: a round whenever woken or every [`POLL`], at most one per [`MIN_ROUND`] (a burst
+/// of creations is claimed in a few transactions, not one each), until the service is dropped.
 async fn run(state: Weak<Inner>, wake: Arc<Notify>) {
     loop {
         let Some(inner) = state.upgrade() else {
             return;
         };
         AppState { inner }.claim_round().await;
+        tokio::time::sleep(MIN_ROUND).await;
         tokio::select! {
             () = wake.notified() => {}
             () = tokio::time::sleep(POLL) => {}
         }
+    }
+}
+
+/// The recorder: commits the attempts that have arrived, together, then waits [`MIN_ROUND`] for
+/// more; ends when the service is dropped and nothing is left to record.
+async fn record(state: Weak<Inner>, mut rx: tokio::sync::mpsc::UnboundedReceiver<Record>) {
+    loop {
+        let first = tokio::select! {
+            r = rx.recv() => r,
+            () = tokio::time::sleep(POLL) => {
+                if state.strong_count() == 0 {
+                    return;
+                }
+                continue;
+            }
+        };
+        let Some(first) = first else {
+            return;
+        };
+        let mut batch = vec![first];
+        while let Ok(next) = rx.try_recv() {
+            batch.push(next);
+        }
+        let Some(inner) = state.upgrade() else {
+            return;
+        };
+        let app = AppState { inner };
+        if let Err(e) = app.committing(move |s| s.record_attempts(&batch)).await {
+            tracing::error!(error = %e.message, "recording notification attempts failed");
+        }
+        drop(app);
+        tokio::time::sleep(MIN_ROUND).await;
     }
 }

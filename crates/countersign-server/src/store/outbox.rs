@@ -93,24 +93,20 @@ pub trait OutboxStore {
     /// Insert outbox rows (existing ones are left as they are).
     fn enqueue(&self, deliveries: &[NewDelivery]) -> Result<(), StoreError>;
 
-    /// Close the due rows of approvals that are no longer PENDING or have expired, then lease
-    /// up to `limit` due, unleased (or lease-expired) rows of `channel` until `lease_until`,
-    /// oldest due first.
+    /// Close the due rows of approvals that are no longer PENDING or have expired, then, for
+    /// each `(channel, room)`, lease up to `room` due, unleased (or lease-expired) rows of that
+    /// channel until `lease_until`, oldest due first: one transaction for all channels.
     fn claim_deliveries(
         &self,
-        channel: &str,
+        rooms: &[(String, usize)],
         now: i64,
         lease_until: i64,
-        limit: usize,
     ) -> Result<Vec<Delivery>, StoreError>;
 
-    /// Record one attempt with its audit line (`None`: the row is closed without an attempt,
-    /// its approval no longer waiting).
-    fn record_attempt(
-        &self,
-        attempt: &DeliveryAttempt,
-        event: Option<&AuditEvent>,
-    ) -> Result<(), StoreError>;
+    /// Record attempts, each with its audit line (`None`: the row is closed without an
+    /// attempt, its approval no longer waiting), in one transaction.
+    fn record_attempts(&self, attempts: &[(DeliveryAttempt, Option<AuditEvent>)])
+    -> Result<(), StoreError>;
 
     /// Every row of an approval, by step and channel.
     fn deliveries_of(&self, approval_id: &str) -> Result<Vec<DeliveryRow>, StoreError>;

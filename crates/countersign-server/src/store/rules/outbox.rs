@@ -53,29 +53,28 @@ fn insert(tx: &mut dyn Tx, rows: &[NewDelivery]) -> Result<(), StoreError> {
 
 fn claim(
     tx: &mut dyn Tx,
-    channel: &str,
+    rooms: &[(String, usize)],
     now: i64,
     lease_until: i64,
-    max: i64,
 ) -> Result<Vec<Delivery>, StoreError> {
     tx.execute(&MOOT, params![now])?;
-    let claimed = tx
-        .query(&CLAIM, params![now, lease_until, channel, max])?
-        .into_iter()
-        .map(|mut r| {
-            Ok((
+    let mut claimed = Vec::new();
+    for (channel, room) in rooms {
+        let rows = tx.query(&CLAIM, params![now, lease_until, channel, limit(*room)])?;
+        for mut r in rows {
+            claimed.push((
                 r.text(0)?,
                 r.text(1)?,
                 r.text(2)?,
                 r.int(3)?,
                 r.u32(4, "notify_outbox attempts")?,
-            ))
-        })
-        .collect::<Result<Vec<_>, StoreError>>()?;
+            ));
+        }
+    }
     let mut out = Vec::with_capacity(claimed.len());
     for (approval_id, step, channel, due_at, attempts) in claimed {
         // The row's approval exists (a foreign key) and was PENDING when MOOT ran in this
-        // transaction; its facts come from the row itself.
+        // transaction; the notice's facts come from it.
         let Some(a) = approval(tx, &approval_id, false)? else {
             continue;
         };
@@ -120,36 +119,38 @@ impl OutboxStore for SqlStore {
 
     fn claim_deliveries(
         &self,
-        channel: &str,
+        rooms: &[(String, usize)],
         now: i64,
         lease_until: i64,
-        max: usize,
     ) -> Result<Vec<Delivery>, StoreError> {
-        let (channel, max) = (channel.to_owned(), limit(max));
-        self.write(move |tx, _| claim(tx, &channel, now, lease_until, max))
+        let rooms = rooms.to_vec();
+        self.write(move |tx, _| claim(tx, &rooms, now, lease_until))
     }
 
-    fn record_attempt(
+    fn record_attempts(
         &self,
-        a: &DeliveryAttempt,
-        event: Option<&AuditEvent>,
+        attempts: &[(DeliveryAttempt, Option<AuditEvent>)],
     ) -> Result<(), StoreError> {
-        let (a, events) = (a.clone(), event.cloned().into_iter().collect::<Vec<_>>());
+        let attempts = attempts.to_vec();
         self.write(move |tx, sealer| {
-            let done_at = a.done.as_ref().map(|_| a.now);
-            let lease = a.done.is_none().then_some(a.lease_until);
-            tx.execute(
-                &RECORD,
-                params![
-                    &a.approval_id,
-                    &a.step,
-                    &a.channel,
-                    i64::from(a.attempt),
-                    lease,
-                    done_at,
-                    a.done.as_deref(),
-                ],
-            )?;
+            let mut events = Vec::new();
+            for (a, event) in &attempts {
+                let done_at = a.done.as_ref().map(|_| a.now);
+                let lease = a.done.is_none().then_some(a.lease_until);
+                tx.execute(
+                    &RECORD,
+                    params![
+                        &a.approval_id,
+                        &a.step,
+                        &a.channel,
+                        i64::from(a.attempt),
+                        lease,
+                        done_at,
+                        a.done.as_deref(),
+                    ],
+                )?;
+                events.extend(event.iter().cloned());
+            }
             append(tx, sealer, &events)
         })
     }
