@@ -232,24 +232,30 @@ impl AppState {
             return;
         };
         let mut attempt = d.attempts + 1;
+        // The claim read the approval PENDING in its own transaction; each retry reads it again.
+        let (mut severity, mut expires_at) = (d.severity.clone(), d.expires_at);
         loop {
             let now = self.now_ms();
-            let id = d.approval_id.clone();
-            let current = self.blocking(move |s| s.get(&id)).await.ok().flatten();
-            let Some(current) = current
-                .filter(|r| r.status == countersign::ApprovalStatus::Pending && r.expires_at > now)
-            else {
+            if attempt > d.attempts + 1 {
+                let id = d.approval_id.clone();
+                let current = self.blocking(move |s| s.get(&id)).await.ok().flatten();
+                match current.filter(|r| r.status == countersign::ApprovalStatus::Pending) {
+                    Some(r) => (severity, expires_at) = (r.severity, r.expires_at),
+                    None => expires_at = now,
+                }
+            }
+            if expires_at <= now {
                 self.close(&d, attempt - 1, "moot", None).await;
                 return;
-            };
+            }
             if attempt > MAX_ATTEMPTS {
                 self.close(&d, attempt - 1, "abandoned", None).await;
                 return;
             }
             let notice = Notice {
                 approval_id: d.approval_id.clone(),
-                severity: current.severity.clone(),
-                expires_at: current.expires_at,
+                severity: severity.clone(),
+                expires_at,
                 now,
                 approver_url: n.channels.approver_url(&d.approval_id),
                 step,
@@ -258,8 +264,7 @@ impl AppState {
             let outcome = n.channels.attempt(channel, &notice).await;
             let now = self.now_ms();
             let wait = retry_after(attempt + 1, outcome, FIRST_BACKOFF).filter(|w| {
-                now.saturating_add(i64::try_from(w.as_millis()).unwrap_or(i64::MAX))
-                    < current.expires_at
+                now.saturating_add(i64::try_from(w.as_millis()).unwrap_or(i64::MAX)) < expires_at
             });
             let event = AuditEvent::notification(&NotificationFacts {
                 approval_id: &d.approval_id,

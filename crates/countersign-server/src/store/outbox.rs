@@ -105,8 +105,10 @@ pub trait OutboxStore {
 
     /// Record attempts, each with its audit line (`None`: the row is closed without an
     /// attempt, its approval no longer waiting), in one transaction.
-    fn record_attempts(&self, attempts: &[(DeliveryAttempt, Option<AuditEvent>)])
-    -> Result<(), StoreError>;
+    fn record_attempts(
+        &self,
+        attempts: &[(DeliveryAttempt, Option<AuditEvent>)],
+    ) -> Result<(), StoreError>;
 
     /// Every row of an approval, by step and channel.
     fn deliveries_of(&self, approval_id: &str) -> Result<Vec<DeliveryRow>, StoreError>;
