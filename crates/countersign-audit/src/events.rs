@@ -28,6 +28,22 @@ pub struct RequestFacts<'a> {
     pub fingerprint: &'a str,
 }
 
+/// What a `notification` line records.
+#[derive(Debug, Clone, Copy)]
+pub struct NotificationFacts<'a> {
+    pub approval_id: &'a str,
+    pub ts: &'a str,
+    pub step: &'a str,
+    /// The channel's kind: `slack`, `teams`, `email`, `webhook`.
+    pub channel: &'a str,
+    /// The channel's configured name.
+    pub target: &'a str,
+    pub attempt: u32,
+    pub outcome: &'a str,
+    /// No attempt follows this one.
+    pub last: bool,
+}
+
 /// Where an enrolled credential came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EnrollmentSource {
@@ -286,6 +302,43 @@ impl AuditEvent {
                 .insert("digest".into(), Value::from(b64::encode(d.digest)));
         }
         line
+    }
+
+    /// One attempt to deliver a notification: the approval it is about, the step (`new`,
+    /// `reminder-N`, `escalation-N`), the channel's kind and configured name (never its URL or
+    /// any secret), the attempt number from 1 and its outcome (`delivered`, `no_answer`,
+    /// `status_4xx`, `status_5xx`, `refused`). `final` is true when no attempt follows.
+    pub fn notification(facts: &NotificationFacts<'_>) -> Self {
+        Self::of(json!({
+            "kind": "notification",
+            "approval_id": facts.approval_id,
+            "ts": facts.ts,
+            "step": facts.step,
+            "channel": facts.channel,
+            "target": facts.target,
+            "attempt": facts.attempt,
+            "outcome": facts.outcome,
+            "final": facts.last,
+        }))
+    }
+
+    /// An approver extended a PENDING approval's window: from `previous` to `expires_at`
+    /// (RFC 3339). The grant window of a later approval is unchanged by it.
+    pub fn extension(
+        approval_id: &str,
+        ts: &str,
+        principal: &str,
+        previous: &str,
+        expires_at: &str,
+    ) -> Self {
+        Self::of(json!({
+            "kind": "extension",
+            "approval_id": approval_id,
+            "ts": ts,
+            "principal": principal,
+            "previous_expires_at": previous,
+            "expires_at": expires_at,
+        }))
     }
 
     /// Set one member (replacing it if present).

@@ -37,7 +37,8 @@ pub use checkpoint::{
 pub use code::{AuditCode, McpOutcome};
 pub use crosscheck::{CrossIssue, CrossReport, cross_check};
 pub use events::{
-    AuditEvent, EnrollmentFacts, EnrollmentSource, PreauthFacts, RequestFacts, authority,
+    AuditEvent, EnrollmentFacts, EnrollmentSource, NotificationFacts, PreauthFacts, RequestFacts,
+    authority,
 };
 pub use policy::{Policy, PolicyError, Witnessing};
 pub use proof::{

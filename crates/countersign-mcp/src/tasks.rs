@@ -22,8 +22,10 @@ pub(crate) const UPSTREAM_ID_PREFIX: &str = "countersign-task-call-";
 pub(crate) const POLL_INTERVAL_MS: u64 = 2_000;
 /// Retention when the client asks for none.
 const DEFAULT_TTL_MS: u64 = 60 * 60 * 1000;
-/// Longest retention granted, whatever the client asks.
-const MAX_TTL_MS: u64 = 24 * 60 * 60 * 1000;
+/// Longest retention granted, whatever the client asks: the longest approval window a tool may
+/// have (seven days, `countersign_server::config::MAX_APPROVAL_SECONDS`) and a day to read its
+/// verdict, so a task never ends before the approval it waits for.
+const MAX_TTL_MS: u64 = 8 * 24 * 60 * 60 * 1000;
 /// A task outlives its approval by at least this much, so its verdict can be read.
 const AFTER_EXPIRY_MS: u64 = 10 * 60 * 1000;
 

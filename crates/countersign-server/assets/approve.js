@@ -352,7 +352,7 @@
     }
     cs.setText('severity', s.body.severity);
     document.getElementById('severity').className = 'sev sev-' + s.body.severity;
-    cs.setText('expires', cs.localTime(s.body.expires_at));
+    cs.setText('expires', cs.localTime(s.body.expires_at) + ' (' + s.body.time_left + ' left)');
     await loadReview();
   }
 

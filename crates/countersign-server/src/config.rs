@@ -9,6 +9,12 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+mod notify;
+pub use notify::{
+    ChannelConfig, ChannelKind, EscalationStep, MAX_APPROVAL_SECONDS, MIN_REMINDER_SECONDS,
+    NotifyConfig, RouteConfig, SmtpTls,
+};
+
 /// The whole configuration file.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -31,9 +37,13 @@ pub struct Config {
     /// Timeouts.
     #[serde(default)]
     pub timeouts: Timeouts,
-    /// Where to POST a notification for each new PENDING approval (reference only, no params).
+    /// Where to POST a notification for each new PENDING approval (reference only, no params):
+    /// a generic webhook channel that gets every PENDING approval, kept from before `[notify]`.
     #[serde(default)]
     pub webhook_url: Option<String>,
+    /// Named notification channels and which approvals each gets (`[notify]`).
+    #[serde(default)]
+    pub notify: NotifyConfig,
     /// Approver groups: name to principals.
     #[serde(default)]
     pub groups: BTreeMap<String, Vec<String>>,
@@ -207,9 +217,20 @@ pub struct ToolRule {
     /// Whether verdicts need user verification (default true).
     #[serde(default)]
     pub require_user_verification: Option<bool>,
-    /// This tool's approval window, overriding `timeouts.approval_seconds`.
+    /// This tool's approval window, overriding `timeouts.approval_seconds` (at most seven
+    /// days).
     #[serde(default)]
     pub approval_seconds: Option<u64>,
+    /// How far an approver may extend a PENDING approval's window, counted from its creation
+    /// (`POST /v1/approver/approvals/{id}/extend`). Absent: no extension.
+    #[serde(default)]
+    pub max_approval_seconds: Option<u64>,
+    /// Remind the approval's channels every this many seconds while it waits (at least 60).
+    #[serde(default)]
+    pub reminder_every: Option<u64>,
+    /// Tell further groups, through their channels, when the approval waits this long.
+    #[serde(default)]
+    pub escalation: Vec<EscalationStep>,
     /// The canonicalization profile this tool's requests use (default: the generic tool-call
     /// profile). A typed profile that does not sign the tool name (`countersign.payment/1`) can
     /// be used by the one tool that names it here and by no other: the rule that decides who may
@@ -292,6 +313,7 @@ impl Default for Config {
             registry: None,
             timeouts: Timeouts::default(),
             webhook_url: None,
+            notify: NotifyConfig::default(),
             groups: BTreeMap::new(),
             default_tool: ToolRule::default(),
             tools: Vec::new(),
@@ -349,6 +371,22 @@ pub enum ConfigError {
     BadAuditOrigin(String),
     #[error("limits.long_poll_waiters must be at least 1")]
     ZeroWaiters,
+    #[error(
+        "notify channel {channel:?}: {field} is a secret and may not be written in the \
+         configuration; use {field}_file or {field}_env"
+    )]
+    InlineSecret {
+        channel: String,
+        field: &'static str,
+    },
+    #[error("notify channel {channel:?}: {problem}")]
+    Channel { channel: String, problem: String },
+    #[error("{used_by} names notify channel {channel:?}, which is not defined")]
+    UnknownChannel { channel: String, used_by: String },
+    #[error("{0} is {1} s; an approval waits at most 604800 s (seven days)")]
+    WindowTooLong(&'static str, u64),
+    #[error("tool {tool:?}: {problem}")]
+    Waiting { tool: String, problem: String },
 }
 
 impl Config {
@@ -423,6 +461,7 @@ impl Config {
         if let Some(profile) = &self.default_tool.profile {
             return Err(ConfigError::DefaultToolProfile(profile.clone()));
         }
+        self.check_notify()?;
         let pinned = ProfileRegistry::builtin();
         let mut bound: BTreeMap<&str, &str> = BTreeMap::new();
         for rule in &self.tools {

@@ -99,6 +99,9 @@ error_codes! {
     GrantExpired => "grant_expired",
     /// The standing grant was revoked already.
     AlreadyRevoked => "already_revoked",
+    /// An extension the tool does not allow: no `max_approval_seconds`, or the window is at
+    /// its maximum already.
+    NotExtendable => "not_extendable",
     /// A standing grant that was never signed cannot be revoked.
     NotSigned => "not_signed",
     /// Enrollment finished without a started ceremony.

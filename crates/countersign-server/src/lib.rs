@@ -31,12 +31,12 @@ pub use clock::{Clock, DatabaseTime, ManualClock, SteadyClock, SystemClock};
 pub use config::{Config, ConfigError};
 pub use error::{ApiError, ErrorCode, NotNfc};
 pub use http::{Display, Mark, Row, Segment, TILES_PREFIX, build_router, review_display};
-pub use notify::Notification;
+pub use notify::{Notice, Notification, Step, time_left};
 pub use serve::{ServeOptions, open_state, serve, serve_http, shutdown_signal};
 pub use service::{
     AUDIT_PAGE_DEFAULT, AUDIT_PAGE_MAX, AppState, AssertionBody, ConsistencyProof, CreateRequest,
-    DEFAULT_PROFILE, DecisionChallenge, EnrollFinish, EnrollOptions, EnrollStart, GrantReceipt,
-    GrantRequest, Inbox, InboxItem, InclusionProof, LineReader, LoginChallenge, LoginResponse,
-    MAX_AGENT_TOOL_BYTES, ReviewView, StandingProposal, StandingView, StateParts, TLOG_PROOF_REACH,
-    WaiterStats,
+    DEFAULT_PROFILE, DecisionChallenge, EnrollFinish, EnrollOptions, EnrollStart, ExtendRequest,
+    Extended, GrantReceipt, GrantRequest, Inbox, InboxItem, InclusionProof, LineReader,
+    LoginChallenge, LoginResponse, MAX_AGENT_TOOL_BYTES, ReviewView, StandingProposal,
+    StandingView, StateParts, TLOG_PROOF_REACH, WaiterStats,
 };

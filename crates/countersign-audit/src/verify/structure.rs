@@ -122,6 +122,9 @@ impl Structure {
             // The signer of a standing grant revoked it: later uses stop, earlier ones stand.
             // It changes no approval's verdict, so it carries no rule of its own here.
             "standing_revocation" => {}
+            // A notification attempt and an extension of a PENDING approval's window: recorded
+            // for the reader; neither decides anything, so no cross-line rule.
+            "notification" | "extension" => {}
             other => f.push(
                 n,
                 AuditCode::UnknownKind,

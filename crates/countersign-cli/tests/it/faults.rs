@@ -900,7 +900,7 @@ async fn a_postgres_restart_mid_settlement_loses_and_doubles_nothing() {
 // 3. A webhook receiver that never answers.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_receiver_that_never_answers_slows_no_lifecycle_and_gets_five_attempts_each() {
+async fn a_receiver_that_never_answers_slows_no_lifecycle_and_gets_at_most_five_attempts_each() {
     // Every attempt is counted (by Idempotency-Key: the approval id) and then held for ever;
     // the service gives up on it after its own timeout.
     let attempts = Arc::new(std::sync::Mutex::new(BTreeMap::<String, u32>::new()));
@@ -960,16 +960,17 @@ async fn a_receiver_that_never_answers_slows_no_lifecycle_and_gets_five_attempts
         ids.push(id);
     }
 
-    // The retry budget: five attempts per notification (each abandoned after the webhook
-    // timeout), then none. Waited for, then watched for longer than the next backoff would be.
-    let deadline = Instant::now() + PATIENCE;
-    while ids.iter().any(|id| seen(id) < 5) {
-        assert!(Instant::now() < deadline, "{:?}", attempts.lock().unwrap());
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(15)).await;
+    // The retry budget: at most five attempts per notification (each abandoned after the
+    // webhook timeout), and none once the approval is decided (every one was, at once): a late
+    // "please decide" is noise. Watched for longer than the whole budget would take.
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    let total: u32 = ids.iter().map(|id| seen(id)).sum();
     for id in &ids {
-        assert_eq!(seen(id), 5, "{id}: {:?}", attempts.lock().unwrap());
+        assert!(
+            (1..=5).contains(&seen(id)),
+            "{id}: {:?}",
+            attempts.lock().unwrap()
+        );
     }
     let metrics = reqwest::get(format!("{}/metrics", server.base))
         .await
@@ -979,8 +980,7 @@ async fn a_receiver_that_never_answers_slows_no_lifecycle_and_gets_five_attempts
         .unwrap();
     assert!(
         metrics.contains(&format!(
-            "countersign_webhook_attempts_total{{outcome=\"no_answer\"}} {}",
-            5 * ids.len()
+            "countersign_webhook_attempts_total{{outcome=\"no_answer\"}} {total}"
         )),
         "{metrics}"
     );

@@ -7,9 +7,9 @@ mod recheck;
 
 pub use countersign_audit::{
     AUDIT_DOMAIN, AuditEvent, AuditSealer, CHECKPOINT_VERSION, CHECKPOINT_VERSION_1, Checkpoint,
-    CheckpointError, CheckpointHash, EnrollmentFacts, EnrollmentSource, GENESIS_HASH, ORIGIN_PATH,
-    PreauthFacts, RequestFacts, authority, default_origin, hashfile, line_hash, merkle, note,
-    unsigned_line, valid_origin, verify_log,
+    CheckpointError, CheckpointHash, EnrollmentFacts, EnrollmentSource, GENESIS_HASH,
+    NotificationFacts, ORIGIN_PATH, PreauthFacts, RequestFacts, authority, default_origin,
+    hashfile, line_hash, merkle, note, unsigned_line, valid_origin, verify_log,
 };
 pub use mirror::AuditMirror;
 pub use recheck::{RecheckLine, RecheckVerdict, recheck};

@@ -21,11 +21,21 @@ pub(super) fn router() -> Router<AppState> {
         .route("/v1/approver/approvals/{id}", get(review))
         .route("/v1/approver/approvals/{id}/challenge", post(challenge))
         .route("/v1/approver/approvals/{id}/decision", post(decide))
+        .route("/v1/approver/approvals/{id}/extend", post(extend))
         .route("/v1/approver/inbox", get(inbox))
         .route(
             "/v1/approver/standing-grants/{id}/revoke",
             post(revoke_standing),
         )
+}
+
+async fn extend(
+    State(state): State<AppState>,
+    Approver(session): Approver,
+    PathArg(id): PathArg<String>,
+    Body(body): Body<crate::service::ExtendRequest>,
+) -> Result<Json<crate::service::Extended>, ApiError> {
+    state.extend(&id, body, &session).await.map(Json)
 }
 
 async fn inbox(

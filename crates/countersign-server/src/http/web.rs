@@ -225,12 +225,14 @@ impl FromRequestParts<AppState> for WebApprover {
     }
 }
 
-/// What anyone holding the link may see: a reference, the severity and the expiry.
+/// What anyone holding the link may see: a reference, the severity and the expiry (with the
+/// time left by the service's clock, as every notification says it).
 #[derive(Debug, Serialize)]
 struct Summary {
     approval_id: String,
     severity: String,
     expires_at: String,
+    time_left: String,
 }
 
 async fn summary(
@@ -242,6 +244,7 @@ async fn summary(
         approval_id: r.id,
         severity: r.severity,
         expires_at: crate::clock::rfc3339(crate::clock::from_ms(r.expires_at)),
+        time_left: crate::notify::time_left(r.expires_at.saturating_sub(state.now_ms())),
     }))
 }
 

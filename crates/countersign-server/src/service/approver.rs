@@ -273,7 +273,7 @@ impl AppState {
         Ok(())
     }
 
-    fn check_eligible(&self, tool_name: &str, principal: &str) -> Result<(), ApiError> {
+    pub(crate) fn check_eligible(&self, tool_name: &str, principal: &str) -> Result<(), ApiError> {
         let eligible = self.eligible_principals(self.config().rule(tool_name));
         if eligible.is_some_and(|set| !set.iter().any(|p| p == principal)) {
             return Err(ApiError::forbidden(

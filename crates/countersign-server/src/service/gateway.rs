@@ -461,7 +461,14 @@ impl AppState {
         events: [AuditEvent; 2],
     ) -> Result<ApprovalResult, ApiError> {
         let stored = approval.clone();
-        self.committing(move |s| s.create(&stored, &events)).await?;
+        let deliveries = if approval.status == ApprovalStatus::Pending {
+            self.plan_deliveries(&approval)
+        } else {
+            Vec::new()
+        };
+        let notify = !deliveries.is_empty();
+        self.committing(move |s| s.create_notified(&stored, &events, &deliveries))
+            .await?;
         let status = approval.status;
         let reason = approval.reason_code;
         self.metrics().created(&approval.tool_name, status.as_str());
@@ -469,19 +476,8 @@ impl AppState {
             self.metrics()
                 .settled(status.as_str(), reason.map(ReasonCode::as_str));
         }
-        let now = approval.created_at;
-        if status == ApprovalStatus::Pending
-            && let Some(notifier) = self.notifier()
-        {
-            let window = u64::try_from(approval.expires_at.saturating_sub(now)).unwrap_or(0);
-            notifier.send(
-                notifier.notification(
-                    &approval.id,
-                    &approval.severity,
-                    &rfc3339(from_ms(approval.expires_at)),
-                ),
-                Duration::from_millis(window),
-            );
+        if notify {
+            self.wake_notifier();
         }
         // The row is exactly what was inserted: answer from it without reading it back.
         Ok(self.result_of(&approval.into_record(None)))

@@ -11,6 +11,7 @@ mod enroll;
 mod gateway;
 mod gateway_auth;
 mod metrics;
+mod outbox;
 mod preauth;
 mod proofs;
 mod standing;
@@ -24,6 +25,7 @@ pub use enroll::{EnrollFinish, EnrollOptions, EnrollStart};
 pub use gateway::{
     CreateRequest, DEFAULT_PROFILE, GrantReceipt, GrantRequest, MAX_AGENT_TOOL_BYTES,
 };
+pub use outbox::{ExtendRequest, Extended};
 pub use proofs::{ConsistencyProof, InclusionProof};
 pub use standing::{Inbox, InboxItem, StandingProposal, StandingView};
 pub(crate) use tlog::LineOf;
@@ -35,7 +37,6 @@ use crate::audit::{AuditMirror, AuditSealer};
 use crate::clock::{Clock, from_ms, rfc3339};
 use crate::config::Config;
 use crate::error::{ApiError, ErrorCode};
-use crate::notify::Notifier;
 use crate::store::{ApprovalRecord, Store, StoreError};
 use countersign::{
     ApprovalResult, ApprovalStatus, CredentialRecord, CredentialRegistry, EvidenceEntry, Policy,
@@ -66,7 +67,8 @@ struct Inner {
     /// Long polls, per approval; a settlement wakes its own approval's waiters.
     waiters: Arc<waiters::Waiters>,
     mirror: Option<Mutex<AuditMirror>>,
-    notifier: Option<Notifier>,
+    /// The notification channels and the outbox worker; `None` when no channel is configured.
+    notifier: Option<outbox::Notifier>,
     metrics: metrics::Metrics,
     /// The registration ceremony; `None` when the configuration cannot enroll (logged).
     enroller: Option<crate::enroll::Enroller>,
@@ -174,11 +176,8 @@ impl AppState {
             tracing::info!(?change, "preauthorization reconciled");
         }
         let members = enroll::group_members(parts.store.memberships()?);
-        let notifier = parts
-            .config
-            .webhook_url
-            .clone()
-            .map(|url| Notifier::new(url, parts.public_url.clone()));
+        let channels = crate::notify::Channels::new(&parts.config, &parts.public_url)?;
+        let notifier = outbox::Notifier::new(channels);
         let policies = Policies::new(&parts.config, &members);
         let gateways = gateway_auth::Gateways::from_records(parts.store.gateways()?);
         let auditors = auditor_auth::Auditors::from_records(parts.store.auditors()?);
@@ -211,7 +210,10 @@ impl AppState {
                 waiters,
                 metrics: metrics::Metrics::new(
                     parts.config.tools.iter().map(|t| t.name.clone()),
-                    notifier.as_ref().map(|n| n.attempts.clone()),
+                    notifier
+                        .as_ref()
+                        .filter(|n| n.channels.has_webhook())
+                        .map(|n| n.channels.webhook_attempts.clone()),
                 ),
                 config: parts.config,
                 store: parts.store,
@@ -489,7 +491,12 @@ impl AppState {
     }
 
     /// Settle every overdue approval (the sweeper and startup call this).
+    ///
+    /// It also starts the notifier (once) and has it look for due rows: `serve` sweeps at
+    /// startup and every 500 ms, so rows due while the process was stopped go out after a
+    /// restart.
     pub async fn expire_overdue(&self) -> Result<usize, ApiError> {
+        self.wake_notifier();
         let now = self.now_ms();
         let mut total = 0;
         loop {
@@ -578,9 +585,5 @@ impl AppState {
 
     pub(crate) fn redrive_url(&self, id: &str) -> String {
         format!("{}/v1/approvals/{id}", self.inner.public_url)
-    }
-
-    pub(crate) fn notifier(&self) -> Option<&Notifier> {
-        self.inner.notifier.as_ref()
     }
 }

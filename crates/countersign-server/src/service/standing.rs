@@ -280,14 +280,16 @@ impl AppState {
         self.committing(move |s| s.create_standing_proposal(&stored, &grant, &events))
             .await?;
         self.metrics().created(&approval.tool_name, status.as_str());
-        if status == ApprovalStatus::Pending
-            && let Some(notifier) = self.notifier()
-        {
-            let left = u64::try_from(approval.expires_at.saturating_sub(now)).unwrap_or(0);
-            notifier.send(
-                notifier.notification(&approval.id, &severity, &window_end),
-                std::time::Duration::from_millis(left),
-            );
+        if status == ApprovalStatus::Pending {
+            // Written right after the proposal's own transaction: a failure here loses a
+            // notice, never the proposal.
+            let deliveries = self.plan_deliveries(&approval);
+            if !deliveries.is_empty() {
+                match self.blocking(move |s| s.enqueue(&deliveries)).await {
+                    Ok(()) => self.wake_notifier(),
+                    Err(e) => tracing::error!(error = %e.message, "queuing notifications failed"),
+                }
+            }
         }
         let record = self.load(&approval.id).await?;
         Ok(self.result_of(&record))

@@ -12,6 +12,7 @@
 //! tokio's blocking pool. Times are milliseconds since the Unix epoch from the service's clock,
 //! passed in, so the store never reads a clock of its own (tests drive expiry explicitly).
 
+pub mod outbox;
 mod postgres;
 mod preauth;
 mod rules;
@@ -23,6 +24,7 @@ mod testing;
 #[cfg(test)]
 mod tests;
 
+pub use outbox::{Delivery, DeliveryAttempt, DeliveryRow, ExtendOutcome, NewDelivery, OutboxStore};
 pub use postgres::SealStats;
 pub use preauth::{
     DisableOutcome, PreauthChange, PreauthDefinition, PreauthUse, StoredPreauth, plan_reconcile,
@@ -424,7 +426,9 @@ pub enum StoreError {
 }
 
 /// The service's durable state (standing grants: [`standing::StandingStore`]).
-pub trait Store: standing::StandingStore + Send + Sync + std::fmt::Debug + 'static {
+pub trait Store:
+    standing::StandingStore + outbox::OutboxStore + Send + Sync + std::fmt::Debug + 'static
+{
     /// Insert a request with its audit lines (request and outcome).
     fn create(&self, approval: &NewApproval, events: &[AuditEvent]) -> Result<(), StoreError>;
 

@@ -181,6 +181,21 @@ CREATE TABLE standing_grant_gateways (
     PRIMARY KEY (gateway, grant_id)
 );
 ",
+    // The notification outbox (store/outbox.rs): one row per approval, step and channel.
+    "
+CREATE TABLE notify_outbox (
+    approval_id TEXT NOT NULL REFERENCES approvals (id),
+    step TEXT NOT NULL,
+    channel TEXT NOT NULL,
+    due_at BIGINT NOT NULL,
+    attempts BIGINT NOT NULL DEFAULT 0,
+    lease_until BIGINT,
+    done_at BIGINT,
+    outcome TEXT,
+    PRIMARY KEY (approval_id, step, channel)
+);
+CREATE INDEX notify_outbox_due ON notify_outbox (channel, due_at) WHERE done_at IS NULL;
+",
 ];
 
 /// Most events one sealing transaction chains.

@@ -31,6 +31,7 @@ use countersign::{ApprovalStatus, CredentialRecord, Decision, ReasonCode};
 use std::sync::Arc;
 
 mod methods;
+mod outbox;
 mod sql;
 use sql::*;
 

@@ -134,6 +134,21 @@ CREATE TABLE standing_grant_gateways (
     PRIMARY KEY (gateway, grant_id)
 );
 ",
+    // 4: the notification outbox (store/outbox.rs): one row per approval, step and channel.
+    "
+CREATE TABLE notify_outbox (
+    approval_id TEXT NOT NULL REFERENCES approvals (id),
+    step TEXT NOT NULL,
+    channel TEXT NOT NULL,
+    due_at INTEGER NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    lease_until INTEGER,
+    done_at INTEGER,
+    outcome TEXT,
+    PRIMARY KEY (approval_id, step, channel)
+);
+CREATE INDEX notify_outbox_due ON notify_outbox (channel, due_at) WHERE done_at IS NULL;
+",
 ];
 
 /// Columns that releases before numbered migrations added to an existing `approvals` table one
@@ -774,7 +789,7 @@ mod tests {
             .unwrap()
             .collect::<Result<_, _>>()
             .unwrap();
-        assert_eq!(versions, [1, 2, 3]);
+        assert_eq!(versions, [1, 2, 3, 4]);
         let auditors: i64 =
             query_row(&conn, "SELECT COUNT(*) FROM auditors", [], |r| r.get(0)).unwrap();
         assert_eq!(auditors, 1, "the auditor of the older release is kept");

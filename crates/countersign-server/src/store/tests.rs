@@ -893,7 +893,7 @@ fn sqlite_upgrades_a_database_from_before_numbered_migrations_in_place() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(versions, vec![1, 2, 3]);
+    assert_eq!(versions, vec![1, 2, 3, 4]);
     drop(conn);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -19,6 +19,7 @@ mod hardening;
 mod http_errors;
 mod lifecycle;
 mod merkle;
+mod notify;
 mod preauth;
 mod readiness;
 mod revoke;

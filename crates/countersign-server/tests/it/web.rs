@@ -62,11 +62,12 @@ async fn before_sign_in_nothing_material_is_sent() {
     assert_eq!(a, b);
     assert!(!a.contains(&id));
 
-    // The summary is exactly reference, severity and expiry.
+    // The summary is exactly reference, severity and expiry, with the time left.
     let s = app.get(&format!("/v1/web/approvals/{id}/summary")).await;
     let keys: Vec<&String> = s.body.as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["approval_id", "expires_at", "severity"]);
+    assert_eq!(keys, ["approval_id", "expires_at", "severity", "time_left"]);
     assert_eq!(s.body["severity"], "high");
+    assert_eq!(s.body["time_left"], "5 min");
     // The session endpoints refuse without a cookie.
     let r = app.get(&format!("/v1/web/approvals/{id}")).await;
     assert_eq!(r.status, 401);
