@@ -95,6 +95,24 @@ impl AuditSealer {
         checkpoint.sign(&self.key)
     }
 
+    /// Sign the signing input of a compact JWS (RFC 7515 §5.1, `BASE64URL(header) "."
+    /// BASE64URL(payload)`) with EdDSA (RFC 8037): the service's ARAP `approval.state`.
+    ///
+    /// `None` unless the input is exactly two base64url segments. Such an input holds no newline
+    /// and no `/`, so it can never be an audit line's message (which starts with
+    /// [`AUDIT_DOMAIN`]) nor a signed note (whose text has newlines): one key signs all three
+    /// and none can be taken for another.
+    pub fn sign_jws(&self, signing_input: &str) -> Option<[u8; 64]> {
+        let (header, payload) = signing_input.split_once('.')?;
+        let base64url = |s: &str| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        };
+        (base64url(header) && base64url(payload))
+            .then(|| self.key.sign(signing_input.as_bytes()).to_bytes())
+    }
+
     /// The tag an event's JSON text carries while it waits, committed, to be sealed into the
     /// chain (PostgreSQL: `audit_unsealed`). Sealing signs with the service key whatever the
     /// table holds, so without this tag anyone able to write to the database could have the
