@@ -212,6 +212,32 @@ mod tests {
     }
 
     #[test]
+    fn a_jws_is_signed_only_over_two_base64url_segments() {
+        use ed25519_dalek::Verifier as _;
+        let sealer = AuditSealer::from_seed([7; 32]);
+        let input = "eyJhbGciOiJFZERTQSJ9.eyJpc3MiOiJ4In0";
+        let signature = sealer.sign_jws(input).expect("a JWS signing input");
+        let signature = ed25519_dalek::Signature::from_bytes(&signature);
+        assert!(
+            sealer
+                .public_key()
+                .verify(input.as_bytes(), &signature)
+                .is_ok()
+        );
+        // Nothing an audit line or a signed note could be made of.
+        for other in [
+            "countersign.audit/1\n{}",
+            "origin\n1\nhash\n",
+            "a.b.c",
+            ".b",
+            "a.",
+            "a/b.c",
+        ] {
+            assert!(sealer.sign_jws(other).is_none(), "{other:?}");
+        }
+    }
+
+    #[test]
     fn an_unsealed_event_tag_binds_the_text_and_the_service_key() {
         let sealer = AuditSealer::from_seed([7; 32]);
         let text = r#"{"kind":"request","approval_id":"a1"}"#;
