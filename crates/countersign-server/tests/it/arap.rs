@@ -350,7 +350,7 @@ async fn tasks_expire_cancel_once_and_belong_to_their_gateway() {
 /// The same flow, with `approval.state` verified by Python's joserfc against the JWK Set it
 /// fetches from `jwks_uri` (iss, aud and exp checked by joserfc's claims registry).
 /// `.ci/steps/arap.sh` makes the venv and sets `ARAP_PYTHON`.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs python jose"]
 async fn joserfc_verifies_the_approval_state() {
     let python = std::env::var("ARAP_PYTHON").expect("ARAP_PYTHON: a python with joserfc");
@@ -368,24 +368,13 @@ async fn joserfc_verifies_the_approval_state() {
         .unwrap()
         .to_owned();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/arap_verify.py");
-    let args: Vec<String> = [
-        script,
-        app.base.as_str(),
-        state.as_str(),
-        GATEWAY,
-        id.as_str(),
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python)
-            .args(args)
+    // The server runs on this runtime's other worker while Python calls it.
+    let out = tokio::task::block_in_place(|| {
+        std::process::Command::new(&python)
+            .args([script, &app.base, &state, GATEWAY, &id])
             .output()
-            .unwrap()
     })
-    .await
-    .unwrap();
+    .expect("run the joserfc check");
     assert!(
         out.status.success(),
         "joserfc refused: {}{}",
