@@ -369,12 +369,26 @@ async fn joserfc_verifies_the_approval_state() {
         .to_owned();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/arap_verify.py");
     // The server runs on this runtime's other worker while Python calls it.
-    let out = tokio::task::block_in_place(|| {
-        std::process::Command::new(&python)
-            .args([script, &app.base, &state, GATEWAY, &id])
-            .output()
-    })
-    .expect("run the joserfc check");
+    let check = |state: &str, audience: &str| {
+        tokio::task::block_in_place(|| {
+            std::process::Command::new(&python)
+                .args([script, &app.base, state, audience, &id])
+                .output()
+        })
+        .expect("run the joserfc check")
+    };
+    // joserfc refuses a state for another audience, and one whose payload was edited.
+    assert!(!check(&state, "another-pdp").status.success());
+    let (signed, signature) = state.rsplit_once('.').unwrap();
+    let (header, payload) = signed.split_once('.').unwrap();
+    let mut claims: Value = serde_json::from_slice(&b64::decode(payload).unwrap()).unwrap();
+    claims["resource"]["id"] = json!("another-document");
+    let edited = format!(
+        "{header}.{}.{signature}",
+        b64::encode(&serde_json::to_vec(&claims).unwrap())
+    );
+    assert!(!check(&edited, GATEWAY).status.success());
+    let out = check(&state, GATEWAY);
     assert!(
         out.status.success(),
         "joserfc refused: {}{}",
