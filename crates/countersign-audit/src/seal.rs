@@ -95,6 +95,24 @@ impl AuditSealer {
         checkpoint.sign(&self.key)
     }
 
+    /// Sign the signing input of a compact JWS (RFC 7515 §5.1, `BASE64URL(header) "."
+    /// BASE64URL(payload)`) with EdDSA (RFC 8037): the service's ARAP `approval.state`.
+    ///
+    /// `None` unless the input is exactly two base64url segments. Such an input holds no newline
+    /// and no `/`, so it can never be an audit line's message (which starts with
+    /// [`AUDIT_DOMAIN`]) nor a signed note (whose text has newlines): one key signs all three
+    /// and none can be taken for another.
+    pub fn sign_jws(&self, signing_input: &str) -> Option<[u8; 64]> {
+        let (header, payload) = signing_input.split_once('.')?;
+        let base64url = |s: &str| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        };
+        (base64url(header) && base64url(payload))
+            .then(|| self.key.sign(signing_input.as_bytes()).to_bytes())
+    }
+
     /// The tag an event's JSON text carries while it waits, committed, to be sealed into the
     /// chain (PostgreSQL: `audit_unsealed`). Sealing signs with the service key whatever the
     /// table holds, so without this tag anyone able to write to the database could have the
@@ -191,6 +209,32 @@ mod tests {
         let log = format!("{}\n{}\n", a.line, b.line);
         let report = verify_log(log.as_bytes(), &sealer.public_key());
         assert!(report.is_valid(), "{report:?}");
+    }
+
+    #[test]
+    fn a_jws_is_signed_only_over_two_base64url_segments() {
+        use ed25519_dalek::Verifier as _;
+        let sealer = AuditSealer::from_seed([7; 32]);
+        let input = "eyJhbGciOiJFZERTQSJ9.eyJpc3MiOiJ4In0";
+        let signature = sealer.sign_jws(input).expect("a JWS signing input");
+        let signature = ed25519_dalek::Signature::from_bytes(&signature);
+        assert!(
+            sealer
+                .public_key()
+                .verify(input.as_bytes(), &signature)
+                .is_ok()
+        );
+        // Nothing an audit line or a signed note could be made of.
+        for other in [
+            "countersign.audit/1\n{}",
+            "origin\n1\nhash\n",
+            "a.b.c",
+            ".b",
+            "a.",
+            "a/b.c",
+        ] {
+            assert!(sealer.sign_jws(other).is_none(), "{other:?}");
+        }
     }
 
     #[test]

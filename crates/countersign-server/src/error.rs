@@ -63,6 +63,9 @@ error_codes! {
     // 403: the caller is known and may not do this.
     /// The approver is not eligible for this tool.
     NotEligible => "not_eligible",
+    /// The approver is the one the request was made for (its `agent_id`; an ARAP request's
+    /// subject): nobody approves their own request (separation of duties).
+    SelfApproval => "self_approval",
     /// The credential belongs to another principal than the session.
     NotYourCredential => "not_your_credential",
     /// The decision challenge was issued to another approver.

@@ -3,6 +3,7 @@
 
 mod approvals;
 mod approver;
+mod arap;
 mod audit;
 mod body_deadline;
 mod display;
@@ -29,6 +30,7 @@ pub fn build_router(state: AppState) -> Router {
     Router::new()
         .merge(approvals::router())
         .merge(approver::router())
+        .merge(arap::router())
         .merge(audit::router())
         .merge(meta::router())
         .merge(standing::router())

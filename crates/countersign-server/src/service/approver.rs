@@ -457,6 +457,17 @@ impl AppState {
     /// with the verdict that won).
     fn check_decidable(&self, record: &ApprovalRecord, session: &Session) -> Result<(), ApiError> {
         self.check_eligible(&record.tool_name, &session.principal)?;
+        // Separation of duties: the principal a request is made for never decides it (an ARAP
+        // request's subject is its agent_id, docs/spec/arap.md).
+        if record.agent_id == session.principal {
+            return Err(ApiError::forbidden(
+                ErrorCode::SelfApproval,
+                format!(
+                    "{} may not decide a request made for themself",
+                    session.principal
+                ),
+            ));
+        }
         if record.status != ApprovalStatus::Pending {
             return Err(self.already_settled(record));
         }

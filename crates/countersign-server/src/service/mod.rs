@@ -5,6 +5,7 @@
 //! struct of handles.
 
 mod approver;
+mod arap;
 mod audit_read;
 mod auditor_auth;
 mod enroll;
@@ -20,6 +21,7 @@ mod waiters;
 mod web_guard;
 
 pub use approver::{AssertionBody, DecisionChallenge, LoginChallenge, LoginResponse, ReviewView};
+pub(crate) use arap::{ARAP_JWKS_PATH, ARAP_REQUESTS_PATH, AccessRequest, ArapError, TaskView};
 pub use audit_read::{AUDIT_PAGE_DEFAULT, AUDIT_PAGE_MAX, LineReader};
 pub use enroll::{EnrollFinish, EnrollOptions, EnrollStart};
 pub use gateway::{

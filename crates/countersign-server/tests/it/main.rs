@@ -9,6 +9,7 @@
 #![allow(unreachable_pub)]
 
 mod admission;
+mod arap;
 mod auditlog;
 mod auditproof;
 mod c2sp;
