@@ -105,62 +105,7 @@ fn check(command: ProveCommand) -> anyhow::Result<Result<String, String>> {
             checkpoint,
             key,
             line,
-        } => {
-            let key = service_key(&key).context("--key is not an Ed25519 public key")?;
-            let cp = read_checkpoint(&checkpoint, &key)?;
-            let p = read_json(&proof)?;
-            let seq = number(&p, "seq")?;
-            let size = number(&p, "size")?;
-            let path = hashes(&p, "proof")?;
-            let line = match line {
-                Some(file) => {
-                    let text = std::fs::read_to_string(&file)
-                        .with_context(|| format!("reading {}", file.display()))?;
-                    text.strip_suffix('\n').unwrap_or(&text).to_owned()
-                }
-                None => p
-                    .get("line")
-                    .and_then(Value::as_str)
-                    .context(
-                        "the proof carries no \"line\" (a public proof never does): pass --line \
-                         FILE with the line you kept, or fetch the proof with &include=line as \
-                         the gateway whose approval the line records, or as an auditor",
-                    )?
-                    .to_owned(),
-            };
-            anyhow::ensure!(seq >= 1, "seq starts at 1");
-            if size != cp.size {
-                anyhow::bail!(
-                    "the proof is for a tree of {size} lines, the checkpoint covers {}: ask for \
-                     ?size={}",
-                    cp.size,
-                    cp.size
-                );
-            }
-            let leaf = merkle::leaf_hash(line.as_bytes());
-            // The proof's own leaf hash (absent from proofs of older services) must be this
-            // line's: otherwise the proof is of another line.
-            if let Some(stated) = p.get("leaf_hash")
-                && hash(stated, "leaf_hash")? != leaf
-            {
-                return Ok(Err(format!(
-                    "the line given is not line {seq} of the proof: its leaf hash differs from \
-                     the proof's leaf_hash"
-                )));
-            }
-            Ok(
-                match merkle::verify_inclusion(seq - 1, size, &leaf, &path, &cp.hash) {
-                    Ok(()) => Ok(format!(
-                        "included: line {seq} is in the log of {size} lines signed at {} ({})",
-                        cp.time, cp.origin
-                    )),
-                    Err(e) => Err(format!(
-                        "line {seq} is not shown in the log of {size} lines signed at {}: {e}",
-                        cp.time
-                    )),
-                },
-            )
-        }
+        } => check_inclusion(&proof, &checkpoint, &key, line.as_deref()),
         ProveCommand::Tlog {
             proof,
             policy,
@@ -179,40 +124,117 @@ fn check(command: ProveCommand) -> anyhow::Result<Result<String, String>> {
             old,
             new,
             key,
-        } => {
-            let key = service_key(&key).context("--key is not an Ed25519 public key")?;
-            let old = read_checkpoint(&old, &key)?;
-            let new = read_checkpoint(&new, &key)?;
-            anyhow::ensure!(
-                old.origin == new.origin,
-                "the checkpoints name two logs ({} and {})",
-                old.origin,
-                new.origin
-            );
-            let p = read_json(&proof)?;
-            let (from, to) = (number(&p, "from")?, number(&p, "to")?);
-            if (from, to) != (old.size, new.size) {
-                anyhow::bail!(
-                    "the proof is from {from} to {to}, the checkpoints are of {} and {} lines",
-                    old.size,
-                    new.size
-                );
-            }
-            let path = hashes(&p, "proof")?;
-            Ok(
-                match merkle::verify_consistency(from, to, &old.hash, &new.hash, &path) {
-                    Ok(()) => Ok(format!(
-                        "consistent: the log of {from} lines ({}) is a prefix of the log of {to} \
-                         lines ({})",
-                        old.time, new.time
-                    )),
-                    Err(e) => Err(format!(
-                        "the checkpoints of {from} and {to} lines are not one history: {e}"
-                    )),
-                },
-            )
-        }
+        } => check_consistency(&proof, &old, &new, &key),
     }
+}
+
+/// `audit prove inclusion`: outer error unusable input, inner the verdict.
+fn check_inclusion(
+    proof: &Path,
+    checkpoint: &Path,
+    key: &str,
+    line: Option<&Path>,
+) -> anyhow::Result<Result<String, String>> {
+    let key = service_key(key).context("--key is not an Ed25519 public key")?;
+    let cp = read_checkpoint(checkpoint, &key)?;
+    let p = read_json(proof)?;
+    let seq = number(&p, "seq")?;
+    let size = number(&p, "size")?;
+    let path = hashes(&p, "proof")?;
+    let line = proved_line(line, &p)?;
+    anyhow::ensure!(seq >= 1, "seq starts at 1");
+    if size != cp.size {
+        anyhow::bail!(
+            "the proof is for a tree of {size} lines, the checkpoint covers {}: ask for \
+             ?size={}",
+            cp.size,
+            cp.size
+        );
+    }
+    let leaf = merkle::leaf_hash(line.as_bytes());
+    // The proof's own leaf hash (absent from proofs of older services) must be this
+    // line's: otherwise the proof is of another line.
+    if let Some(stated) = p.get("leaf_hash")
+        && hash(stated, "leaf_hash")? != leaf
+    {
+        return Ok(Err(format!(
+            "the line given is not line {seq} of the proof: its leaf hash differs from \
+             the proof's leaf_hash"
+        )));
+    }
+    Ok(
+        match merkle::verify_inclusion(seq - 1, size, &leaf, &path, &cp.hash) {
+            Ok(()) => Ok(format!(
+                "included: line {seq} is in the log of {size} lines signed at {} ({})",
+                cp.time, cp.origin
+            )),
+            Err(e) => Err(format!(
+                "line {seq} is not shown in the log of {size} lines signed at {}: {e}",
+                cp.time
+            )),
+        },
+    )
+}
+
+/// The line an inclusion proof is checked for: `--line FILE` (without its final newline), else
+/// the proof's own `line` member.
+fn proved_line(file: Option<&Path>, proof: &Value) -> anyhow::Result<String> {
+    Ok(match file {
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            text.strip_suffix('\n').unwrap_or(&text).to_owned()
+        }
+        None => proof
+            .get("line")
+            .and_then(Value::as_str)
+            .context(
+                "the proof carries no \"line\" (a public proof never does): pass --line \
+                 FILE with the line you kept, or fetch the proof with &include=line as \
+                 the gateway whose approval the line records, or as an auditor",
+            )?
+            .to_owned(),
+    })
+}
+
+/// `audit prove consistency`: outer error unusable input, inner the verdict.
+fn check_consistency(
+    proof: &Path,
+    old: &Path,
+    new: &Path,
+    key: &str,
+) -> anyhow::Result<Result<String, String>> {
+    let key = service_key(key).context("--key is not an Ed25519 public key")?;
+    let old = read_checkpoint(old, &key)?;
+    let new = read_checkpoint(new, &key)?;
+    anyhow::ensure!(
+        old.origin == new.origin,
+        "the checkpoints name two logs ({} and {})",
+        old.origin,
+        new.origin
+    );
+    let p = read_json(proof)?;
+    let (from, to) = (number(&p, "from")?, number(&p, "to")?);
+    if (from, to) != (old.size, new.size) {
+        anyhow::bail!(
+            "the proof is from {from} to {to}, the checkpoints are of {} and {} lines",
+            old.size,
+            new.size
+        );
+    }
+    let path = hashes(&p, "proof")?;
+    Ok(
+        match merkle::verify_consistency(from, to, &old.hash, &new.hash, &path) {
+            Ok(()) => Ok(format!(
+                "consistent: the log of {from} lines ({}) is a prefix of the log of {to} \
+                 lines ({})",
+                old.time, new.time
+            )),
+            Err(e) => Err(format!(
+                "the checkpoints of {from} and {to} lines are not one history: {e}"
+            )),
+        },
+    )
 }
 
 /// `audit prove tlog`: outer error unusable input, inner the verdict.
