@@ -400,6 +400,95 @@ pub(crate) fn witness_serve(
 /// One seal: (message, signature).
 type Seal = (Vec<u8>, ed25519_dalek::Signature);
 
+/// What the floor times: every line's seal, and every Decision's evidence signatures with the
+/// credential id they claim.
+#[derive(Default)]
+struct FloorWork {
+    seals: Vec<Seal>,
+    /// Credential id (base64url) to the key its enrollment line recorded.
+    keys: std::collections::HashMap<String, countersign::webauthn::CosePublicKey>,
+    /// (credential id, signed message, signature).
+    evidence: Vec<(String, Vec<u8>, Vec<u8>)>,
+    decisions: usize,
+}
+
+impl FloorWork {
+    /// Parses the whole log; lines that are not sealed JSON are skipped.
+    fn read(log: &[u8]) -> Self {
+        let mut work = Self::default();
+        for line in String::from_utf8_lossy(log).lines() {
+            let Some(seal) = line_seal(line) else {
+                continue;
+            };
+            work.seals.push(seal);
+            let Ok(v) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            match v.get("kind").and_then(Value::as_str) {
+                Some("enrollment") => work.enrollment(&v),
+                Some("decision") => work.decision(&v),
+                _ => {}
+            }
+        }
+        work
+    }
+
+    fn enrollment(&mut self, v: &Value) {
+        use countersign::webauthn::CosePublicKey;
+        if let Some(record) = v
+            .get("credential")
+            .and_then(|c| serde_json::from_value::<countersign::CredentialRecord>(c.clone()).ok())
+            && let Ok(cose) = CosePublicKey::from_cose(&record.public_key)
+        {
+            self.keys
+                .insert(countersign::b64::encode(&record.credential_id), cose);
+        }
+    }
+
+    fn decision(&mut self, v: &Value) {
+        use sha2::Digest as _;
+        self.decisions += 1;
+        let entries = match v.get("evidence") {
+            Some(Value::Array(a)) => a.clone(),
+            Some(e @ Value::Object(_)) => vec![e.clone()],
+            _ => Vec::new(),
+        };
+        for e in entries {
+            let field = |name: &str| {
+                e.get(name)
+                    .and_then(Value::as_str)
+                    .and_then(|s| countersign::b64::decode(s).ok())
+            };
+            let (Some(cred), Some(cd), Some(ad), Some(sig)) = (
+                e.get("credential_id").and_then(Value::as_str),
+                field("client_data_json"),
+                field("authenticator_data"),
+                field("signature"),
+            ) else {
+                continue;
+            };
+            let mut signed = ad;
+            signed.extend_from_slice(&sha2::Sha256::digest(&cd));
+            self.evidence.push((cred.to_owned(), signed, sig));
+        }
+    }
+}
+
+/// A line's seal: `...,"sig":"<86 base64url>"}` covers the domain and the line without it.
+fn line_seal(line: &str) -> Option<Seal> {
+    let cut = line.len().checked_sub(96)?;
+    let (head, tail) = (line.get(..cut)?, line.get(cut..)?);
+    let sig = tail
+        .strip_prefix(",\"sig\":\"")
+        .and_then(|t| t.strip_suffix("\"}"))
+        .and_then(|s| countersign::b64::decode(s).ok())
+        .and_then(|b| ed25519_dalek::Signature::from_slice(&b).ok())?;
+    let mut message = countersign_audit::AUDIT_DOMAIN.to_vec();
+    message.extend_from_slice(head.as_bytes());
+    message.push(b'}');
+    Some((message, sig))
+}
+
 /// `audit verify --floor`: time the raw verifications the log requires, one by one on one
 /// thread: every line's Ed25519 seal (`verify_strict`) and every Decision's evidence signature
 /// (with the default backend, under the key its enrollment line recorded). Parsing is done
@@ -410,74 +499,13 @@ pub(crate) fn print_floor(
     threads: usize,
     took: std::time::Duration,
 ) {
-    use countersign::webauthn::{CosePublicKey, DerPolicy, PreparedSignature, default_backend};
-    use sha2::Digest as _;
-    let text = String::from_utf8_lossy(log);
-    let mut seals: Vec<Seal> = Vec::new();
-    let mut keys: std::collections::HashMap<String, CosePublicKey> = Default::default();
-    let mut evidence: Vec<(String, Vec<u8>, Vec<u8>)> = Vec::new();
-    let mut decisions = 0usize;
-    for line in text.lines() {
-        // `...,"sig":"<86 base64url>"}`: the seal covers the domain and the line without it.
-        let Some(cut) = line.len().checked_sub(96) else {
-            continue;
-        };
-        let (Some(head), Some(tail)) = (line.get(..cut), line.get(cut..)) else {
-            continue;
-        };
-        let Some(sig) = tail
-            .strip_prefix(",\"sig\":\"")
-            .and_then(|t| t.strip_suffix("\"}"))
-            .and_then(|s| countersign::b64::decode(s).ok())
-            .and_then(|b| ed25519_dalek::Signature::from_slice(&b).ok())
-        else {
-            continue;
-        };
-        let mut message = countersign_audit::AUDIT_DOMAIN.to_vec();
-        message.extend_from_slice(head.as_bytes());
-        message.push(b'}');
-        seals.push((message, sig));
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        match v.get("kind").and_then(Value::as_str) {
-            Some("enrollment") => {
-                if let Some(record) = v.get("credential").and_then(|c| {
-                    serde_json::from_value::<countersign::CredentialRecord>(c.clone()).ok()
-                }) && let Ok(cose) = CosePublicKey::from_cose(&record.public_key)
-                {
-                    keys.insert(countersign::b64::encode(&record.credential_id), cose);
-                }
-            }
-            Some("decision") => {
-                decisions += 1;
-                let entries = match v.get("evidence") {
-                    Some(Value::Array(a)) => a.clone(),
-                    Some(e @ Value::Object(_)) => vec![e.clone()],
-                    _ => Vec::new(),
-                };
-                for e in entries {
-                    let field = |name: &str| {
-                        e.get(name)
-                            .and_then(Value::as_str)
-                            .and_then(|s| countersign::b64::decode(s).ok())
-                    };
-                    let (Some(cred), Some(cd), Some(ad), Some(sig)) = (
-                        e.get("credential_id").and_then(Value::as_str),
-                        field("client_data_json"),
-                        field("authenticator_data"),
-                        field("signature"),
-                    ) else {
-                        continue;
-                    };
-                    let mut signed = ad;
-                    signed.extend_from_slice(&sha2::Sha256::digest(&cd));
-                    evidence.push((cred.to_owned(), signed, sig));
-                }
-            }
-            _ => {}
-        }
-    }
+    use countersign::webauthn::{DerPolicy, PreparedSignature, default_backend};
+    let FloorWork {
+        seals,
+        keys,
+        evidence,
+        decisions,
+    } = FloorWork::read(log);
     let backend = default_backend();
     let started = std::time::Instant::now();
     let bad_seals = seals
