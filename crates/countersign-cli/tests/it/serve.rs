@@ -138,19 +138,7 @@ async fn sigkill_during_verdicts_loses_nothing_and_doubles_nothing() {
     assert!(settled >= 1);
     // `--floor` times the signatures the log requires: every line's seal and every Decision's
     // evidence, all of which verify here.
-    let floor = std::process::Command::new(support::BIN)
-        .args(["audit", "verify", "--floor"])
-        .arg(&log)
-        .arg("--key")
-        .arg(&key)
-        .args([
-            "--rp-id",
-            countersign_testkit::RP_ID,
-            "--origin",
-            countersign_testkit::ORIGIN,
-        ])
-        .output()
-        .unwrap();
+    let floor = support::audit_verify_with(&log, &key, &["--floor"]);
     assert_eq!(code(&floor), 0);
     let report = String::from_utf8_lossy(&floor.stderr);
     let lines = text.lines().count();
