@@ -249,29 +249,8 @@ fn prove_tlog(
         std::fs::read_to_string(proof).with_context(|| format!("reading {}", proof.display()))?;
     let parsed = countersign_audit::TlogProof::parse(&text)
         .with_context(|| format!("tlog-proof {}", proof.display()))?;
-    let policy = match policy {
-        Some(path) => {
-            let bytes =
-                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-            countersign_audit::Policy::parse(&bytes)
-                .with_context(|| format!("policy {}", path.display()))?
-        }
-        None => countersign_audit::Policy::parse(b"quorum none\n")?,
-    };
-    // The log key is named by the checkpoint's origin: the signature binds the two.
-    let log = match key {
-        Some(key) => {
-            let key = service_key(key).context("--key is not an Ed25519 public key")?;
-            let (note_text, _) = countersign_audit::note::note_parts(&parsed.checkpoint)?;
-            let (origin, _, _) = countersign_audit::note::checkpoint_head(note_text)?;
-            Some(NoteVerifier {
-                name: origin,
-                kind: countersign_audit::note::TYPE_ED25519,
-                key,
-            })
-        }
-        None => None,
-    };
+    let policy = tlog_policy(policy)?;
+    let log = key.map(|key| tlog_log_key(key, &parsed)).transpose()?;
     anyhow::ensure!(
         !policy.logs.is_empty() || log.is_some(),
         "the policy lists no log: pass --key (the service's public key)"
@@ -334,6 +313,32 @@ fn prove_tlog(
             witnesses.join(", ")
         }
     )))
+}
+
+/// `audit prove tlog --policy`: the file's witness policy, or none (`quorum none`) without one.
+fn tlog_policy(policy: Option<&Path>) -> anyhow::Result<countersign_audit::Policy> {
+    Ok(match policy {
+        Some(path) => {
+            let bytes =
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            countersign_audit::Policy::parse(&bytes)
+                .with_context(|| format!("policy {}", path.display()))?
+        }
+        None => countersign_audit::Policy::parse(b"quorum none\n")?,
+    })
+}
+
+/// `audit prove tlog --key`: the log's note verifier. The log key is named by the checkpoint's
+/// origin: the signature binds the two.
+fn tlog_log_key(key: &str, parsed: &countersign_audit::TlogProof) -> anyhow::Result<NoteVerifier> {
+    let key = service_key(key).context("--key is not an Ed25519 public key")?;
+    let (note_text, _) = countersign_audit::note::note_parts(&parsed.checkpoint)?;
+    let (origin, _, _) = countersign_audit::note::checkpoint_head(note_text)?;
+    Ok(NoteVerifier {
+        name: origin,
+        kind: countersign_audit::note::TYPE_ED25519,
+        key,
+    })
 }
 
 /// `witness keygen`.
