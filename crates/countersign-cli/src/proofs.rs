@@ -105,62 +105,7 @@ fn check(command: ProveCommand) -> anyhow::Result<Result<String, String>> {
             checkpoint,
             key,
             line,
-        } => {
-            let key = service_key(&key).context("--key is not an Ed25519 public key")?;
-            let cp = read_checkpoint(&checkpoint, &key)?;
-            let p = read_json(&proof)?;
-            let seq = number(&p, "seq")?;
-            let size = number(&p, "size")?;
-            let path = hashes(&p, "proof")?;
-            let line = match line {
-                Some(file) => {
-                    let text = std::fs::read_to_string(&file)
-                        .with_context(|| format!("reading {}", file.display()))?;
-                    text.strip_suffix('\n').unwrap_or(&text).to_owned()
-                }
-                None => p
-                    .get("line")
-                    .and_then(Value::as_str)
-                    .context(
-                        "the proof carries no \"line\" (a public proof never does): pass --line \
-                         FILE with the line you kept, or fetch the proof with &include=line as \
-                         the gateway whose approval the line records, or as an auditor",
-                    )?
-                    .to_owned(),
-            };
-            anyhow::ensure!(seq >= 1, "seq starts at 1");
-            if size != cp.size {
-                anyhow::bail!(
-                    "the proof is for a tree of {size} lines, the checkpoint covers {}: ask for \
-                     ?size={}",
-                    cp.size,
-                    cp.size
-                );
-            }
-            let leaf = merkle::leaf_hash(line.as_bytes());
-            // The proof's own leaf hash (absent from proofs of older services) must be this
-            // line's: otherwise the proof is of another line.
-            if let Some(stated) = p.get("leaf_hash")
-                && hash(stated, "leaf_hash")? != leaf
-            {
-                return Ok(Err(format!(
-                    "the line given is not line {seq} of the proof: its leaf hash differs from \
-                     the proof's leaf_hash"
-                )));
-            }
-            Ok(
-                match merkle::verify_inclusion(seq - 1, size, &leaf, &path, &cp.hash) {
-                    Ok(()) => Ok(format!(
-                        "included: line {seq} is in the log of {size} lines signed at {} ({})",
-                        cp.time, cp.origin
-                    )),
-                    Err(e) => Err(format!(
-                        "line {seq} is not shown in the log of {size} lines signed at {}: {e}",
-                        cp.time
-                    )),
-                },
-            )
-        }
+        } => check_inclusion(&proof, &checkpoint, &key, line.as_deref()),
         ProveCommand::Tlog {
             proof,
             policy,
@@ -179,40 +124,117 @@ fn check(command: ProveCommand) -> anyhow::Result<Result<String, String>> {
             old,
             new,
             key,
-        } => {
-            let key = service_key(&key).context("--key is not an Ed25519 public key")?;
-            let old = read_checkpoint(&old, &key)?;
-            let new = read_checkpoint(&new, &key)?;
-            anyhow::ensure!(
-                old.origin == new.origin,
-                "the checkpoints name two logs ({} and {})",
-                old.origin,
-                new.origin
-            );
-            let p = read_json(&proof)?;
-            let (from, to) = (number(&p, "from")?, number(&p, "to")?);
-            if (from, to) != (old.size, new.size) {
-                anyhow::bail!(
-                    "the proof is from {from} to {to}, the checkpoints are of {} and {} lines",
-                    old.size,
-                    new.size
-                );
-            }
-            let path = hashes(&p, "proof")?;
-            Ok(
-                match merkle::verify_consistency(from, to, &old.hash, &new.hash, &path) {
-                    Ok(()) => Ok(format!(
-                        "consistent: the log of {from} lines ({}) is a prefix of the log of {to} \
-                         lines ({})",
-                        old.time, new.time
-                    )),
-                    Err(e) => Err(format!(
-                        "the checkpoints of {from} and {to} lines are not one history: {e}"
-                    )),
-                },
-            )
-        }
+        } => check_consistency(&proof, &old, &new, &key),
     }
+}
+
+/// `audit prove inclusion`: outer error unusable input, inner the verdict.
+fn check_inclusion(
+    proof: &Path,
+    checkpoint: &Path,
+    key: &str,
+    line: Option<&Path>,
+) -> anyhow::Result<Result<String, String>> {
+    let key = service_key(key).context("--key is not an Ed25519 public key")?;
+    let cp = read_checkpoint(checkpoint, &key)?;
+    let p = read_json(proof)?;
+    let seq = number(&p, "seq")?;
+    let size = number(&p, "size")?;
+    let path = hashes(&p, "proof")?;
+    let line = proved_line(line, &p)?;
+    anyhow::ensure!(seq >= 1, "seq starts at 1");
+    if size != cp.size {
+        anyhow::bail!(
+            "the proof is for a tree of {size} lines, the checkpoint covers {}: ask for \
+             ?size={}",
+            cp.size,
+            cp.size
+        );
+    }
+    let leaf = merkle::leaf_hash(line.as_bytes());
+    // The proof's own leaf hash (absent from proofs of older services) must be this
+    // line's: otherwise the proof is of another line.
+    if let Some(stated) = p.get("leaf_hash")
+        && hash(stated, "leaf_hash")? != leaf
+    {
+        return Ok(Err(format!(
+            "the line given is not line {seq} of the proof: its leaf hash differs from \
+             the proof's leaf_hash"
+        )));
+    }
+    Ok(
+        match merkle::verify_inclusion(seq - 1, size, &leaf, &path, &cp.hash) {
+            Ok(()) => Ok(format!(
+                "included: line {seq} is in the log of {size} lines signed at {} ({})",
+                cp.time, cp.origin
+            )),
+            Err(e) => Err(format!(
+                "line {seq} is not shown in the log of {size} lines signed at {}: {e}",
+                cp.time
+            )),
+        },
+    )
+}
+
+/// The line an inclusion proof is checked for: `--line FILE` (without its final newline), else
+/// the proof's own `line` member.
+fn proved_line(file: Option<&Path>, proof: &Value) -> anyhow::Result<String> {
+    Ok(match file {
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            text.strip_suffix('\n').unwrap_or(&text).to_owned()
+        }
+        None => proof
+            .get("line")
+            .and_then(Value::as_str)
+            .context(
+                "the proof carries no \"line\" (a public proof never does): pass --line \
+                 FILE with the line you kept, or fetch the proof with &include=line as \
+                 the gateway whose approval the line records, or as an auditor",
+            )?
+            .to_owned(),
+    })
+}
+
+/// `audit prove consistency`: outer error unusable input, inner the verdict.
+fn check_consistency(
+    proof: &Path,
+    old: &Path,
+    new: &Path,
+    key: &str,
+) -> anyhow::Result<Result<String, String>> {
+    let key = service_key(key).context("--key is not an Ed25519 public key")?;
+    let old = read_checkpoint(old, &key)?;
+    let new = read_checkpoint(new, &key)?;
+    anyhow::ensure!(
+        old.origin == new.origin,
+        "the checkpoints name two logs ({} and {})",
+        old.origin,
+        new.origin
+    );
+    let p = read_json(proof)?;
+    let (from, to) = (number(&p, "from")?, number(&p, "to")?);
+    if (from, to) != (old.size, new.size) {
+        anyhow::bail!(
+            "the proof is from {from} to {to}, the checkpoints are of {} and {} lines",
+            old.size,
+            new.size
+        );
+    }
+    let path = hashes(&p, "proof")?;
+    Ok(
+        match merkle::verify_consistency(from, to, &old.hash, &new.hash, &path) {
+            Ok(()) => Ok(format!(
+                "consistent: the log of {from} lines ({}) is a prefix of the log of {to} \
+                 lines ({})",
+                old.time, new.time
+            )),
+            Err(e) => Err(format!(
+                "the checkpoints of {from} and {to} lines are not one history: {e}"
+            )),
+        },
+    )
 }
 
 /// `audit prove tlog`: outer error unusable input, inner the verdict.
@@ -227,29 +249,8 @@ fn prove_tlog(
         std::fs::read_to_string(proof).with_context(|| format!("reading {}", proof.display()))?;
     let parsed = countersign_audit::TlogProof::parse(&text)
         .with_context(|| format!("tlog-proof {}", proof.display()))?;
-    let policy = match policy {
-        Some(path) => {
-            let bytes =
-                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-            countersign_audit::Policy::parse(&bytes)
-                .with_context(|| format!("policy {}", path.display()))?
-        }
-        None => countersign_audit::Policy::parse(b"quorum none\n")?,
-    };
-    // The log key is named by the checkpoint's origin: the signature binds the two.
-    let log = match key {
-        Some(key) => {
-            let key = service_key(key).context("--key is not an Ed25519 public key")?;
-            let (note_text, _) = countersign_audit::note::note_parts(&parsed.checkpoint)?;
-            let (origin, _, _) = countersign_audit::note::checkpoint_head(note_text)?;
-            Some(NoteVerifier {
-                name: origin,
-                kind: countersign_audit::note::TYPE_ED25519,
-                key,
-            })
-        }
-        None => None,
-    };
+    let policy = tlog_policy(policy)?;
+    let log = key.map(|key| tlog_log_key(key, &parsed)).transpose()?;
     anyhow::ensure!(
         !policy.logs.is_empty() || log.is_some(),
         "the policy lists no log: pass --key (the service's public key)"
@@ -312,6 +313,32 @@ fn prove_tlog(
             witnesses.join(", ")
         }
     )))
+}
+
+/// `audit prove tlog --policy`: the file's witness policy, or none (`quorum none`) without one.
+fn tlog_policy(policy: Option<&Path>) -> anyhow::Result<countersign_audit::Policy> {
+    Ok(match policy {
+        Some(path) => {
+            let bytes =
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            countersign_audit::Policy::parse(&bytes)
+                .with_context(|| format!("policy {}", path.display()))?
+        }
+        None => countersign_audit::Policy::parse(b"quorum none\n")?,
+    })
+}
+
+/// `audit prove tlog --key`: the log's note verifier. The log key is named by the checkpoint's
+/// origin: the signature binds the two.
+fn tlog_log_key(key: &str, parsed: &countersign_audit::TlogProof) -> anyhow::Result<NoteVerifier> {
+    let key = service_key(key).context("--key is not an Ed25519 public key")?;
+    let (note_text, _) = countersign_audit::note::note_parts(&parsed.checkpoint)?;
+    let (origin, _, _) = countersign_audit::note::checkpoint_head(note_text)?;
+    Ok(NoteVerifier {
+        name: origin,
+        kind: countersign_audit::note::TYPE_ED25519,
+        key,
+    })
 }
 
 /// `witness keygen`.
@@ -378,6 +405,95 @@ pub(crate) fn witness_serve(
 /// One seal: (message, signature).
 type Seal = (Vec<u8>, ed25519_dalek::Signature);
 
+/// What the floor times: every line's seal, and every Decision's evidence signatures with the
+/// credential id they claim.
+#[derive(Default)]
+struct FloorWork {
+    seals: Vec<Seal>,
+    /// Credential id (base64url) to the key its enrollment line recorded.
+    keys: std::collections::HashMap<String, countersign::webauthn::CosePublicKey>,
+    /// (credential id, signed message, signature).
+    evidence: Vec<(String, Vec<u8>, Vec<u8>)>,
+    decisions: usize,
+}
+
+impl FloorWork {
+    /// Parses the whole log; lines that are not sealed JSON are skipped.
+    fn read(log: &[u8]) -> Self {
+        let mut work = Self::default();
+        for line in String::from_utf8_lossy(log).lines() {
+            let Some(seal) = line_seal(line) else {
+                continue;
+            };
+            work.seals.push(seal);
+            let Ok(v) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            match v.get("kind").and_then(Value::as_str) {
+                Some("enrollment") => work.enrollment(&v),
+                Some("decision") => work.decision(&v),
+                _ => {}
+            }
+        }
+        work
+    }
+
+    fn enrollment(&mut self, v: &Value) {
+        use countersign::webauthn::CosePublicKey;
+        if let Some(record) = v
+            .get("credential")
+            .and_then(|c| serde_json::from_value::<countersign::CredentialRecord>(c.clone()).ok())
+            && let Ok(cose) = CosePublicKey::from_cose(&record.public_key)
+        {
+            self.keys
+                .insert(countersign::b64::encode(&record.credential_id), cose);
+        }
+    }
+
+    fn decision(&mut self, v: &Value) {
+        use sha2::Digest as _;
+        self.decisions += 1;
+        let entries = match v.get("evidence") {
+            Some(Value::Array(a)) => a.clone(),
+            Some(e @ Value::Object(_)) => vec![e.clone()],
+            _ => Vec::new(),
+        };
+        for e in entries {
+            let field = |name: &str| {
+                e.get(name)
+                    .and_then(Value::as_str)
+                    .and_then(|s| countersign::b64::decode(s).ok())
+            };
+            let (Some(cred), Some(cd), Some(ad), Some(sig)) = (
+                e.get("credential_id").and_then(Value::as_str),
+                field("client_data_json"),
+                field("authenticator_data"),
+                field("signature"),
+            ) else {
+                continue;
+            };
+            let mut signed = ad;
+            signed.extend_from_slice(&sha2::Sha256::digest(&cd));
+            self.evidence.push((cred.to_owned(), signed, sig));
+        }
+    }
+}
+
+/// A line's seal: `...,"sig":"<86 base64url>"}` covers the domain and the line without it.
+fn line_seal(line: &str) -> Option<Seal> {
+    let cut = line.len().checked_sub(96)?;
+    let (head, tail) = (line.get(..cut)?, line.get(cut..)?);
+    let sig = tail
+        .strip_prefix(",\"sig\":\"")
+        .and_then(|t| t.strip_suffix("\"}"))
+        .and_then(|s| countersign::b64::decode(s).ok())
+        .and_then(|b| ed25519_dalek::Signature::from_slice(&b).ok())?;
+    let mut message = countersign_audit::AUDIT_DOMAIN.to_vec();
+    message.extend_from_slice(head.as_bytes());
+    message.push(b'}');
+    Some((message, sig))
+}
+
 /// `audit verify --floor`: time the raw verifications the log requires, one by one on one
 /// thread: every line's Ed25519 seal (`verify_strict`) and every Decision's evidence signature
 /// (with the default backend, under the key its enrollment line recorded). Parsing is done
@@ -388,74 +504,13 @@ pub(crate) fn print_floor(
     threads: usize,
     took: std::time::Duration,
 ) {
-    use countersign::webauthn::{CosePublicKey, DerPolicy, PreparedSignature, default_backend};
-    use sha2::Digest as _;
-    let text = String::from_utf8_lossy(log);
-    let mut seals: Vec<Seal> = Vec::new();
-    let mut keys: std::collections::HashMap<String, CosePublicKey> = Default::default();
-    let mut evidence: Vec<(String, Vec<u8>, Vec<u8>)> = Vec::new();
-    let mut decisions = 0usize;
-    for line in text.lines() {
-        // `...,"sig":"<86 base64url>"}`: the seal covers the domain and the line without it.
-        let Some(cut) = line.len().checked_sub(96) else {
-            continue;
-        };
-        let (Some(head), Some(tail)) = (line.get(..cut), line.get(cut..)) else {
-            continue;
-        };
-        let Some(sig) = tail
-            .strip_prefix(",\"sig\":\"")
-            .and_then(|t| t.strip_suffix("\"}"))
-            .and_then(|s| countersign::b64::decode(s).ok())
-            .and_then(|b| ed25519_dalek::Signature::from_slice(&b).ok())
-        else {
-            continue;
-        };
-        let mut message = countersign_audit::AUDIT_DOMAIN.to_vec();
-        message.extend_from_slice(head.as_bytes());
-        message.push(b'}');
-        seals.push((message, sig));
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        match v.get("kind").and_then(Value::as_str) {
-            Some("enrollment") => {
-                if let Some(record) = v.get("credential").and_then(|c| {
-                    serde_json::from_value::<countersign::CredentialRecord>(c.clone()).ok()
-                }) && let Ok(cose) = CosePublicKey::from_cose(&record.public_key)
-                {
-                    keys.insert(countersign::b64::encode(&record.credential_id), cose);
-                }
-            }
-            Some("decision") => {
-                decisions += 1;
-                let entries = match v.get("evidence") {
-                    Some(Value::Array(a)) => a.clone(),
-                    Some(e @ Value::Object(_)) => vec![e.clone()],
-                    _ => Vec::new(),
-                };
-                for e in entries {
-                    let field = |name: &str| {
-                        e.get(name)
-                            .and_then(Value::as_str)
-                            .and_then(|s| countersign::b64::decode(s).ok())
-                    };
-                    let (Some(cred), Some(cd), Some(ad), Some(sig)) = (
-                        e.get("credential_id").and_then(Value::as_str),
-                        field("client_data_json"),
-                        field("authenticator_data"),
-                        field("signature"),
-                    ) else {
-                        continue;
-                    };
-                    let mut signed = ad;
-                    signed.extend_from_slice(&sha2::Sha256::digest(&cd));
-                    evidence.push((cred.to_owned(), signed, sig));
-                }
-            }
-            _ => {}
-        }
-    }
+    use countersign::webauthn::{DerPolicy, PreparedSignature, default_backend};
+    let FloorWork {
+        seals,
+        keys,
+        evidence,
+        decisions,
+    } = FloorWork::read(log);
     let backend = default_backend();
     let started = std::time::Instant::now();
     let bad_seals = seals

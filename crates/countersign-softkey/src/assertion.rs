@@ -5,32 +5,16 @@ use crate::ceremony::Ceremony;
 use crate::error::Error;
 use crate::keys::{self, SoftKey};
 
-/// Everything an assertion depends on: a [`Ceremony`] and the user handle. Build with
-/// [`AssertionRequest::new`], or from a ceremony whose fields were overridden with struct-update
-/// syntax: `AssertionRequest::from(Ceremony { sign_count: 0, ..Ceremony::get(..) })`.
+/// Everything an assertion depends on: a [`Ceremony`] and the user handle. Build from a ceremony,
+/// as is (`AssertionRequest::from(Ceremony::get(rp_id, origin, challenge))`) or with fields
+/// overridden by struct-update syntax (`AssertionRequest::from(Ceremony { sign_count: 0,
+/// ..Ceremony::get(..) })`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct AssertionRequest {
     /// What is signed and how.
     pub ceremony: Ceremony,
     /// `userHandle` echoed in the response (discoverable credentials).
     pub user_handle: Option<Vec<u8>>,
-}
-
-impl AssertionRequest {
-    /// A well-formed request ([`Ceremony::get`]): UP+UV, counter 1, `crossOrigin: false`,
-    /// nothing extra.
-    pub fn new(
-        rp_id: impl Into<String>,
-        origin: impl Into<String>,
-        challenge: impl Into<Vec<u8>>,
-    ) -> Self {
-        Self::from(Ceremony::get(rp_id, origin, challenge))
-    }
-
-    /// The clientDataJSON this request produces (see [`Ceremony::client_data_json`]).
-    pub fn client_data_json(&self) -> Vec<u8> {
-        self.ceremony.client_data_json()
-    }
 }
 
 impl From<Ceremony> for AssertionRequest {
@@ -85,14 +69,7 @@ impl AssertionResponse {
         if let (Some(handle), Some(obj)) = (&self.user_handle, response.as_object_mut()) {
             obj.insert("userHandle".into(), crate::b64url(handle).into());
         }
-        serde_json::json!({
-            "id": crate::b64url(&self.credential_id),
-            "rawId": crate::b64url(&self.credential_id),
-            "type": "public-key",
-            "authenticatorAttachment": "cross-platform",
-            "clientExtensionResults": {},
-            "response": response,
-        })
+        crate::credential_json(&self.credential_id, response)
     }
 }
 
@@ -102,13 +79,7 @@ impl SoftKey {
     pub fn assert(&self, req: &AssertionRequest) -> Result<AssertionResponse, Error> {
         let c = &req.ceremony;
         let attested = c.flags.at.then(|| self.attested_credential_data());
-        let authenticator_data = authdata::build_authenticator_data(
-            &c.rp_id,
-            c.flags,
-            c.sign_count,
-            attested.as_deref(),
-            c.extensions.as_deref(),
-        );
+        let authenticator_data = c.authenticator_data(attested.as_deref());
         let client_data_json = c.client_data_json();
         let signature = self.sign_client_data(&authenticator_data, &client_data_json)?;
         let signature = c.signature_quirk.apply(self.alg(), &signature)?;

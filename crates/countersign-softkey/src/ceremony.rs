@@ -2,7 +2,7 @@
 //! data's flags, counter and extensions, and the signature's encoding. [`crate::AssertionRequest`]
 //! and [`crate::RegistrationRequest`] each embed one and add only their own members.
 
-use crate::authdata::{Flags, SignatureQuirk};
+use crate::authdata::{self, Flags, SignatureQuirk};
 use crate::client_data;
 
 /// The members both ceremonies share. Start from [`Ceremony::get`] or [`Ceremony::create`] and
@@ -81,6 +81,19 @@ impl Ceremony {
             extensions: None,
             signature_quirk: SignatureQuirk::None,
         }
+    }
+
+    /// The authenticator data this ceremony produces: RP ID hash, flags, counter, then
+    /// `attested` (the attested credential data, when the ceremony carries one) and the
+    /// extensions.
+    pub fn authenticator_data(&self, attested: Option<&[u8]>) -> Vec<u8> {
+        authdata::build_authenticator_data(
+            &self.rp_id,
+            self.flags,
+            self.sign_count,
+            attested,
+            self.extensions.as_deref(),
+        )
     }
 
     /// The clientDataJSON this ceremony produces: `client_data_override` verbatim when given,

@@ -6,10 +6,11 @@
 //! byte for byte.
 //!
 //! ```
-//! use countersign_softkey::{AssertionRequest, SoftKey};
+//! use countersign_softkey::{AssertionRequest, Ceremony, SoftKey};
 //!
 //! let key = SoftKey::fixture("alice-es256")?;
-//! let resp = key.assert(&AssertionRequest::new("example.com", "https://example.com", [7u8; 64]))?;
+//! let ceremony = Ceremony::get("example.com", "https://example.com", [7u8; 64]);
+//! let resp = key.assert(&AssertionRequest::from(ceremony))?;
 //! assert_eq!(resp.authenticator_data.len(), 37);
 //! # Ok::<(), countersign_softkey::Error>(())
 //! ```
@@ -54,4 +55,17 @@ pub use x509::{
 pub fn b64url(bytes: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// A `PublicKeyCredential` as JSON (WebAuthn L3 §5.1) around a ceremony's `response` member: the
+/// envelope both `to_json`s share, a cross-platform key with no client extension results.
+fn credential_json(credential_id: &[u8], response: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "id": b64url(credential_id),
+        "rawId": b64url(credential_id),
+        "type": "public-key",
+        "authenticatorAttachment": "cross-platform",
+        "clientExtensionResults": {},
+        "response": response,
+    })
 }

@@ -1,7 +1,6 @@
 //! `navigator.credentials.create()` as a function: a registration response with `none` or
 //! `packed` attestation.
 
-use crate::authdata;
 use crate::cbor::Value;
 use crate::ceremony::Ceremony;
 use crate::error::Error;
@@ -32,9 +31,9 @@ impl Attestation {
 }
 
 /// Everything a registration depends on: a [`Ceremony`], the attestation and the key it
-/// carries. Build with [`RegistrationRequest::new`], or from a ceremony
-/// (`RegistrationRequest::from(Ceremony { .., ..Ceremony::create(..) })`), and override the
-/// registration's own fields with struct-update syntax.
+/// carries. Build from a ceremony (`RegistrationRequest::from(Ceremony::create(rp_id, origin,
+/// challenge))`, or a [`Ceremony`] with fields overridden), and override the registration's own
+/// fields with struct-update syntax.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RegistrationRequest {
     /// What is signed and how.
@@ -43,22 +42,6 @@ pub struct RegistrationRequest {
     pub cose_key_override: Option<Vec<u8>>,
     /// Attestation format. Default [`Attestation::None`].
     pub attestation: Attestation,
-}
-
-impl RegistrationRequest {
-    /// A well-formed request ([`Ceremony::create`]): UP+UV+AT, counter 0, `none` attestation.
-    pub fn new(
-        rp_id: impl Into<String>,
-        origin: impl Into<String>,
-        challenge: impl Into<Vec<u8>>,
-    ) -> Self {
-        Self::from(Ceremony::create(rp_id, origin, challenge))
-    }
-
-    /// The clientDataJSON this request produces (see [`Ceremony::client_data_json`]).
-    pub fn client_data_json(&self) -> Vec<u8> {
-        self.ceremony.client_data_json()
-    }
 }
 
 impl From<Ceremony> for RegistrationRequest {
@@ -94,21 +77,15 @@ pub struct RegistrationResponse {
 impl RegistrationResponse {
     /// `RegistrationResponseJSON` (WebAuthn L3 §5.1), every binary field base64url.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "id": crate::b64url(&self.credential_id),
-            "rawId": crate::b64url(&self.credential_id),
-            "type": "public-key",
-            "authenticatorAttachment": "cross-platform",
-            "clientExtensionResults": {},
-            "response": {
-                "clientDataJSON": crate::b64url(&self.client_data_json),
-                "attestationObject": crate::b64url(&self.attestation_object),
-                "authenticatorData": crate::b64url(&self.authenticator_data),
-                "publicKey": crate::b64url(&self.public_key_spki_der),
-                "publicKeyAlgorithm": self.alg.cose_alg(),
-                "transports": ["usb"],
-            },
-        })
+        let response = serde_json::json!({
+            "clientDataJSON": crate::b64url(&self.client_data_json),
+            "attestationObject": crate::b64url(&self.attestation_object),
+            "authenticatorData": crate::b64url(&self.authenticator_data),
+            "publicKey": crate::b64url(&self.public_key_spki_der),
+            "publicKeyAlgorithm": self.alg.cose_alg(),
+            "transports": ["usb"],
+        });
+        crate::credential_json(&self.credential_id, response)
     }
 }
 
@@ -121,13 +98,7 @@ impl SoftKey {
             .unwrap_or_else(|| self.cose_public_key());
         let attested = self.attested_credential_data_with(&public_key_cose);
         let c = &req.ceremony;
-        let authenticator_data = authdata::build_authenticator_data(
-            &c.rp_id,
-            c.flags,
-            c.sign_count,
-            Some(&attested),
-            c.extensions.as_deref(),
-        );
+        let authenticator_data = c.authenticator_data(Some(&attested));
         let client_data_json = c.client_data_json();
         let message = keys::signed_message(&authenticator_data, &client_data_json);
 

@@ -16,7 +16,7 @@ use countersign::{
     Action, ApprovalResult, ApprovalStatus, CredentialRecord, Decision, EvidenceEntry,
     ProfileRegistry, RegistryDocument, WEBAUTHN_ASSERTION_FORMAT, admit_fields, op_hash,
 };
-use countersign_softkey::{AssertionRequest, AssertionResponse, SoftKey};
+use countersign_softkey::{AssertionRequest, AssertionResponse, Ceremony, SoftKey};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -140,7 +140,7 @@ impl Signing {
         Self {
             decision,
             nonce: nonce(nonce_label),
-            request: AssertionRequest::new(RP_ID, ORIGIN, Vec::new()),
+            request: AssertionRequest::from(Ceremony::get(RP_ID, ORIGIN, Vec::new())),
             keep_challenge: false,
             assertion_at: ASSERTION_AT.to_owned(),
         }

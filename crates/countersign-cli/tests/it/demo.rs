@@ -7,7 +7,7 @@ use crate::support::{
 };
 use countersign::b64;
 use countersign_server::demo::{DEMO_AAGUID, DEMO_PRINCIPAL};
-use countersign_softkey::{Alg, Attestation, RegistrationRequest, SoftKey};
+use countersign_softkey::{Alg, Attestation, Ceremony, RegistrationRequest, SoftKey};
 use countersign_testkit::{ORIGIN, RP_ID};
 use serde_json::{Value, json};
 use std::io::{BufRead as _, BufReader};
@@ -416,7 +416,7 @@ async fn a_service_that_is_not_the_demo_refuses_the_demo_key_at_enrollment_and_l
             let credential = key
                 .register(&RegistrationRequest {
                     attestation: Attestation::None,
-                    ..RegistrationRequest::new(RP_ID, ORIGIN, challenge)
+                    ..RegistrationRequest::from(Ceremony::create(RP_ID, ORIGIN, challenge))
                 })
                 .unwrap()
                 .to_json();

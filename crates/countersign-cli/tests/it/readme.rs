@@ -387,11 +387,11 @@ impl Person {
         let challenge = b64::decode(options["challenge"].as_str().unwrap()).unwrap();
         let credential = self
             .key
-            .register(&RegistrationRequest::new(
+            .register(&RegistrationRequest::from(Ceremony::create(
                 "localhost",
                 &self.origin,
                 challenge,
-            ))
+            )))
             .unwrap()
             .to_json();
         self.post(

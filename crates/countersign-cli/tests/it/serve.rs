@@ -136,6 +136,26 @@ async fn sigkill_during_verdicts_loses_nothing_and_doubles_nothing() {
         .count();
     assert!(decisions > acknowledged.len());
     assert!(settled >= 1);
+    // `--floor` times the signatures the log requires: every line's seal and every Decision's
+    // evidence, all of which verify here.
+    let floor = support::audit_verify_with(&log, &key, &["--floor"]);
+    assert_eq!(code(&floor), 0);
+    let report = String::from_utf8_lossy(&floor.stderr);
+    let lines = text.lines().count();
+    assert!(
+        report.contains(&format!("floor: {lines} seals in ")),
+        "{report}"
+    );
+    let evidence = report
+        .split_once("0 failed), ")
+        .and_then(|(_, rest)| rest.split_once(" evidence signatures of "))
+        .and_then(|(n, _)| n.parse::<usize>().ok());
+    assert!(evidence.is_some_and(|n| n >= decisions), "{report}");
+    assert!(
+        report.contains(&format!("signatures of {decisions} Decisions in ")),
+        "{report}"
+    );
+    assert!(report.contains(", 0 failed, backend "), "{report}");
     let tampered = dir.join("tampered.jsonl");
     std::fs::write(&tampered, text.replacen("\"alice\"", "\"mallory\"", 1)).unwrap();
     assert_eq!(code(&audit_verify(&tampered, &key)), 1);

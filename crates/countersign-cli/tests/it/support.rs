@@ -39,6 +39,11 @@ pub(crate) fn run_with_data_dir(args: &[&str], data: &Path) -> Output {
 
 /// `countersign audit verify FILE --key KEY`, stdout and stderr captured; see [`code`].
 pub(crate) fn audit_verify(file: &Path, key: &Path) -> Output {
+    audit_verify_with(file, key, &[])
+}
+
+/// [`audit_verify`] with more options after the usual ones (`--floor`, ...).
+pub(crate) fn audit_verify_with(file: &Path, key: &Path, options: &[&str]) -> Output {
     Command::new(BIN)
         .args(["audit", "verify"])
         .arg(file)
@@ -47,6 +52,7 @@ pub(crate) fn audit_verify(file: &Path, key: &Path) -> Output {
         // Every test service runs under the worked example's RP (write_config): the evidence of
         // its Decisions is re-verified under it.
         .args(["--rp-id", RP_ID, "--origin", ORIGIN])
+        .args(options)
         .output()
         .unwrap()
 }

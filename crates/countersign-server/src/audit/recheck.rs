@@ -165,7 +165,27 @@ fn judge(
         (other, Some(r)) => format!("{other} {r}"),
         (other, None) => other.to_owned(),
     };
-    let approved_before = status == "APPROVED";
+    let (verdict, detail) = new_verdict(tool, request, s, config, members);
+    RecheckLine {
+        approval_id: id.to_owned(),
+        tool_name: tool.to_owned(),
+        was,
+        verdict,
+        detail,
+        granted: s.granted,
+    }
+}
+
+/// What the new policy says of one recorded approval of `tool`, and why.
+fn new_verdict(
+    tool: &str,
+    request: &Map<String, Value>,
+    s: &Seen,
+    config: &Config,
+    members: &BTreeMap<String, BTreeSet<String>>,
+) -> (RecheckVerdict, String) {
+    let by = s.by.as_deref().unwrap_or("");
+    let approved_before = s.status.as_deref() == Some("APPROVED");
     let human_before = approved_before && by == "decision";
     let rule = config.rule(tool);
     let without_human = if rule.approval == ApprovalRule::None {
@@ -173,19 +193,11 @@ fn judge(
     } else {
         covering_preauthorization(request, config).map(|slug| format!("preauthorization {slug}"))
     };
-    let line = |verdict, detail: String| RecheckLine {
-        approval_id: id.to_owned(),
-        tool_name: tool.to_owned(),
-        was: was.clone(),
-        verdict,
-        detail,
-        granted: s.granted,
-    };
     if let Some(how) = without_human {
         return if approved_before {
-            line(RecheckVerdict::Unchanged, format!("still approved: {how}"))
+            (RecheckVerdict::Unchanged, format!("still approved: {how}"))
         } else {
-            line(
+            (
                 RecheckVerdict::NewlyAllowed,
                 format!("now approved without a human: {how}"),
             )
@@ -194,21 +206,33 @@ fn judge(
     // A human is required under the new policy.
     let eligible = eligible(config, members, rule);
     if approved_before && !human_before {
-        return line(
+        return (
             RecheckVerdict::NewlyParked,
             format!("was approved by {by}; the new policy asks a human"),
         );
     }
     if !human_before {
-        return line(
+        return (
             RecheckVerdict::Unchanged,
             "a human decides, as before".into(),
         );
     }
-    if let Some(allowed) = &eligible
+    human_verdict(tool, s, config, rule, eligible.as_ref())
+}
+
+/// A human approved before and the new policy asks one too: whether the recorded approvers are
+/// still eligible, assured enough and enough.
+fn human_verdict(
+    tool: &str,
+    s: &Seen,
+    config: &Config,
+    rule: &crate::config::ToolRule,
+    eligible: Option<&BTreeSet<String>>,
+) -> (RecheckVerdict, String) {
+    if let Some(allowed) = eligible
         && let Some((p, _)) = s.approvers.iter().find(|(p, _)| !allowed.contains(p))
     {
-        return line(
+        return (
             RecheckVerdict::NewlyDenied,
             format!("{p} is not an eligible approver of {tool} under the new policy"),
         );
@@ -217,7 +241,7 @@ fn judge(
         && let Some((p, level)) = s.approvers.iter().find(|(_, l)| l.is_none_or(|l| l < min))
     {
         let level = level.map_or("unknown".to_owned(), |l| format!("{l:?}"));
-        return line(
+        return (
             RecheckVerdict::InsufficientAssurance,
             format!("{p}'s evidence is {level}, below the new minimum {min:?}"),
         );
@@ -225,12 +249,12 @@ fn judge(
     let quorum = config.policy(rule, None).quorum;
     let distinct: BTreeSet<&str> = s.approvers.iter().map(|(p, _)| p.as_str()).collect();
     if u32::try_from(distinct.len()).unwrap_or(u32::MAX) < quorum {
-        return line(
+        return (
             RecheckVerdict::QuorumNotMet,
             format!("{} approver(s), the new quorum is {quorum}", distinct.len()),
         );
     }
-    line(
+    (
         RecheckVerdict::Unchanged,
         "the recorded verdict still satisfies the new policy".into(),
     )

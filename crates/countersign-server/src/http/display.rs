@@ -250,37 +250,10 @@ impl Walker<'_> {
     ) {
         let (kind, text) = match v {
             Value::Object(map) if !map.is_empty() => {
-                for (k, child) in map {
-                    let child_pointer = format!("{pointer}/{}", escape_pointer(k));
-                    let mut l = label.clone();
-                    l.push(plain(" › "));
-                    l.extend(self.key_segments(k, &child_pointer));
-                    self.walk(
-                        l,
-                        format!("{path}.{k}"),
-                        &child_pointer,
-                        child,
-                        false,
-                        Lines::Many,
-                    );
-                }
-                return;
+                return self.walk_object(&label, &path, pointer, map);
             }
             Value::Array(items) if !items.is_empty() => {
-                for (i, child) in items.iter().enumerate() {
-                    let mut l = label.clone();
-                    l.push(plain(&format!(" [{i}]")));
-                    let child_pointer = format!("{pointer}/{i}");
-                    self.walk(
-                        l,
-                        format!("{path}[{i}]"),
-                        &child_pointer,
-                        child,
-                        false,
-                        Lines::Many,
-                    );
-                }
-                return;
+                return self.walk_array(&label, &path, pointer, items);
             }
             Value::Object(_) => ("object", "{}".to_owned()),
             Value::Array(_) => ("array", "[]".to_owned()),
@@ -289,23 +262,11 @@ impl Walker<'_> {
             Value::Bool(b) => ("boolean", b.to_string()),
             Value::Null => ("null", "null".to_owned()),
         };
-        let mut warnings = Vec::new();
-        if kind == "string" {
-            if let Some(w) = mixed_scripts(&text) {
-                warnings.push(w);
-            }
-            // A text's final line break is its layout, not padding that hides a difference.
-            let edges = match lines {
-                Lines::One => text.as_str(),
-                Lines::Many => text.trim_matches(['\n', '\r', '\t']),
-            };
-            if edges.starts_with(char::is_whitespace) || edges.ends_with(char::is_whitespace) {
-                warnings.push("leading or trailing whitespace".to_owned());
-            }
-            if text.is_empty() {
-                warnings.push("empty text".to_owned());
-            }
-        }
+        let mut warnings = if kind == "string" {
+            text_warnings(&text, lines)
+        } else {
+            Vec::new()
+        };
         let grouped = if kind == "number" || decimal || looks_like_amount(&path) {
             group_digits(&text)
         } else {
@@ -324,6 +285,67 @@ impl Walker<'_> {
             warnings,
         });
     }
+
+    /// A non-empty object's members, in order, each labelled `label › key`.
+    fn walk_object(
+        &mut self,
+        label: &[Segment],
+        path: &str,
+        pointer: &str,
+        map: &serde_json::Map<String, Value>,
+    ) {
+        for (k, child) in map {
+            let child_pointer = format!("{pointer}/{}", escape_pointer(k));
+            let mut l = label.to_vec();
+            l.push(plain(" › "));
+            l.extend(self.key_segments(k, &child_pointer));
+            self.walk(
+                l,
+                format!("{path}.{k}"),
+                &child_pointer,
+                child,
+                false,
+                Lines::Many,
+            );
+        }
+    }
+
+    /// A non-empty array's items, in order, each labelled `label [i]`.
+    fn walk_array(&mut self, label: &[Segment], path: &str, pointer: &str, items: &[Value]) {
+        for (i, child) in items.iter().enumerate() {
+            let mut l = label.to_vec();
+            l.push(plain(&format!(" [{i}]")));
+            let child_pointer = format!("{pointer}/{i}");
+            self.walk(
+                l,
+                format!("{path}[{i}]"),
+                &child_pointer,
+                child,
+                false,
+                Lines::Many,
+            );
+        }
+    }
+}
+
+/// The warnings a signed text earns by itself: mixed scripts, padding at either end, emptiness.
+fn text_warnings(text: &str, lines: Lines) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if let Some(w) = mixed_scripts(text) {
+        warnings.push(w);
+    }
+    // A text's final line break is its layout, not padding that hides a difference.
+    let edges = match lines {
+        Lines::One => text,
+        Lines::Many => text.trim_matches(['\n', '\r', '\t']),
+    };
+    if edges.starts_with(char::is_whitespace) || edges.ends_with(char::is_whitespace) {
+        warnings.push("leading or trailing whitespace".to_owned());
+    }
+    if text.is_empty() {
+        warnings.push("empty text".to_owned());
+    }
+    warnings
 }
 
 /// Whether the last key of `path` names an amount (`amount`, `total_amount`, `price`, ...):

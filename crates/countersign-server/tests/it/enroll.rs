@@ -5,7 +5,9 @@ use crate::support::{Approver, TestApp, config};
 use countersign::{Decision, b64};
 use countersign_server::Config;
 use countersign_server::enroll::{CreatedInvite, create_invite};
-use countersign_softkey::{Alg, Attestation, FIXTURE_AAGUID, RegistrationRequest, SoftKey};
+use countersign_softkey::{
+    Alg, Attestation, Ceremony, FIXTURE_AAGUID, RegistrationRequest, SoftKey,
+};
 use countersign_testkit::{ORIGIN, RP_ID};
 use serde_json::{Value, json};
 
@@ -57,7 +59,7 @@ async fn start(app: &TestApp, token: &str) -> Vec<u8> {
 fn registration(key: &SoftKey, challenge: Vec<u8>, attestation: Attestation) -> Value {
     let req = RegistrationRequest {
         attestation,
-        ..RegistrationRequest::new(RP_ID, ORIGIN, challenge)
+        ..RegistrationRequest::from(Ceremony::create(RP_ID, ORIGIN, challenge))
     };
     key.register(&req).unwrap().to_json()
 }
@@ -190,7 +192,7 @@ async fn a_refused_registration_leaves_the_invite_usable() {
 
     // A registration made for another origin (phishing page relaying the ceremony).
     let challenge = start(&app, &created.token).await;
-    let req = RegistrationRequest::new(RP_ID, "https://evil.example", challenge);
+    let req = RegistrationRequest::from(Ceremony::create(RP_ID, "https://evil.example", challenge));
     let credential = key.register(&req).unwrap().to_json();
     let r = page_post(
         &app,

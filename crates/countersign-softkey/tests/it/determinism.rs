@@ -1,7 +1,7 @@
 //! Same inputs, same bytes; and the derivations are pinned so vectors cannot drift silently.
 
 use countersign_softkey::{
-    Alg, AssertionRequest, Attestation, Error, RegistrationRequest, SoftKey,
+    Alg, AssertionRequest, Attestation, Ceremony, Error, RegistrationRequest, SoftKey,
 };
 use sha2::{Digest as _, Sha256};
 
@@ -12,7 +12,11 @@ fn transcript() -> Vec<u8> {
     for name in ALG_FIXTURES {
         let k = key(name);
         let a = k
-            .assert(&AssertionRequest::new(RP, ORIGIN, challenge(3)))
+            .assert(&AssertionRequest::from(Ceremony::get(
+                RP,
+                ORIGIN,
+                challenge(3),
+            )))
             .unwrap();
         out.extend_from_slice(&a.credential_id);
         out.extend_from_slice(&a.client_data_json);
@@ -21,7 +25,7 @@ fn transcript() -> Vec<u8> {
         let r = k
             .register(&RegistrationRequest {
                 attestation: Attestation::PackedFull,
-                ..RegistrationRequest::new(RP, ORIGIN, challenge(4))
+                ..RegistrationRequest::from(Ceremony::create(RP, ORIGIN, challenge(4)))
             })
             .unwrap();
         out.extend_from_slice(&r.attestation_object);
@@ -67,10 +71,18 @@ fn fixture_es256_public_key_is_pinned() {
 fn different_inputs_different_bytes() {
     let k = key("alice-es256");
     let a = k
-        .assert(&AssertionRequest::new(RP, ORIGIN, challenge(5)))
+        .assert(&AssertionRequest::from(Ceremony::get(
+            RP,
+            ORIGIN,
+            challenge(5),
+        )))
         .unwrap();
     let b = k
-        .assert(&AssertionRequest::new(RP, ORIGIN, challenge(6)))
+        .assert(&AssertionRequest::from(Ceremony::get(
+            RP,
+            ORIGIN,
+            challenge(6),
+        )))
         .unwrap();
     assert_ne!(a.signature, b.signature);
     assert_ne!(

@@ -133,7 +133,11 @@ fn client_data_json_is_browser_shaped() {
     let k = key("alice-es256");
     let c = challenge(9);
     let resp = k
-        .assert(&AssertionRequest::new(RP, ORIGIN, c.clone()))
+        .assert(&AssertionRequest::from(Ceremony::get(
+            RP,
+            ORIGIN,
+            c.clone(),
+        )))
         .unwrap();
     let expected = format!(
         r#"{{"type":"webauthn.get","challenge":"{}","origin":"https://example.com","crossOrigin":false}}"#,
@@ -300,7 +304,7 @@ fn assertion_json_round_trips() {
     let resp = k
         .assert(&AssertionRequest {
             user_handle: Some(b"user-1".to_vec()),
-            ..AssertionRequest::new(RP, ORIGIN, challenge(1))
+            ..AssertionRequest::from(Ceremony::get(RP, ORIGIN, challenge(1)))
         })
         .unwrap();
     let json = resp.to_json();
@@ -323,7 +327,11 @@ fn assertion_json_round_trips() {
     assert_eq!(d(&json["response"]["signature"]), resp.signature);
     assert_eq!(d(&json["response"]["userHandle"]), b"user-1");
     let no_handle = k
-        .assert(&AssertionRequest::new(RP, ORIGIN, challenge(1)))
+        .assert(&AssertionRequest::from(Ceremony::get(
+            RP,
+            ORIGIN,
+            challenge(1),
+        )))
         .unwrap();
     assert!(no_handle.to_json()["response"].get("userHandle").is_none());
 }

@@ -14,7 +14,7 @@ use crate::{ALG_FIXTURES, ORIGIN, RP, challenge, key, verify};
 fn register(k: &SoftKey, attestation: Attestation) -> RegistrationResponse {
     k.register(&RegistrationRequest {
         attestation,
-        ..RegistrationRequest::new(RP, ORIGIN, challenge(8))
+        ..RegistrationRequest::from(Ceremony::create(RP, ORIGIN, challenge(8)))
     })
     .unwrap()
 }

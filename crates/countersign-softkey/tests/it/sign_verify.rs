@@ -1,6 +1,6 @@
 //! Signatures verify with the pure-Rust crates over `authData || SHA-256(clientDataJSON)`.
 
-use countersign_softkey::{AssertionRequest, Part, signed_message};
+use countersign_softkey::{AssertionRequest, Ceremony, Part, signed_message};
 use sha2::{Digest as _, Sha256};
 
 use crate::{ALG_FIXTURES, ORIGIN, RP, challenge, key, verify};
@@ -10,7 +10,11 @@ fn assertions_verify_for_every_algorithm() {
     for name in ALG_FIXTURES {
         let k = key(name);
         let resp = k
-            .assert(&AssertionRequest::new(RP, ORIGIN, challenge(1)))
+            .assert(&AssertionRequest::from(Ceremony::get(
+                RP,
+                ORIGIN,
+                challenge(1),
+            )))
             .unwrap();
         let message = [
             &resp.authenticator_data[..],
@@ -28,7 +32,11 @@ fn signature_does_not_verify_under_another_key_or_message() {
         let k = key(name);
         let other = key(&name.replace("alice", "bob"));
         let resp = k
-            .assert(&AssertionRequest::new(RP, ORIGIN, challenge(1)))
+            .assert(&AssertionRequest::from(Ceremony::get(
+                RP,
+                ORIGIN,
+                challenge(1),
+            )))
             .unwrap();
         assert!(
             !verify(&other.public_key(), &resp.signed_message(), &resp.signature),
@@ -45,7 +53,11 @@ fn tamper_hooks_break_verification_and_are_reversible() {
     for name in ALG_FIXTURES {
         let k = key(name);
         let good = k
-            .assert(&AssertionRequest::new(RP, ORIGIN, challenge(2)))
+            .assert(&AssertionRequest::from(Ceremony::get(
+                RP,
+                ORIGIN,
+                challenge(2),
+            )))
             .unwrap();
         for part in [
             Part::Signature,
