@@ -18,6 +18,28 @@ pub(crate) const TASK_ID_PREFIX: &str = "countersign-task-";
 /// The request ids the interposer gives the calls it forwards for tasks (the client never sees
 /// them: their answers complete the task).
 pub(crate) const UPSTREAM_ID_PREFIX: &str = "countersign-task-call-";
+/// The 2026-07-28 tasks extension (SEP-2663): declared per request in
+/// `_meta["io.modelcontextprotocol/clientCapabilities"].extensions`.
+pub(crate) const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+/// `-32021`: the request needs a client capability it did not declare.
+pub(crate) const MISSING_CAPABILITY: i64 = -32021;
+
+/// Which tasks protocol a task speaks: the 2025-11-25 feature (`params.task`, `tasks/result`)
+/// or the 2026-07-28 extension (`resultType: "task"`, results inlined in `tasks/get`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flavor {
+    Legacy,
+    Extension,
+}
+
+/// A held call's request to run as a task: its flavor, and the retention asked (2025-11-25
+/// `params.task.ttl`; the extension lets the server choose).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ask {
+    pub ttl: Option<u64>,
+    pub flavor: Flavor,
+}
+
 /// Suggested `tasks/get` interval: a human approves in seconds, not milliseconds.
 pub(crate) const POLL_INTERVAL_MS: u64 = 2_000;
 /// Retention when the client asks for none.
@@ -75,6 +97,7 @@ impl Payload {
 /// One task of this session.
 #[derive(Debug)]
 pub(crate) struct Task {
+    pub flavor: Flavor,
     pub approval_id: String,
     pub op_hash: String,
     pub status: Status,
@@ -95,6 +118,7 @@ pub(crate) struct Task {
 
 impl Task {
     pub(crate) fn new(
+        flavor: Flavor,
         approval_id: String,
         op_hash: String,
         status_message: String,
@@ -103,6 +127,7 @@ impl Task {
         stop: oneshot::Sender<()>,
     ) -> Self {
         Self {
+            flavor,
             approval_id,
             op_hash,
             status: Status::Working,
@@ -118,8 +143,20 @@ impl Task {
         }
     }
 
-    /// The 2025-11-25 `Task` object.
+    /// The `Task` object of the task's flavor (2025-11-25 `ttl`/`pollInterval`, or the
+    /// extension's `ttlMs`/`pollIntervalMs`).
     pub(crate) fn view(&self, task_id: &str) -> Value {
+        if self.flavor == Flavor::Extension {
+            return json!({
+                "taskId": task_id,
+                "status": self.status.as_str(),
+                "statusMessage": self.status_message,
+                "createdAt": self.created_at,
+                "lastUpdatedAt": self.last_updated_at,
+                "ttlMs": self.ttl_ms,
+                "pollIntervalMs": POLL_INTERVAL_MS,
+            });
+        }
         json!({
             "taskId": task_id,
             "status": self.status.as_str(),
@@ -129,6 +166,25 @@ impl Task {
             "ttl": self.ttl_ms,
             "pollInterval": POLL_INTERVAL_MS,
         })
+    }
+
+    /// The extension's `tasks/get` result (`DetailedTask`): the task, with the call's `result`
+    /// once completed or its JSON-RPC `error` once failed.
+    pub(crate) fn detailed(&self, task_id: &str) -> Value {
+        let mut view = self.view(task_id);
+        if let Some(v) = view.as_object_mut() {
+            v.insert("resultType".into(), json!("complete"));
+            match (&self.payload, self.status) {
+                (Some(Payload::Result(r)), Status::Completed) => {
+                    v.insert("result".into(), r.clone());
+                }
+                (Some(Payload::Error(e)), Status::Failed) => {
+                    v.insert("error".into(), e.clone());
+                }
+                _ => {}
+            }
+        }
+        view
     }
 
     /// A new message while the task goes on.
@@ -252,9 +308,17 @@ pub(crate) fn ttl_ms(requested: Option<u64>, approval_left: Option<Duration>) ->
 /// and without `params.task` (the upstream runs a plain call; the task is the interposer's).
 /// Members are cut out of the text, never re-serialized, so `arguments` stay the hashed bytes;
 /// `None` if the result's `arguments` are not exactly `arguments`.
-pub(crate) fn upstream_call(line: &str, upstream_id: &str, arguments: &str) -> Option<String> {
+pub(crate) fn upstream_call(
+    line: &str,
+    upstream_id: &str,
+    arguments: &str,
+    flavor: Flavor,
+) -> Option<String> {
     let at = crate::splice::member(line, "params")?;
-    let params = crate::splice::without(line.get(at.clone())?, "task")?;
+    let mut params = crate::splice::without(line.get(at.clone())?, "task")?;
+    if flavor == Flavor::Extension {
+        params = without_extension(&params)?;
+    }
     let line = format!("{}{params}{}", &line[..at.start], &line[at.end..]);
     let id = crate::splice::member(&line, "id")?;
     let new_id = Value::from(upstream_id).to_string();
@@ -262,6 +326,35 @@ pub(crate) fn upstream_call(line: &str, upstream_id: &str, arguments: &str) -> O
     let frame: Value = serde_json::from_str(&out).ok()?;
     let same = raw_arguments(&out).as_deref().unwrap_or("{}") == arguments;
     (same && frame.pointer("/params/task").is_none()).then_some(out)
+}
+
+/// `params` without the tasks extension in its `_meta` client capabilities: the interposer runs
+/// the approved call itself, so the upstream must answer it with a result, not a task of its own
+/// (SEP-2663: a server returns a task only to a request that declares the extension). `params`
+/// as it is when it declares nothing.
+fn without_extension(params: &str) -> Option<String> {
+    let path = [
+        "_meta",
+        "io.modelcontextprotocol/clientCapabilities",
+        "extensions",
+    ];
+    let mut at = 0..params.len();
+    for key in path {
+        let Some(inner) = crate::splice::member(params.get(at.clone())?, key) else {
+            return Some(params.to_owned());
+        };
+        at = at.start + inner.start..at.start + inner.end;
+    }
+    let cut = crate::splice::without(params.get(at.clone())?, EXTENSION)?;
+    Some(crate::splice::replace(params, at, &cut))
+}
+
+/// Whether request `params` declare the tasks extension in their own `_meta`.
+pub(crate) fn declares_extension(params: &Value) -> bool {
+    params
+        .pointer("/_meta/io.modelcontextprotocol~1clientCapabilities/extensions")
+        .and_then(|e| e.get(EXTENSION))
+        .is_some_and(Value::is_object)
 }
 
 /// The exact text of `params.arguments` in `line`.
@@ -310,12 +403,33 @@ mod tests {
     #[test]
     fn the_forwarded_call_keeps_the_argument_bytes_and_loses_the_task() {
         let line = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"w","task":{"ttl":5},"arguments":{"b" : 1,"a":2}}}"#;
-        let out = upstream_call(line, "countersign-task-call-1", r#"{"b" : 1,"a":2}"#).unwrap();
+        let out = upstream_call(
+            line,
+            "countersign-task-call-1",
+            r#"{"b" : 1,"a":2}"#,
+            Flavor::Legacy,
+        )
+        .unwrap();
         assert_eq!(
             out,
             r#"{"jsonrpc":"2.0","id":"countersign-task-call-1","method":"tools/call","params":{"name":"w","arguments":{"b" : 1,"a":2}}}"#
         );
-        assert!(upstream_call(line, "x", r#"{"a":2,"b":1}"#).is_none());
+        assert!(upstream_call(line, "x", r#"{"a":2,"b":1}"#, Flavor::Legacy).is_none());
+    }
+
+    #[test]
+    fn the_extension_call_goes_upstream_without_the_tasks_declaration() {
+        let line = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"w","arguments":{"a":1},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"x/y":{},"io.modelcontextprotocol/tasks":{}}}}}}"#;
+        let out = upstream_call(line, "u", r#"{"a":1}"#, Flavor::Extension).unwrap();
+        assert_eq!(
+            out,
+            r#"{"jsonrpc":"2.0","id":"u","method":"tools/call","params":{"name":"w","arguments":{"a":1},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"x/y":{}}}}}}"#
+        );
+        let plain = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"w","arguments":{}}}"#;
+        assert!(upstream_call(plain, "u", "{}", Flavor::Extension).is_some());
+        let declared: Value = serde_json::from_str(line).unwrap();
+        assert!(declares_extension(&declared["params"]));
+        assert!(!declares_extension(&json!({"_meta": {}})));
     }
 
     #[test]
@@ -342,7 +456,15 @@ mod tests {
     #[test]
     fn a_task_ends_once_and_wakes_its_readers() {
         let (stop, _) = oneshot::channel();
-        let mut t = Task::new("a".into(), "h".into(), "held".into(), 10, "t0".into(), stop);
+        let mut t = Task::new(
+            Flavor::Legacy,
+            "a".into(),
+            "h".into(),
+            "held".into(),
+            10,
+            "t0".into(),
+            stop,
+        );
         let rx = t.ended();
         t.end(
             Status::Cancelled,

@@ -159,8 +159,8 @@ pub(super) struct Held {
     pub(super) request_state: Option<String>,
     /// `params.inputResponses` answers the interposer's own input request.
     pub(super) own_response: bool,
-    /// The client asked for a task (2025-11-25 `params.task`), with this retention if any.
-    pub(super) task: Option<Option<u64>>,
+    /// The call runs as a task (2025-11-25 `params.task`, or the 2026-07-28 extension).
+    pub(super) task: Option<crate::tasks::Ask>,
     /// Fires when the client cancels this call (or leaves).
     pub(super) cancel: oneshot::Receiver<()>,
     /// `line` carries an id of the interposer's own (a task's call), not the client's.

@@ -31,14 +31,16 @@ impl Interposer {
     pub(super) async fn start_task(
         self: &Arc<Self>,
         mut h: Held,
-        ttl: Option<u64>,
+        ask: tasks::Ask,
         out: &Outbox<'_>,
         to_upstream: &Lines,
     ) {
         // What the task will forward, settled first: a call that cannot be sent as hashed opens
         // no approval (and its record gets one outcome).
         let upstream_id = self.shared.new_id(tasks::UPSTREAM_ID_PREFIX);
-        let Some(line) = tasks::upstream_call(&h.line, &upstream_id, &h.call.params_json) else {
+        let Some(line) =
+            tasks::upstream_call(&h.line, &upstream_id, &h.call.params_json, ask.flavor)
+        else {
             let why = Refused::because(ReasonCode::BindingMismatch.as_str());
             out.send(self.refusal(&h, "", why));
             return;
@@ -55,7 +57,7 @@ impl Interposer {
         };
         out.send(self.waits(&h, &approval_id, expires_at.as_deref()));
         let (stop, stopped) = oneshot::channel();
-        let (task_id, frame) = self.new_task(&h, &approval_id, expires_at.as_deref(), ttl, stop);
+        let (task_id, frame) = self.new_task(&h, &approval_id, expires_at.as_deref(), ask, stop);
         // From here on `h` is the call the driver forwards: its own id, no `task`, and the
         // task's stop signal in place of the client's request (answered now).
         let client_id = std::mem::replace(&mut h.id, Value::from(upstream_id));
@@ -83,7 +85,7 @@ impl Interposer {
         h: &Held,
         approval_id: &str,
         expires_at: Option<&str>,
-        ttl: Option<u64>,
+        ask: tasks::Ask,
         stop: oneshot::Sender<()>,
     ) -> (String, Value) {
         let ticket = self.ticket(h, approval_id, expires_at);
@@ -92,27 +94,34 @@ impl Interposer {
             .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
             .map(|t| (t - OffsetDateTime::now_utc()).unsigned_abs());
         let task = Task::new(
+            ask.flavor,
             approval_id.to_owned(),
             h.op_hash.clone(),
             message.clone(),
-            tasks::ttl_ms(ttl, left),
+            tasks::ttl_ms(ask.ttl, left),
             now_rfc3339(),
             stop,
         );
         let task_id = self.shared.new_id(tasks::TASK_ID_PREFIX);
         let view = task.view(&task_id);
         self.session().tasks.insert(task_id.clone(), task);
-        let frame = json!({
-            "jsonrpc": "2.0",
-            "id": h.id,
-            "result": {
-                "task": view,
-                "_meta": {
-                    answer::APPROVAL_KEY: ticket.block(),
-                    "io.modelcontextprotocol/model-immediate-response": message,
-                },
-            },
+        let meta = json!({
+            answer::APPROVAL_KEY: ticket.block(),
+            "io.modelcontextprotocol/model-immediate-response": message,
         });
+        let result = match ask.flavor {
+            // 2026-07-28 extension: `CreateTaskResult` is the task itself, marked `"task"`.
+            tasks::Flavor::Extension => {
+                let mut result = view;
+                if let Some(r) = result.as_object_mut() {
+                    r.insert("resultType".into(), json!("task"));
+                    r.insert("_meta".into(), meta);
+                }
+                result
+            }
+            tasks::Flavor::Legacy => json!({"task": view, "_meta": meta}),
+        };
+        let frame = json!({"jsonrpc": "2.0", "id": h.id, "result": result});
         (task_id, frame)
     }
 
@@ -161,12 +170,14 @@ impl Interposer {
             && let Some(t) = s.tasks.get_mut(&task_id)
         {
             let message = summary(&frame).unwrap_or("Not run: refused.").to_owned();
-            t.end(
-                Status::Failed,
-                message,
-                Payload::of_response(&frame),
-                now_rfc3339(),
-            );
+            let payload = Payload::of_response(&frame);
+            // The extension keeps `failed` for JSON-RPC errors: a refusal answered as a tool
+            // error is a `completed` task whose result says it did not run (SEP-2663).
+            let status = match (t.flavor, &payload) {
+                (tasks::Flavor::Extension, Payload::Result(_)) => Status::Completed,
+                _ => Status::Failed,
+            };
+            t.end(status, message, payload, now_rfc3339());
         }
     }
 
