@@ -396,6 +396,22 @@ pub(crate) fn add_capability(result: &mut Value) {
     }
 }
 
+/// The tasks extension the interposer adds to a 2026-07-28 `server/discover` result (SEP-2663:
+/// `capabilities.extensions["io.modelcontextprotocol/tasks"]`), beside the upstream's own.
+pub(crate) fn add_extension(result: &mut Value) {
+    let Some(caps) = result
+        .as_object_mut()
+        .map(|r| r.entry("capabilities").or_insert_with(|| json!({})))
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    let extensions = caps.entry("extensions").or_insert_with(|| json!({}));
+    if let Some(extensions) = extensions.as_object_mut() {
+        extensions.entry(EXTENSION).or_insert_with(|| json!({}));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -450,6 +466,16 @@ mod tests {
         assert_eq!(
             r["capabilities"]["tasks"],
             json!({"requests": {"sampling": {}, "tools": {"call": {}}}, "cancel": {}, "list": {}})
+        );
+    }
+
+    #[test]
+    fn discover_declares_the_extension_beside_the_upstreams() {
+        let mut r = json!({"capabilities": {"tools": {}, "extensions": {"x/y": {"a": 1}}}});
+        add_extension(&mut r);
+        assert_eq!(
+            r["capabilities"]["extensions"],
+            json!({"x/y": {"a": 1}, EXTENSION: {}})
         );
     }
 

@@ -159,6 +159,7 @@ impl Interposer {
                 return self.clone().call(call, &out, to_client, to_upstream);
             }
             Request::List => Track::List,
+            Request::Discover => Track::Discover,
             Request::Initialize {
                 revision,
                 url_elicitation,

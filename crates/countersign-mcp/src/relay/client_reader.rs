@@ -35,6 +35,8 @@ pub(super) enum Request {
     Call(Option<CallFrame>),
     /// `tools/list`: its answer is the catalog.
     List,
+    /// `server/discover` (2026-07-28): its answer declares the extensions.
+    Discover,
     /// `initialize`: the revision and capabilities the client offers.
     Initialize {
         revision: Option<String>,
@@ -181,6 +183,7 @@ pub(super) fn read(line: &str, m: &Message) -> Result<ClientFrame, Rejection> {
     let body = match method {
         "tools/call" => Request::Call(params.and_then(CallFrame::decode)),
         "tools/list" => Request::List,
+        "server/discover" => Request::Discover,
         "initialize" => {
             let params = tree(params);
             Request::Initialize {

@@ -54,6 +54,13 @@ async fn settled(client: &mut Client, task_id: &str) -> Value {
 async fn a_held_call_gets_a_task_handle_and_runs_once_approved() {
     let mut rig = rig("task-ext-run", plain_client()).await;
     let audit = rig.audit.clone();
+    // server/discover declares the extension.
+    let discover = tasks(&mut rig.client, "server/discover", json!({})).await;
+    assert_eq!(
+        discover["result"]["capabilities"]["extensions"][EXTENSION],
+        json!({}),
+        "{discover}"
+    );
     let args = r#"{"path":"/x", "content":"hi"}"#;
     let created = call(&mut rig.client, args).await;
     let task = &created["result"];
