@@ -102,7 +102,7 @@ impl Interposer {
             now_rfc3339(),
             stop,
         );
-        let task_id = self.shared.new_id(tasks::TASK_ID_PREFIX);
+        let task_id = self.shared.new_secret_id(tasks::TASK_ID_PREFIX);
         let view = task.view(&task_id);
         self.session().tasks.insert(task_id.clone(), task);
         let meta = json!({
