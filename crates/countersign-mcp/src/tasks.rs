@@ -7,7 +7,8 @@
 //! This module holds the session's task table and the wire shapes; the life cycle (approval,
 //! verdict, forward) is the relay's, shared with plain held calls.
 
-use serde_json::{Value, json};
+use crate::config::Rule;
+use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
@@ -56,6 +57,9 @@ pub(crate) enum Status {
     /// tells the client to call `tasks/result`, which blocks until the task ends and would run
     /// into the client's request timeout while a human decides.
     Working,
+    /// The extension only: the approved call's upstream asks the client for input (its own
+    /// multi round trip); `tasks/get` shows the requests, `tasks/update` answers them.
+    InputRequired,
     Completed,
     Failed,
     Cancelled,
@@ -65,6 +69,7 @@ impl Status {
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Working => "working",
+            Self::InputRequired => "input_required",
             Self::Completed => "completed",
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
@@ -72,7 +77,7 @@ impl Status {
     }
 
     pub(crate) fn is_terminal(self) -> bool {
-        self != Self::Working
+        matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
     }
 }
 
@@ -92,6 +97,26 @@ impl Payload {
             None => Self::Result(frame.get("result").cloned().unwrap_or_else(|| json!({}))),
         }
     }
+}
+
+/// The approved call a task runs, as forwarded: what a continuation sends again.
+#[derive(Debug, Clone)]
+pub(crate) struct Approved {
+    pub line: String,
+    pub tool: String,
+    pub arguments: String,
+    pub rule: Rule,
+}
+
+/// Input the upstream asked for while the approved call ran (extension tasks): its requests
+/// under keys unique over the task's life (`<round>.<upstream key>`), the answers so far, and
+/// the upstream's `requestState` to send back with them.
+#[derive(Debug, Default)]
+struct Input {
+    round: u32,
+    request_state: String,
+    requests: Map<String, Value>,
+    responses: Map<String, Value>,
 }
 
 /// One task of this session.
@@ -114,6 +139,10 @@ pub(crate) struct Task {
     pub upstream_id: Option<String>,
     /// Flips to `true` when the task ends: what a blocked `tasks/result` waits on.
     ended: watch::Sender<bool>,
+    /// The approved call, once released.
+    pub approved: Option<Approved>,
+    /// Outstanding input (status `input_required`), and the round count.
+    input: Input,
 }
 
 impl Task {
@@ -140,6 +169,8 @@ impl Task {
             stop: Some(stop),
             upstream_id: None,
             ended: watch::channel(false).0,
+            approved: None,
+            input: Input::default(),
         }
     }
 
@@ -181,10 +212,77 @@ impl Task {
                 (Some(Payload::Error(e)), Status::Failed) => {
                     v.insert("error".into(), e.clone());
                 }
+                (_, Status::InputRequired) => {
+                    let requests = self.input.requests.clone();
+                    v.insert("inputRequests".into(), Value::Object(requests));
+                }
                 _ => {}
             }
         }
         view
+    }
+
+    /// The upstream answered the approved call of an extension task `input_required` (`result`):
+    /// the task waits for the client's answers. `false` (nothing changes) for any other answer.
+    pub(crate) fn ask_input(&mut self, result: &Value, now: String) -> bool {
+        let (Some(state), Some(requests)) = (
+            result.get("requestState").and_then(Value::as_str),
+            result.get("inputRequests").and_then(Value::as_object),
+        ) else {
+            return false;
+        };
+        if self.flavor != Flavor::Extension
+            || self.status.is_terminal()
+            || result.get("resultType").and_then(Value::as_str) != Some("input_required")
+        {
+            return false;
+        }
+        let round = self.input.round.saturating_add(1);
+        self.input = Input {
+            round,
+            request_state: state.to_owned(),
+            requests: requests
+                .iter()
+                .map(|(k, v)| (format!("{round}.{k}"), v.clone()))
+                .collect(),
+            responses: Map::new(),
+        };
+        self.status = Status::InputRequired;
+        self.update(
+            "The approved call asks for input: answer its inputRequests with tasks/update.".into(),
+            now,
+        );
+        true
+    }
+
+    /// Take the client's `responses` to outstanding requests (others are ignored, as SEP-2663
+    /// says). Once every outstanding request is answered: the upstream's `requestState` and the
+    /// answers under the upstream's own keys, and the task works again.
+    pub(crate) fn answer(
+        &mut self,
+        responses: &Map<String, Value>,
+        now: String,
+    ) -> Option<(String, Map<String, Value>)> {
+        if self.status != Status::InputRequired {
+            return None;
+        }
+        for (k, v) in responses {
+            if self.input.requests.contains_key(k) {
+                self.input.responses.insert(k.clone(), v.clone());
+            }
+        }
+        if self.input.responses.len() < self.input.requests.len() {
+            return None;
+        }
+        let prefix = format!("{}.", self.input.round);
+        let answers = std::mem::take(&mut self.input.responses)
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(&prefix)?.to_owned(), v)))
+            .collect();
+        self.input.requests.clear();
+        self.status = Status::Working;
+        self.update("Input given: the approved call goes on.".into(), now);
+        Some((std::mem::take(&mut self.input.request_state), answers))
     }
 
     /// A new message while the task goes on.
@@ -328,6 +426,35 @@ pub(crate) fn upstream_call(
     (same && frame.pointer("/params/task").is_none()).then_some(out)
 }
 
+/// The approved call `line` sent again to go on from the upstream's `input_required`: under
+/// `upstream_id`, with its `requestState` and the client's `responses` in place of any it had.
+/// Cut into the text like [`upstream_call`]: `None` if the arguments would not stay `arguments`.
+pub(crate) fn continuation_call(
+    line: &str,
+    upstream_id: &str,
+    arguments: &str,
+    state: &str,
+    responses: &Map<String, Value>,
+) -> Option<String> {
+    let at = crate::splice::member(line, "params")?;
+    let params = crate::splice::without(line.get(at.clone())?, "requestState")?;
+    let params = crate::splice::without(&params, "inputResponses")?;
+    let close = params.rfind('}')?;
+    let head = params.get(..close)?.trim_end();
+    let comma = if head.ends_with('{') { "" } else { "," };
+    let added = format!(
+        "{comma}\"requestState\":{},\"inputResponses\":{}}}",
+        Value::from(state),
+        Value::Object(responses.clone())
+    );
+    let params = format!("{head}{added}");
+    let line = crate::splice::replace(line, at, &params);
+    let id = crate::splice::member(&line, "id")?;
+    let out = crate::splice::replace(&line, id, &Value::from(upstream_id).to_string());
+    serde_json::from_str::<Value>(&out).ok()?;
+    (raw_arguments(&out).as_deref().unwrap_or("{}") == arguments).then_some(out)
+}
+
 /// `params` without the tasks extension in its `_meta` client capabilities: the interposer runs
 /// the approved call itself, so the upstream must answer it with a result, not a task of its own
 /// (SEP-2663: a server returns a task only to a request that declares the extension). `params`
@@ -467,6 +594,55 @@ mod tests {
             r["capabilities"]["tasks"],
             json!({"requests": {"sampling": {}, "tools": {"call": {}}}, "cancel": {}, "list": {}})
         );
+    }
+
+    #[test]
+    fn a_continuation_carries_the_upstreams_state_and_the_answers() {
+        let line = r#"{"jsonrpc":"2.0","id":"t1","method":"tools/call","params":{"name":"w","arguments":{"a" : 1},"requestState":"old"}}"#;
+        let mut answers = Map::new();
+        answers.insert("q".into(), json!({"action": "accept"}));
+        let out = continuation_call(line, "t2", r#"{"a" : 1}"#, "s-2", &answers).unwrap();
+        assert_eq!(
+            out,
+            r#"{"jsonrpc":"2.0","id":"t2","method":"tools/call","params":{"name":"w","arguments":{"a" : 1},"requestState":"s-2","inputResponses":{"q":{"action":"accept"}}}}"#
+        );
+    }
+
+    #[test]
+    fn input_keys_stay_unique_over_rounds_and_only_outstanding_answers_count() {
+        let (stop, _) = oneshot::channel();
+        let mut t = Task::new(
+            Flavor::Extension,
+            "a".into(),
+            "h".into(),
+            "m".into(),
+            10,
+            "t".into(),
+            stop,
+        );
+        let asks = json!({"resultType": "input_required", "requestState": "s1", "inputRequests": {"q": {}, "r": {}}});
+        assert!(t.ask_input(&asks, "t1".into()));
+        assert_eq!(t.status, Status::InputRequired);
+        assert_eq!(
+            t.detailed("x")["inputRequests"],
+            json!({"1.q": {}, "1.r": {}})
+        );
+        let partial = json!({"1.q": {"action": "accept"}, "0.z": {}});
+        assert!(
+            t.answer(partial.as_object().unwrap(), "t2".into())
+                .is_none()
+        );
+        let rest = json!({"1.r": {"action": "decline"}});
+        let (state, answers) = t.answer(rest.as_object().unwrap(), "t3".into()).unwrap();
+        assert_eq!(state, "s1");
+        assert_eq!(
+            Value::Object(answers),
+            json!({"q": {"action": "accept"}, "r": {"action": "decline"}})
+        );
+        assert_eq!(t.status, Status::Working);
+        let again = json!({"resultType": "input_required", "requestState": "s2", "inputRequests": {"q": {}}});
+        assert!(t.ask_input(&again, "t4".into()));
+        assert_eq!(t.detailed("x")["inputRequests"], json!({"2.q": {}}));
     }
 
     #[test]

@@ -173,12 +173,14 @@ impl Interposer {
                 method,
                 ours: Some(task_id),
                 declares,
+                responses,
             } => {
                 let ask = TaskAsk {
                     method,
                     id,
                     task_id,
                     declares,
+                    responses,
                 };
                 return self.clone().task_request(ask, to_client, to_upstream);
             }

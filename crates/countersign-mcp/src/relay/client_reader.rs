@@ -49,6 +49,8 @@ pub(super) enum Request {
         method: TaskMethod,
         ours: Option<String>,
         declares: bool,
+        /// `params.inputResponses` (`tasks/update`).
+        responses: Option<Value>,
     },
     /// `tasks/list`.
     TaskList,
@@ -222,10 +224,12 @@ fn task(method: TaskMethod, params: Option<&str>) -> Request {
         .filter(|t| t.starts_with(tasks::TASK_ID_PREFIX))
         .map(str::to_owned);
     let declares = tasks::declares_extension(&params);
+    let responses = params.get("inputResponses").cloned();
     Request::Task {
         method,
         ours,
         declares,
+        responses,
     }
 }
 
@@ -310,6 +314,7 @@ mod tests {
                     method: TaskMethod::Cancel,
                     ours: Some(_),
                     declares: false,
+                    ..
                 },
                 ..
             }

@@ -6,12 +6,15 @@
 
 use super::interposer::{Interposer, Lines};
 use super::outbox::{Effect, Outbox};
+use super::outcome;
 use super::release::Refused;
-use super::session::Held;
+use super::session::{Forwarded, Held};
+use super::shared::Bound;
 use super::shared::now_rfc3339;
 use super::ticket::Opened;
 use super::upstream_reader::id_key;
 use crate::answer;
+use crate::config::Rule;
 use crate::tasks::{self, Payload, Status, Task};
 use countersign::{ApprovalResult, ApprovalStatus, ReasonCode};
 use countersign_client::Refusal;
@@ -153,6 +156,12 @@ impl Interposer {
             let mut s = self.session();
             if let Some(t) = s.tasks.get_mut(&task_id) {
                 t.update("Approved: running the call.".into(), now_rfc3339());
+                t.approved = Some(tasks::Approved {
+                    line: h.line.clone(),
+                    tool: h.call.tool_name.clone(),
+                    arguments: h.call.params_json.clone(),
+                    rule: h.rule,
+                });
             }
             // Before the forward: the upstream may answer at once.
             s.tasks.running(&task_id, upstream_key.clone());
@@ -178,6 +187,97 @@ impl Interposer {
                 _ => Status::Failed,
             };
             t.end(status, message, payload, now_rfc3339());
+        }
+    }
+
+    /// `tasks/update` of extension task `task_id` with the client's `responses`: once every
+    /// request the upstream made is answered, the approved call goes on, sent again once with the
+    /// upstream's `requestState` and the answers, if the policy does not deny the tool now. Its
+    /// own intent line, and a `continued` outcome naming the approval, as for a client's own
+    /// continuation (docs/MCP.md, "When the upstream itself asks for input").
+    pub(super) fn update_task(
+        &self,
+        task_id: &str,
+        responses: &serde_json::Map<String, Value>,
+        out: &Outbox<'_>,
+    ) {
+        let (approved, approval_id, op_hash, state, answers) = {
+            let mut s = self.session();
+            let Some(t) = s.tasks.get_mut(task_id) else {
+                return;
+            };
+            let Some(approved) = t.approved.clone() else {
+                return;
+            };
+            let Some((state, answers)) = t.answer(responses, now_rfc3339()) else {
+                return;
+            };
+            (
+                approved,
+                t.approval_id.clone(),
+                t.op_hash.clone(),
+                state,
+                answers,
+            )
+        };
+        let upstream_id = self.shared.new_id(tasks::UPSTREAM_ID_PREFIX);
+        let line = tasks::continuation_call(
+            &approved.line,
+            &upstream_id,
+            &approved.arguments,
+            &state,
+            &answers,
+        );
+        let denied = self.rule_now(&approved.tool) == Rule::Deny;
+        let refused = if denied {
+            "Not continued: the policy now denies this tool."
+        } else {
+            "Not continued: the call could not be sent as approved."
+        };
+        let Some(line) = line.filter(|_| !denied) else {
+            let result = json!({"content": [{"type": "text", "text": refused}], "isError": true});
+            if let Some(t) = self.session().tasks.get_mut(task_id) {
+                t.end(
+                    Status::Completed,
+                    refused.into(),
+                    Payload::Result(result),
+                    now_rfc3339(),
+                );
+            }
+            return;
+        };
+        let call_id = self.shared.next_call_id();
+        let key = id_key(&Value::from(upstream_id));
+        out.send(Effect::Intent {
+            call_id: call_id.clone(),
+            tool: approved.tool.clone(),
+            op_hash: op_hash.clone(),
+            rule: approved.rule,
+        });
+        self.session().tasks.running(task_id, key.clone());
+        let forwarded = Forwarded {
+            call_id,
+            op_hash,
+            outcome: outcome::CONTINUED,
+            approval_ref: Some(approval_id),
+            bound: Some(Bound {
+                tool: approved.tool,
+                arguments: approved.arguments,
+            }),
+        };
+        let upstream = self.task_upstream();
+        let forward = Effect::ForwardOwn {
+            line,
+            key,
+            forwarded,
+        };
+        match upstream {
+            Some(lines) => {
+                Outbox::new(self, &lines, &lines).send(forward);
+            }
+            None => {
+                out.send(forward);
+            }
         }
     }
 
@@ -221,6 +321,13 @@ impl Interposer {
             return Some(line);
         };
         if let Some((_, task)) = s.tasks.answered(&key) {
+            // The upstream asks for input (extension tasks): the task waits for the client.
+            if frame.get("error").is_none()
+                && let Some(result) = frame.get("result")
+                && task.ask_input(result, now_rfc3339())
+            {
+                return None;
+            }
             let (status, message) = if frame.get("error").is_some() {
                 (
                     Status::Failed,

@@ -18,6 +18,8 @@ pub(super) struct TaskAsk {
     pub(super) task_id: String,
     /// The request declares the 2026-07-28 tasks extension.
     pub(super) declares: bool,
+    /// `params.inputResponses` (`tasks/update`).
+    pub(super) responses: Option<Value>,
 }
 
 impl Interposer {
@@ -34,6 +36,7 @@ impl Interposer {
             id,
             task_id,
             declares,
+            responses,
         } = ask;
         let out = Outbox::new(&self, to_client, to_upstream);
         let mut s = self.session();
@@ -44,9 +47,14 @@ impl Interposer {
         };
         if task.flavor == Flavor::Extension {
             drop(s);
-            return self
-                .clone()
-                .extension_request(method, id, &task_id, declares, to_client, &out);
+            let ask = TaskAsk {
+                method,
+                id,
+                task_id,
+                declares,
+                responses,
+            };
+            return self.clone().extension_request(ask, to_client, &out);
         }
         match method {
             TaskMethod::Update => {
@@ -91,15 +99,15 @@ impl Interposer {
     /// request that declares the extension (`-32021` otherwise); `tasks/get` answers the
     /// `DetailedTask`; `tasks/update` and `tasks/cancel` answer an empty acknowledgement;
     /// `tasks/result` is no method of the extension.
-    fn extension_request(
-        self: Arc<Self>,
-        method: TaskMethod,
-        id: Value,
-        task_id: &str,
-        declares: bool,
-        to_client: &Lines,
-        out: &Outbox<'_>,
-    ) {
+    fn extension_request(self: Arc<Self>, ask: TaskAsk, to_client: &Lines, out: &Outbox<'_>) {
+        let TaskAsk {
+            method,
+            id,
+            task_id,
+            declares,
+            responses,
+        } = ask;
+        let task_id = task_id.as_str();
         if method == TaskMethod::Result {
             let error = rpc_error(
                 &id,
@@ -136,11 +144,16 @@ impl Interposer {
                 };
                 out.send(Effect::Client(frame.to_string()));
             }
-            // The interposer's tasks never ask for input (the approval is decided elsewhere,
-            // by a person with a key): no key is outstanding, so every response is ignored.
-            TaskMethod::Update | TaskMethod::Result => {
+            // Answers to what the approved call's upstream asked; the approval itself never
+            // asks the client (a person decides it elsewhere, with a key).
+            TaskMethod::Update => {
+                let responses = responses.as_ref().and_then(Value::as_object);
+                if let Some(responses) = responses {
+                    self.update_task(task_id, responses, out);
+                }
                 out.send(Effect::Client(ack.to_string()));
             }
+            TaskMethod::Result => {}
             TaskMethod::Cancel => self.cancel_task(id, task_id, Some(ack), to_client, out),
         }
     }

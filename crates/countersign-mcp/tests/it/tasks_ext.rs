@@ -22,10 +22,14 @@ fn declaring() -> Value {
 
 /// A held `tools/call` from a 2026-07-28 client declaring the extension, arguments as text.
 async fn call(client: &mut Client, args: &str) -> Value {
+    call_tool(client, "write_file", args).await
+}
+
+async fn call_tool(client: &mut Client, tool: &str, args: &str) -> Value {
     client.next += 1;
     let id = client.next;
     let line = format!(
-        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"write_file\",\"arguments\":{args},\"_meta\":{}}}}}",
+        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"{tool}\",\"arguments\":{args},\"_meta\":{}}}}}",
         declaring()
     );
     client.send_line(&line).await;
@@ -208,4 +212,74 @@ async fn tasks_cancel_withdraws_the_approval_and_a_refusal_completes_as_a_tool_e
     let report = verify_log(&bytes, &key.public_key());
     assert!(report.issues.is_empty(), "{report:?}");
     assert!(!audit_lines(&audit).is_empty());
+}
+
+/// The approved call's upstream asks for input (its own multi round trip): the task turns
+/// `input_required` with the upstream's requests under keys of its own, `tasks/update` answers
+/// them, and the call goes on once, with the upstream's state, to its result.
+#[tokio::test]
+async fn input_the_upstream_asks_for_goes_through_tasks_update() {
+    let mut rig = rig("task-ext-input", plain_client()).await;
+    let created = call_tool(&mut rig.client, "ask_file", r#"{"path":"/a"}"#).await;
+    let task_id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let approval = approval_id(&created);
+    rig.alice
+        .decide(&rig.svc, &approval, Decision::Approved)
+        .await;
+    let asks = settled(&mut rig.client, &task_id).await;
+    assert_eq!(asks["status"], "input_required", "{asks}");
+    let requests = asks["inputRequests"].as_object().unwrap();
+    assert_eq!(requests.len(), 1, "{asks}");
+    let (key, request) = requests.iter().next().unwrap();
+    assert_eq!(request["method"], "elicitation/create");
+    assert!(
+        !asks["inputRequests"]
+            .to_string()
+            .contains("upstream-state-1")
+    );
+
+    let update = tasks(
+        &mut rig.client,
+        "tasks/update",
+        json!({ "taskId": task_id, "inputResponses": { key.as_str(): {"action": "accept", "content": {}} } }),
+    )
+    .await;
+    assert_eq!(
+        update["result"],
+        json!({"resultType": "complete"}),
+        "{update}"
+    );
+    let done = settled(&mut rig.client, &task_id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "ran ask_file");
+    let sent = rig.upstream.calls_of("ask_file");
+    assert_eq!(
+        sent.len(),
+        2,
+        "the approved call, then its continuation: {sent:?}"
+    );
+    assert!(
+        sent[1].contains("\"requestState\":\"upstream-state-1\""),
+        "{}",
+        sent[1]
+    );
+    assert!(
+        sent[1].contains("\"inputResponses\":{\"q\":"),
+        "{}",
+        sent[1]
+    );
+    assert!(
+        sent[1].contains(r#""arguments":{"path":"/a"}"#),
+        "{}",
+        sent[1]
+    );
+
+    let (lines, _) = close(rig).await;
+    let outcomes: Vec<_> = lines.iter().filter_map(|l| l["outcome"].as_str()).collect();
+    assert!(
+        outcomes.contains(&"executed") && outcomes.contains(&"continued"),
+        "{outcomes:?}"
+    );
+    let continued = lines.iter().find(|l| l["outcome"] == "continued").unwrap();
+    assert_eq!(continued["approval_ref"], approval.as_str());
 }
