@@ -31,31 +31,23 @@ impl Interposer {
         to_client: &Lines,
         to_upstream: &Lines,
     ) {
-        let TaskAsk {
-            method,
-            id,
-            task_id,
-            declares,
-            responses,
-        } = ask;
         let out = Outbox::new(&self, to_client, to_upstream);
         let mut s = self.session();
-        let Some(task) = s.tasks.get_mut(&task_id) else {
+        let Some(task) = s.tasks.get_mut(&ask.task_id) else {
             drop(s);
-            out.send(Effect::Client(unknown_task(&id).to_string()));
+            out.send(Effect::Client(unknown_task(&ask.id).to_string()));
             return;
         };
         if task.flavor == Flavor::Extension {
             drop(s);
-            let ask = TaskAsk {
-                method,
-                id,
-                task_id,
-                declares,
-                responses,
-            };
             return self.clone().extension_request(ask, to_client, &out);
         }
+        let TaskAsk {
+            method,
+            id,
+            task_id,
+            ..
+        } = ask;
         match method {
             TaskMethod::Update => {
                 drop(s);

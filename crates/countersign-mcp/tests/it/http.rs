@@ -1103,6 +1103,22 @@ async fn http_a_request_id_in_flight_is_not_taken_twice() {
 }
 
 impl HttpRig {
+    /// `tasks/get` (2026-07-28, routed by `Mcp-Name`) until the task leaves `working` (bounded
+    /// only against a hang).
+    async fn settled_2026(&self, task_id: &str, meta: &str) -> Value {
+        for n in 100..700 {
+            let params = format!(r#"{{"taskId":"{task_id}","_meta":{meta}}}"#);
+            let get =
+                format!(r#"{{"jsonrpc":"2.0","id":{n},"method":"tasks/get","params":{params}}}"#);
+            let answer = self.post_2026("tasks/get", Some(task_id), &get).await;
+            if answer["result"]["status"] != "working" {
+                return answer;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("task {task_id} never settled");
+    }
+
     /// A 2026-07-28 POST as agent A: no session, the revision in its header, the routing headers
     /// the revision asks for (`Mcp-Method`, and `Mcp-Name` when given); the JSON answer.
     async fn post_2026(&self, method: &str, name: Option<&str>, body: &str) -> Value {
@@ -1137,23 +1153,9 @@ async fn http_a_2026_07_28_client_gets_a_task_handle_without_a_session() {
     let created = rig.post_2026("tools/call", Some("write_file"), &body).await;
     assert_eq!(created["result"]["resultType"], "task", "{created}");
     let task_id = created["result"]["taskId"].as_str().unwrap().to_owned();
-    let id = created["result"]["_meta"][APPROVAL_KEY]["approval_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = crate::support::approval_id(&created);
     rig.alice.decide(&rig.svc, &id, Decision::Approved).await;
-    let mut status = Value::Null;
-    for n in 0..600 {
-        let get = format!(
-            "{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"tasks/get\",\"params\":{{\"taskId\":\"{task_id}\",\"_meta\":{meta}}}}}",
-            100 + n
-        );
-        status = rig.post_2026("tasks/get", Some(&task_id), &get).await;
-        if status["result"]["status"] != "working" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let status = rig.settled_2026(&task_id, meta).await;
     assert_eq!(status["result"]["status"], "completed", "{status}");
     assert_eq!(
         status["result"]["result"]["content"][0]["text"],

@@ -3,10 +3,12 @@
 //! here from the SEP's wire shapes: `_meta` declares the extension per request, the call is
 //! answered `resultType: "task"`, and `tasks/get`, `tasks/update`, `tasks/cancel` follow.
 
-use crate::support::{Client, approval_id, approval_status, audit_lines, close, plain_client, rig};
+use crate::support::{
+    Client, approval_id, approval_status, close, executed_once_and_verified, plain_client, rig,
+    verified,
+};
 
 use countersign::Decision;
-use countersign_audit::{AuditSealer, verify_log};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -138,15 +140,7 @@ async fn a_held_call_gets_a_task_handle_and_runs_once_approved() {
     assert_eq!(again["result"], done);
 
     let (lines, bytes) = close(rig).await;
-    let executed: Vec<_> = lines
-        .iter()
-        .filter(|l| l["outcome"] == "executed")
-        .collect();
-    assert_eq!(executed.len(), 1);
-    assert_eq!(executed[0]["approval_ref"], approval.as_str());
-    let key = AuditSealer::load_or_create(&audit.with_extension("key")).unwrap();
-    let report = verify_log(&bytes, &key.public_key());
-    assert!(report.issues.is_empty(), "{report:?}");
+    executed_once_and_verified(&lines, &bytes, &audit, &approval);
 }
 
 #[tokio::test]
@@ -208,10 +202,7 @@ async fn tasks_cancel_withdraws_the_approval_and_a_refusal_completes_as_a_tool_e
 
     let (lines, bytes) = close(rig).await;
     assert!(lines.iter().all(|l| l["outcome"] != "executed"));
-    let key = AuditSealer::load_or_create(&audit.with_extension("key")).unwrap();
-    let report = verify_log(&bytes, &key.public_key());
-    assert!(report.issues.is_empty(), "{report:?}");
-    assert!(!audit_lines(&audit).is_empty());
+    verified(&bytes, &audit);
 }
 
 /// The approved call's upstream asks for input (its own multi round trip): the task turns
