@@ -870,11 +870,7 @@ impl HttpRig {
         body: &str,
     ) -> reqwest::Response {
         let mut r = self
-            .http
-            .post(&self.url)
-            .bearer_auth(TOKEN_A)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
+            .post_as_a()
             .header("mcp-session-id", session)
             .body(body.to_owned());
         for (name, value) in headers {
@@ -1119,15 +1115,20 @@ impl HttpRig {
         panic!("task {task_id} never settled");
     }
 
-    /// A 2026-07-28 POST as agent A: no session, the revision in its header, the routing headers
-    /// the revision asks for (`Mcp-Method`, and `Mcp-Name` when given); the JSON answer.
-    async fn post_2026(&self, method: &str, name: Option<&str>, body: &str) -> Value {
-        let mut r = self
-            .http
+    /// A POST to the relay as agent A, a JSON body, either answer form accepted.
+    fn post_as_a(&self) -> reqwest::RequestBuilder {
+        self.http
             .post(&self.url)
             .bearer_auth(TOKEN_A)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
+    }
+
+    /// A 2026-07-28 POST as agent A: no session, the revision in its header, the routing headers
+    /// the revision asks for (`Mcp-Method`, and `Mcp-Name` when given); the JSON answer.
+    async fn post_2026(&self, method: &str, name: Option<&str>, body: &str) -> Value {
+        let mut r = self
+            .post_as_a()
             .header("mcp-protocol-version", "2026-07-28")
             .header("mcp-method", method)
             .body(body.to_owned());
