@@ -76,7 +76,8 @@ pub struct Config {
     /// call and collect its approval.
     #[serde(default)]
     pub cancel_on_disconnect: bool,
-    /// Offer tasks (protocol revision 2025-11-25): a held call sent with `params.task` is
+    /// Offer tasks: a held call sent with `params.task` (protocol revision 2025-11-25), or from
+    /// a 2026-07-28 request that declares the extension `io.modelcontextprotocol/tasks`, is
     /// answered with a task that runs once approved (docs/MCP.md, "Tasks"). On by default.
     #[serde(default = "default_tasks")]
     pub tasks: bool,

@@ -7,7 +7,8 @@
 //! This module holds the session's task table and the wire shapes; the life cycle (approval,
 //! verdict, forward) is the relay's, shared with plain held calls.
 
-use serde_json::{Value, json};
+use crate::config::Rule;
+use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
@@ -18,6 +19,28 @@ pub(crate) const TASK_ID_PREFIX: &str = "countersign-task-";
 /// The request ids the interposer gives the calls it forwards for tasks (the client never sees
 /// them: their answers complete the task).
 pub(crate) const UPSTREAM_ID_PREFIX: &str = "countersign-task-call-";
+/// The 2026-07-28 tasks extension (SEP-2663): declared per request in
+/// `_meta["io.modelcontextprotocol/clientCapabilities"].extensions`.
+pub(crate) const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+/// `-32021`: the request needs a client capability it did not declare.
+pub(crate) const MISSING_CAPABILITY: i64 = -32021;
+
+/// Which tasks protocol a task speaks: the 2025-11-25 feature (`params.task`, `tasks/result`)
+/// or the 2026-07-28 extension (`resultType: "task"`, results inlined in `tasks/get`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flavor {
+    Legacy,
+    Extension,
+}
+
+/// A held call's request to run as a task: its flavor, and the retention asked (2025-11-25
+/// `params.task.ttl`; the extension lets the server choose).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ask {
+    pub ttl: Option<u64>,
+    pub flavor: Flavor,
+}
+
 /// Suggested `tasks/get` interval: a human approves in seconds, not milliseconds.
 pub(crate) const POLL_INTERVAL_MS: u64 = 2_000;
 /// Retention when the client asks for none.
@@ -36,6 +59,9 @@ pub(crate) enum Status {
     /// tells the client to call `tasks/result`, which blocks until the task ends and would run
     /// into the client's request timeout while a human decides.
     Working,
+    /// The extension only: the approved call's upstream asks the client for input (its own
+    /// multi round trip); `tasks/get` shows the requests, `tasks/update` answers them.
+    InputRequired,
     Completed,
     Failed,
     Cancelled,
@@ -45,6 +71,7 @@ impl Status {
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Working => "working",
+            Self::InputRequired => "input_required",
             Self::Completed => "completed",
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
@@ -52,7 +79,7 @@ impl Status {
     }
 
     pub(crate) fn is_terminal(self) -> bool {
-        self != Self::Working
+        matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
     }
 }
 
@@ -74,9 +101,30 @@ impl Payload {
     }
 }
 
+/// The approved call a task runs, as forwarded: what a continuation sends again.
+#[derive(Debug, Clone)]
+pub(crate) struct Approved {
+    pub line: String,
+    pub tool: String,
+    pub arguments: String,
+    pub rule: Rule,
+}
+
+/// Input the upstream asked for while the approved call ran (extension tasks): its requests
+/// under keys unique over the task's life (`<round>.<upstream key>`), the answers so far, and
+/// the upstream's `requestState` to send back with them.
+#[derive(Debug, Default)]
+struct Input {
+    round: u32,
+    request_state: String,
+    requests: Map<String, Value>,
+    responses: Map<String, Value>,
+}
+
 /// One task of this session.
 #[derive(Debug)]
 pub(crate) struct Task {
+    pub flavor: Flavor,
     pub approval_id: String,
     pub op_hash: String,
     pub status: Status,
@@ -93,10 +141,15 @@ pub(crate) struct Task {
     pub upstream_id: Option<String>,
     /// Flips to `true` when the task ends: what a blocked `tasks/result` waits on.
     ended: watch::Sender<bool>,
+    /// The approved call, once released.
+    pub approved: Option<Approved>,
+    /// Outstanding input (status `input_required`), and the round count.
+    input: Input,
 }
 
 impl Task {
     pub(crate) fn new(
+        flavor: Flavor,
         approval_id: String,
         op_hash: String,
         status_message: String,
@@ -105,6 +158,7 @@ impl Task {
         stop: oneshot::Sender<()>,
     ) -> Self {
         Self {
+            flavor,
             approval_id,
             op_hash,
             status: Status::Working,
@@ -117,11 +171,25 @@ impl Task {
             stop: Some(stop),
             upstream_id: None,
             ended: watch::channel(false).0,
+            approved: None,
+            input: Input::default(),
         }
     }
 
-    /// The 2025-11-25 `Task` object.
+    /// The `Task` object of the task's flavor (2025-11-25 `ttl`/`pollInterval`, or the
+    /// extension's `ttlMs`/`pollIntervalMs`).
     pub(crate) fn view(&self, task_id: &str) -> Value {
+        if self.flavor == Flavor::Extension {
+            return json!({
+                "taskId": task_id,
+                "status": self.status.as_str(),
+                "statusMessage": self.status_message,
+                "createdAt": self.created_at,
+                "lastUpdatedAt": self.last_updated_at,
+                "ttlMs": self.ttl_ms,
+                "pollIntervalMs": POLL_INTERVAL_MS,
+            });
+        }
         json!({
             "taskId": task_id,
             "status": self.status.as_str(),
@@ -131,6 +199,92 @@ impl Task {
             "ttl": self.ttl_ms,
             "pollInterval": POLL_INTERVAL_MS,
         })
+    }
+
+    /// The extension's `tasks/get` result (`DetailedTask`): the task, with the call's `result`
+    /// once completed or its JSON-RPC `error` once failed.
+    pub(crate) fn detailed(&self, task_id: &str) -> Value {
+        let mut view = self.view(task_id);
+        if let Some(v) = view.as_object_mut() {
+            v.insert("resultType".into(), json!("complete"));
+            match (&self.payload, self.status) {
+                (Some(Payload::Result(r)), Status::Completed) => {
+                    v.insert("result".into(), r.clone());
+                }
+                (Some(Payload::Error(e)), Status::Failed) => {
+                    v.insert("error".into(), e.clone());
+                }
+                (_, Status::InputRequired) => {
+                    let requests = self.input.requests.clone();
+                    v.insert("inputRequests".into(), Value::Object(requests));
+                }
+                _ => {}
+            }
+        }
+        view
+    }
+
+    /// The upstream answered the approved call of an extension task `input_required` (`result`):
+    /// the task waits for the client's answers. `false` (nothing changes) for any other answer.
+    pub(crate) fn ask_input(&mut self, result: &Value, now: String) -> bool {
+        let (Some(state), Some(requests)) = (
+            result.get("requestState").and_then(Value::as_str),
+            result.get("inputRequests").and_then(Value::as_object),
+        ) else {
+            return false;
+        };
+        if self.flavor != Flavor::Extension
+            || self.status.is_terminal()
+            || result.get("resultType").and_then(Value::as_str) != Some("input_required")
+        {
+            return false;
+        }
+        let round = self.input.round.saturating_add(1);
+        self.input = Input {
+            round,
+            request_state: state.to_owned(),
+            requests: requests
+                .iter()
+                .map(|(k, v)| (format!("{round}.{k}"), v.clone()))
+                .collect(),
+            responses: Map::new(),
+        };
+        self.status = Status::InputRequired;
+        self.update(
+            "The approved call asks for input: answer its inputRequests with tasks/update.".into(),
+            now,
+        );
+        true
+    }
+
+    /// Take the client's `responses` to outstanding requests (others are ignored, as SEP-2663
+    /// says). Once every outstanding request is answered: the upstream's `requestState` and the
+    /// answers under the upstream's own keys, and the task works again.
+    pub(crate) fn answer(
+        &mut self,
+        responses: &Map<String, Value>,
+        now: String,
+    ) -> Option<(String, Map<String, Value>)> {
+        if self.status != Status::InputRequired {
+            return None;
+        }
+        for (k, v) in responses {
+            if self.input.requests.contains_key(k) {
+                self.input.responses.insert(k.clone(), v.clone());
+            }
+        }
+        if self.input.responses.len() < self.input.requests.len() {
+            return None;
+        }
+        let prefix = format!("{}.", self.input.round);
+        let answers = std::mem::take(&mut self.input.responses)
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(&prefix)?.to_owned(), v)))
+            .collect();
+        self.input.requests.clear();
+        self.status = Status::Working;
+        self.update("Input given: the approved call goes on.".into(), now);
+        Some((std::mem::take(&mut self.input.request_state), answers))
     }
 
     /// A new message while the task goes on.
@@ -254,9 +408,17 @@ pub(crate) fn ttl_ms(requested: Option<u64>, approval_left: Option<Duration>) ->
 /// and without `params.task` (the upstream runs a plain call; the task is the interposer's).
 /// Members are cut out of the text, never re-serialized, so `arguments` stay the hashed bytes;
 /// `None` if the result's `arguments` are not exactly `arguments`.
-pub(crate) fn upstream_call(line: &str, upstream_id: &str, arguments: &str) -> Option<String> {
+pub(crate) fn upstream_call(
+    line: &str,
+    upstream_id: &str,
+    arguments: &str,
+    flavor: Flavor,
+) -> Option<String> {
     let at = crate::splice::member(line, "params")?;
-    let params = crate::splice::without(line.get(at.clone())?, "task")?;
+    let mut params = crate::splice::without(line.get(at.clone())?, "task")?;
+    if flavor == Flavor::Extension {
+        params = without_extension(&params)?;
+    }
     let line = format!("{}{params}{}", &line[..at.start], &line[at.end..]);
     let id = crate::splice::member(&line, "id")?;
     let new_id = Value::from(upstream_id).to_string();
@@ -264,6 +426,64 @@ pub(crate) fn upstream_call(line: &str, upstream_id: &str, arguments: &str) -> O
     let frame: Value = serde_json::from_str(&out).ok()?;
     let same = raw_arguments(&out).as_deref().unwrap_or("{}") == arguments;
     (same && frame.pointer("/params/task").is_none()).then_some(out)
+}
+
+/// The approved call `line` sent again to go on from the upstream's `input_required`: under
+/// `upstream_id`, with its `requestState` and the client's `responses` in place of any it had.
+/// Cut into the text like [`upstream_call`]: `None` if the arguments would not stay `arguments`.
+pub(crate) fn continuation_call(
+    line: &str,
+    upstream_id: &str,
+    arguments: &str,
+    state: &str,
+    responses: &Map<String, Value>,
+) -> Option<String> {
+    let at = crate::splice::member(line, "params")?;
+    let params = crate::splice::without(line.get(at.clone())?, "requestState")?;
+    let params = crate::splice::without(&params, "inputResponses")?;
+    let close = params.rfind('}')?;
+    let head = params.get(..close)?.trim_end();
+    let comma = if head.ends_with('{') { "" } else { "," };
+    let added = format!(
+        "{comma}\"requestState\":{},\"inputResponses\":{}}}",
+        Value::from(state),
+        Value::Object(responses.clone())
+    );
+    let params = format!("{head}{added}");
+    let line = crate::splice::replace(line, at, &params);
+    let id = crate::splice::member(&line, "id")?;
+    let out = crate::splice::replace(&line, id, &Value::from(upstream_id).to_string());
+    serde_json::from_str::<Value>(&out).ok()?;
+    (raw_arguments(&out).as_deref().unwrap_or("{}") == arguments).then_some(out)
+}
+
+/// `params` without the tasks extension in its `_meta` client capabilities: the interposer runs
+/// the approved call itself, so the upstream must answer it with a result, not a task of its own
+/// (SEP-2663: a server returns a task only to a request that declares the extension). `params`
+/// as it is when it declares nothing.
+fn without_extension(params: &str) -> Option<String> {
+    let path = [
+        "_meta",
+        "io.modelcontextprotocol/clientCapabilities",
+        "extensions",
+    ];
+    let mut at = 0..params.len();
+    for key in path {
+        let Some(inner) = crate::splice::member(params.get(at.clone())?, key) else {
+            return Some(params.to_owned());
+        };
+        at = at.start + inner.start..at.start + inner.end;
+    }
+    let cut = crate::splice::without(params.get(at.clone())?, EXTENSION)?;
+    Some(crate::splice::replace(params, at, &cut))
+}
+
+/// Whether request `params` declare the tasks extension in their own `_meta`.
+pub(crate) fn declares_extension(params: &Value) -> bool {
+    params
+        .pointer("/_meta/io.modelcontextprotocol~1clientCapabilities/extensions")
+        .and_then(|e| e.get(EXTENSION))
+        .is_some_and(Value::is_object)
 }
 
 /// The exact text of `params.arguments` in `line`.
@@ -305,6 +525,22 @@ pub(crate) fn add_capability(result: &mut Value) {
     }
 }
 
+/// The tasks extension the interposer adds to a 2026-07-28 `server/discover` result (SEP-2663:
+/// `capabilities.extensions["io.modelcontextprotocol/tasks"]`), beside the upstream's own.
+pub(crate) fn add_extension(result: &mut Value) {
+    let Some(caps) = result
+        .as_object_mut()
+        .map(|r| r.entry("capabilities").or_insert_with(|| json!({})))
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    let extensions = caps.entry("extensions").or_insert_with(|| json!({}));
+    if let Some(extensions) = extensions.as_object_mut() {
+        extensions.entry(EXTENSION).or_insert_with(|| json!({}));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,12 +548,33 @@ mod tests {
     #[test]
     fn the_forwarded_call_keeps_the_argument_bytes_and_loses_the_task() {
         let line = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"w","task":{"ttl":5},"arguments":{"b" : 1,"a":2}}}"#;
-        let out = upstream_call(line, "countersign-task-call-1", r#"{"b" : 1,"a":2}"#).unwrap();
+        let out = upstream_call(
+            line,
+            "countersign-task-call-1",
+            r#"{"b" : 1,"a":2}"#,
+            Flavor::Legacy,
+        )
+        .unwrap();
         assert_eq!(
             out,
             r#"{"jsonrpc":"2.0","id":"countersign-task-call-1","method":"tools/call","params":{"name":"w","arguments":{"b" : 1,"a":2}}}"#
         );
-        assert!(upstream_call(line, "x", r#"{"a":2,"b":1}"#).is_none());
+        assert!(upstream_call(line, "x", r#"{"a":2,"b":1}"#, Flavor::Legacy).is_none());
+    }
+
+    #[test]
+    fn the_extension_call_goes_upstream_without_the_tasks_declaration() {
+        let line = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"w","arguments":{"a":1},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"x/y":{},"io.modelcontextprotocol/tasks":{}}}}}}"#;
+        let out = upstream_call(line, "u", r#"{"a":1}"#, Flavor::Extension).unwrap();
+        assert_eq!(
+            out,
+            r#"{"jsonrpc":"2.0","id":"u","method":"tools/call","params":{"name":"w","arguments":{"a":1},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"x/y":{}}}}}}"#
+        );
+        let plain = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"w","arguments":{}}}"#;
+        assert!(upstream_call(plain, "u", "{}", Flavor::Extension).is_some());
+        let declared: Value = serde_json::from_str(line).unwrap();
+        assert!(declares_extension(&declared["params"]));
+        assert!(!declares_extension(&json!({"_meta": {}})));
     }
 
     #[test]
@@ -342,9 +599,76 @@ mod tests {
     }
 
     #[test]
+    fn a_continuation_carries_the_upstreams_state_and_the_answers() {
+        let line = r#"{"jsonrpc":"2.0","id":"t1","method":"tools/call","params":{"name":"w","arguments":{"a" : 1},"requestState":"old"}}"#;
+        let mut answers = Map::new();
+        answers.insert("q".into(), json!({"action": "accept"}));
+        let out = continuation_call(line, "t2", r#"{"a" : 1}"#, "s-2", &answers).unwrap();
+        assert_eq!(
+            out,
+            r#"{"jsonrpc":"2.0","id":"t2","method":"tools/call","params":{"name":"w","arguments":{"a" : 1},"requestState":"s-2","inputResponses":{"q":{"action":"accept"}}}}"#
+        );
+    }
+
+    #[test]
+    fn input_keys_stay_unique_over_rounds_and_only_outstanding_answers_count() {
+        let (stop, _) = oneshot::channel();
+        let mut t = Task::new(
+            Flavor::Extension,
+            "a".into(),
+            "h".into(),
+            "m".into(),
+            10,
+            "t".into(),
+            stop,
+        );
+        let asks = json!({"resultType": "input_required", "requestState": "s1", "inputRequests": {"q": {}, "r": {}}});
+        assert!(t.ask_input(&asks, "t1".into()));
+        assert_eq!(t.status, Status::InputRequired);
+        assert_eq!(
+            t.detailed("x")["inputRequests"],
+            json!({"1.q": {}, "1.r": {}})
+        );
+        let partial = json!({"1.q": {"action": "accept"}, "0.z": {}});
+        assert!(
+            t.answer(partial.as_object().unwrap(), "t2".into())
+                .is_none()
+        );
+        let rest = json!({"1.r": {"action": "decline"}});
+        let (state, answers) = t.answer(rest.as_object().unwrap(), "t3".into()).unwrap();
+        assert_eq!(state, "s1");
+        assert_eq!(
+            Value::Object(answers),
+            json!({"q": {"action": "accept"}, "r": {"action": "decline"}})
+        );
+        assert_eq!(t.status, Status::Working);
+        let again = json!({"resultType": "input_required", "requestState": "s2", "inputRequests": {"q": {}}});
+        assert!(t.ask_input(&again, "t4".into()));
+        assert_eq!(t.detailed("x")["inputRequests"], json!({"2.q": {}}));
+    }
+
+    #[test]
+    fn discover_declares_the_extension_beside_the_upstreams() {
+        let mut r = json!({"capabilities": {"tools": {}, "extensions": {"x/y": {"a": 1}}}});
+        add_extension(&mut r);
+        assert_eq!(
+            r["capabilities"]["extensions"],
+            json!({"x/y": {"a": 1}, EXTENSION: {}})
+        );
+    }
+
+    #[test]
     fn a_task_ends_once_and_wakes_its_readers() {
         let (stop, _) = oneshot::channel();
-        let mut t = Task::new("a".into(), "h".into(), "held".into(), 10, "t0".into(), stop);
+        let mut t = Task::new(
+            Flavor::Legacy,
+            "a".into(),
+            "h".into(),
+            "held".into(),
+            10,
+            "t0".into(),
+            stop,
+        );
         let rx = t.ended();
         t.end(
             Status::Cancelled,

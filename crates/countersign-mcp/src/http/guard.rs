@@ -8,7 +8,8 @@ use url::Url;
 
 /// Check `Mcp-Method` and `Mcp-Name` against the admitted body: each, when sent, must appear
 /// once and equal what the body says (`Mcp-Name`: `params.name` of `tools/call` and
-/// `prompts/get`, `params.uri` of `resources/read`; no other message has a name to restate).
+/// `prompts/get`, `params.uri` of `resources/read`, `params.taskId` of the tasks extension's
+/// `tasks/get`, `tasks/update` and `tasks/cancel`; no other message has a name to restate).
 pub(super) fn routing_headers_match(
     headers: &HeaderMap,
     text: &str,
@@ -36,6 +37,7 @@ pub(super) fn routing_headers_match(
         let member = match message.method.as_deref() {
             Some("tools/call" | "prompts/get") => "name",
             Some("resources/read") => "uri",
+            Some("tasks/get" | "tasks/update" | "tasks/cancel") => "taskId",
             _ => return Err("Mcp-Name on a message that names nothing"),
         };
         let named = message

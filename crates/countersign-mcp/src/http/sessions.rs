@@ -181,10 +181,15 @@ impl HttpRelay {
     }
 
     /// The interposer session of `agent`'s requests that carry no session id.
+    /// Its tasks' calls (2026-07-28 clients keep no session) go upstream with no session id.
     pub(super) fn stateless_for(&self, agent: &str) -> Arc<Interposer> {
         self.lock_stateless()
             .entry(agent.to_owned())
-            .or_insert_with(|| Arc::new(self.base.session_for(agent.to_owned())))
+            .or_insert_with(|| {
+                let interposer = Arc::new(self.base.session_for(agent.to_owned()));
+                interposer.set_task_upstream(self.task_forwarder(None, &interposer));
+                interposer
+            })
             .clone()
     }
 }
@@ -200,16 +205,34 @@ impl TaskUpstream {
     /// POST one task call `frame`; its answer ends the task in the upstream hook (nobody reads
     /// the reply), and a call that got no answer fails its task.
     async fn post(&self, frame: String, interposer: Arc<Interposer>) {
-        let id = serde_json::from_str::<Value>(&frame)
-            .ok()
-            .and_then(|v| v.get("id").cloned());
+        let parsed = serde_json::from_str::<Value>(&frame).ok();
+        let id = parsed.as_ref().and_then(|v| v.get("id").cloned());
+        // The session's revision, else the one the call names itself (2026-07-28: no session).
+        let revision = interposer.revision().or_else(|| {
+            parsed
+                .as_ref()
+                .and_then(|v| v.pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        });
         let mut request = self
             .http
             .post(self.url.clone())
             .header(header::CONTENT_TYPE, "application/json")
             .header(header::ACCEPT, "application/json, text/event-stream")
             .body(frame);
-        if let Some(revision) = interposer.revision() {
+        if let Some(revision) = revision {
+            // 2026-07-28 routes on headers that restate the body (SEP-2243).
+            if revision.as_str() >= crate::answer::REVISION_2026_07_28 {
+                request = request.header("mcp-method", "tools/call");
+                if let Some(name) = parsed
+                    .as_ref()
+                    .and_then(|v| v.pointer("/params/name"))
+                    .and_then(Value::as_str)
+                {
+                    request = request.header("mcp-name", name);
+                }
+            }
             request = request.header("mcp-protocol-version", revision);
         }
         if let Some(upstream) = &self.session {

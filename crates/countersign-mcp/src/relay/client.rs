@@ -10,6 +10,7 @@ use super::interposer::{Interposer, Lines};
 use super::outbox::{Effect, Outbox, Record, rpc_error};
 use super::outcome;
 use super::session::{Forwarded, Track};
+use super::task_request::TaskAsk;
 use super::upstream_reader::id_key;
 use crate::admission::{self, INVALID_REQUEST, Message, Rejection};
 use crate::answer::Ticket;
@@ -158,6 +159,7 @@ impl Interposer {
                 return self.clone().call(call, &out, to_client, to_upstream);
             }
             Request::List => Track::List,
+            Request::Discover => Track::Discover,
             Request::Initialize {
                 revision,
                 url_elicitation,
@@ -170,10 +172,17 @@ impl Interposer {
             Request::Task {
                 method,
                 ours: Some(task_id),
+                declares,
+                responses,
             } => {
-                return self
-                    .clone()
-                    .task_request(method, id, task_id, to_client, to_upstream);
+                let ask = TaskAsk {
+                    method,
+                    id,
+                    task_id,
+                    declares,
+                    responses,
+                };
+                return self.clone().task_request(ask, to_client, to_upstream);
             }
             Request::TaskList if self.answers_task_list() => {
                 let list = self.session().tasks.list();

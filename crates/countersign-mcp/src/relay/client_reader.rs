@@ -35,16 +35,22 @@ pub(super) enum Request {
     Call(Option<CallFrame>),
     /// `tools/list`: its answer is the catalog.
     List,
+    /// `server/discover` (2026-07-28): its answer declares the extensions.
+    Discover,
     /// `initialize`: the revision and capabilities the client offers.
     Initialize {
         revision: Option<String>,
         url_elicitation: bool,
     },
-    /// `tasks/get`, `tasks/result` or `tasks/cancel`; `ours` names the task when its id is one
-    /// the interposer issues.
+    /// `tasks/get`, `tasks/result`, `tasks/update` or `tasks/cancel`; `ours` names the task when
+    /// its id is one the interposer issues; `declares`: the request declares the 2026-07-28
+    /// tasks extension in its own `_meta`.
     Task {
         method: TaskMethod,
         ours: Option<String>,
+        declares: bool,
+        /// `params.inputResponses` (`tasks/update`).
+        responses: Option<Value>,
     },
     /// `tasks/list`.
     TaskList,
@@ -57,6 +63,7 @@ pub(super) enum Request {
 pub(super) enum TaskMethod {
     Get,
     Result,
+    Update,
     Cancel,
 }
 
@@ -75,6 +82,8 @@ pub(super) struct CallFrame {
     pub(super) task: Option<Option<u64>>,
     /// The protocol revision the request's own `_meta` names.
     pub(super) revision: Option<String>,
+    /// The request declares the 2026-07-28 tasks extension in its own `_meta`.
+    pub(super) tasks_extension: bool,
     /// `params.inputResponses` holds the answer to the interposer's own input request.
     pub(super) own_response: bool,
 }
@@ -110,6 +119,11 @@ impl CallFrame {
             .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
             .and_then(Value::as_str)
             .map(str::to_owned);
+        let tasks_extension = meta
+            .and_then(|m| m.get("io.modelcontextprotocol/clientCapabilities"))
+            .and_then(|c| c.get("extensions"))
+            .and_then(|e| e.get(tasks::EXTENSION))
+            .is_some_and(Value::is_object);
         let own_response = wire
             .input_responses
             .as_ref()
@@ -126,6 +140,7 @@ impl CallFrame {
             mrtr,
             task: wire.task.as_ref().and_then(tasks::requested),
             revision,
+            tasks_extension,
             own_response,
         })
     }
@@ -170,6 +185,7 @@ pub(super) fn read(line: &str, m: &Message) -> Result<ClientFrame, Rejection> {
     let body = match method {
         "tools/call" => Request::Call(params.and_then(CallFrame::decode)),
         "tools/list" => Request::List,
+        "server/discover" => Request::Discover,
         "initialize" => {
             let params = tree(params);
             Request::Initialize {
@@ -184,6 +200,7 @@ pub(super) fn read(line: &str, m: &Message) -> Result<ClientFrame, Rejection> {
         }
         "tasks/get" => task(TaskMethod::Get, params),
         "tasks/result" => task(TaskMethod::Result, params),
+        "tasks/update" => task(TaskMethod::Update, params),
         "tasks/cancel" => task(TaskMethod::Cancel, params),
         "tasks/list" => Request::TaskList,
         _ => Request::Other,
@@ -200,17 +217,20 @@ fn tree(params: Option<&str>) -> Value {
 
 /// A `tasks/*` request: the task it names, if the id is one the interposer issues.
 fn task(method: TaskMethod, params: Option<&str>) -> Request {
-    #[derive(Deserialize)]
-    struct Wire {
-        #[serde(default, rename = "taskId")]
-        task_id: Option<Value>,
-    }
+    let params = tree(params);
     let ours = params
-        .and_then(|p| serde_json::from_str::<Wire>(p).ok())
-        .and_then(|w| w.task_id)
-        .and_then(|t| t.as_str().map(str::to_owned))
-        .filter(|t| t.starts_with(tasks::TASK_ID_PREFIX));
-    Request::Task { method, ours }
+        .get("taskId")
+        .and_then(Value::as_str)
+        .filter(|t| t.starts_with(tasks::TASK_ID_PREFIX))
+        .map(str::to_owned);
+    let declares = tasks::declares_extension(&params);
+    let responses = params.get("inputResponses").cloned();
+    Request::Task {
+        method,
+        ours,
+        declares,
+        responses,
+    }
 }
 
 #[cfg(test)]
@@ -239,6 +259,7 @@ mod tests {
         assert_eq!(c.task, Some(Some(5)));
         assert!(c.mrtr && c.own_response);
         assert!(c.modern(None));
+        assert!(!c.tasks_extension);
     }
 
     #[test]
@@ -291,7 +312,9 @@ mod tests {
             ClientFrame::Request {
                 body: Request::Task {
                     method: TaskMethod::Cancel,
-                    ours: Some(_)
+                    ours: Some(_),
+                    declares: false,
+                    ..
                 },
                 ..
             }

@@ -40,6 +40,7 @@ impl Interposer {
     pub(super) async fn decide(self: Arc<Self>, a: Arrival, to_client: Lines, to_upstream: Lines) {
         let out = Outbox::new(&self, &to_client, &to_upstream);
         let call_id = self.shared.next_call_id();
+        let task = self.task_ask(&a.call);
         let tool = a.call.tool.clone();
         let call = ToolCall::mcp(
             self.agent_id.clone(),
@@ -74,7 +75,6 @@ impl Interposer {
             }
             (_, Ok(op_hash)) => op_hash,
         };
-        let task = a.call.task.filter(|_| self.session_takes_tasks());
         let held = Held {
             call_id,
             id: a.id,
@@ -95,8 +95,8 @@ impl Interposer {
     /// A held call: a task, a new approval on first arrival, a continuation, or a retry that
     /// parks until its verdict.
     async fn hold(self: &Arc<Self>, h: Held, out: &Outbox<'_>, to_upstream: &Lines) {
-        if let Some(ttl) = h.task {
-            return self.start_task(h, ttl, out, to_upstream).await;
+        if let Some(ask) = h.task {
+            return self.start_task(h, ask, out, to_upstream).await;
         }
         let open = match &h.request_state {
             // A multi round-trip retry: the state names the approval, once it is proven ours

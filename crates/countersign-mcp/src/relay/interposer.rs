@@ -2,11 +2,13 @@
 //! `Arc`), the session's own state (behind its lock), and the agent it acts for. Only small
 //! accessors live here; what the relay does is in the floors above.
 
+use super::client_reader::CallFrame;
 use super::session::{Held, Session};
 use super::shared::Shared;
 use crate::answer::{self, Ticket};
 use crate::audit::{AuditLog, OpenTicket};
 use crate::config::{Config, Rule};
+use crate::tasks;
 use countersign_client::Gateway;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -138,6 +140,26 @@ impl Interposer {
     pub(super) fn session_takes_tasks(&self) -> bool {
         self.config().tasks
             && self.session().client.revision.as_deref() == Some(answer::REVISION_2025_11_25)
+    }
+
+    /// Whether held call `call` runs as a task, and which kind: the 2026-07-28 extension when a
+    /// 2026-07-28 request declares it (SEP-2663 defines it for no earlier revision), else the
+    /// 2025-11-25 feature when the request asks with `params.task` in a session that takes tasks.
+    pub(super) fn task_ask(&self, call: &CallFrame) -> Option<tasks::Ask> {
+        if !self.config().tasks {
+            return None;
+        }
+        if call.tasks_extension && call.modern(self.revision().as_deref()) {
+            return Some(tasks::Ask {
+                ttl: None,
+                flavor: tasks::Flavor::Extension,
+            });
+        }
+        let ttl = call.task.filter(|_| self.session_takes_tasks())?;
+        Some(tasks::Ask {
+            ttl,
+            flavor: tasks::Flavor::Legacy,
+        })
     }
 
     /// `tasks/list` is answered here (the interposer's tasks) unless the upstream lists its own.

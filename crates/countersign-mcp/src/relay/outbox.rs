@@ -224,6 +224,7 @@ impl<'a> Outbox<'a> {
             s.answered(key);
             s.initialize_ids.retain(|i| i != key);
             s.list_ids.retain(|i| i != key);
+            s.discover_ids.retain(|i| i != key);
             s.forwarded.remove(key)
         };
         if let Some(f) = forwarded {
@@ -281,6 +282,7 @@ impl<'a> Outbox<'a> {
             Track::Plain => {}
             Track::Initialize => s.initialize_ids.push(upstream.clone()),
             Track::List => s.list_ids.push(upstream.clone()),
+            Track::Discover => s.discover_ids.push(upstream.clone()),
             Track::Call(f) => {
                 s.forwarded.insert(upstream.clone(), f);
             }

@@ -18,6 +18,8 @@ pub(super) struct Session {
     /// `None` until the upstream answered a `tools/list`.
     pub(super) catalog: Option<HashMap<String, ListedTool>>,
     pub(super) initialize_ids: Vec<String>,
+    /// `server/discover` requests forwarded (2026-07-28): their answers name the extensions.
+    pub(super) discover_ids: Vec<String>,
     pub(super) list_ids: Vec<String>,
     /// Forwarded `tools/call`s awaiting the upstream's answer, by upstream id key.
     pub(super) forwarded: HashMap<String, Forwarded>,
@@ -138,6 +140,8 @@ pub(super) enum Track {
     Initialize,
     /// `tools/list`: the catalog.
     List,
+    /// `server/discover` (2026-07-28): the server's capabilities.
+    Discover,
     /// A `tools/call`: its audit outcome.
     Call(Forwarded),
 }
@@ -159,8 +163,8 @@ pub(super) struct Held {
     pub(super) request_state: Option<String>,
     /// `params.inputResponses` answers the interposer's own input request.
     pub(super) own_response: bool,
-    /// The client asked for a task (2025-11-25 `params.task`), with this retention if any.
-    pub(super) task: Option<Option<u64>>,
+    /// The call runs as a task (2025-11-25 `params.task`, or the 2026-07-28 extension).
+    pub(super) task: Option<crate::tasks::Ask>,
     /// Fires when the client cancels this call (or leaves).
     pub(super) cancel: oneshot::Receiver<()>,
     /// `line` carries an id of the interposer's own (a task's call), not the client's.

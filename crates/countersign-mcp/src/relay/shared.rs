@@ -126,6 +126,19 @@ impl Shared {
         format!("{prefix}{}-{}", self.run_id, self.next())
     }
 
+    /// [`Self::new_id`] with 128 random bits after it: an id a third party can neither guess nor
+    /// enumerate (task ids, which SEP-2663 lets a server treat as bearer handles). Should the
+    /// system RNG fail, the id is only unique, and still bound to its session.
+    pub(super) fn new_secret_id(&self, prefix: &str) -> String {
+        use ring::rand::SecureRandom as _;
+        let mut bytes = [0u8; 16];
+        let id = self.new_id(prefix);
+        match ring::rand::SystemRandom::new().fill(&mut bytes) {
+            Ok(()) => format!("{id}-{}", countersign::b64::encode(&bytes)),
+            Err(_) => id,
+        }
+    }
+
     pub(super) fn approve_url(&self, approval_id: &str) -> String {
         format!(
             "{}/approve/{approval_id}",

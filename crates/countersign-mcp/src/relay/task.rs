@@ -6,12 +6,15 @@
 
 use super::interposer::{Interposer, Lines};
 use super::outbox::{Effect, Outbox};
+use super::outcome;
 use super::release::Refused;
-use super::session::Held;
+use super::session::{Forwarded, Held};
+use super::shared::Bound;
 use super::shared::now_rfc3339;
 use super::ticket::Opened;
 use super::upstream_reader::id_key;
 use crate::answer;
+use crate::config::Rule;
 use crate::tasks::{self, Payload, Status, Task};
 use countersign::{ApprovalResult, ApprovalStatus, ReasonCode};
 use countersign_client::Refusal;
@@ -31,14 +34,16 @@ impl Interposer {
     pub(super) async fn start_task(
         self: &Arc<Self>,
         mut h: Held,
-        ttl: Option<u64>,
+        ask: tasks::Ask,
         out: &Outbox<'_>,
         to_upstream: &Lines,
     ) {
         // What the task will forward, settled first: a call that cannot be sent as hashed opens
         // no approval (and its record gets one outcome).
         let upstream_id = self.shared.new_id(tasks::UPSTREAM_ID_PREFIX);
-        let Some(line) = tasks::upstream_call(&h.line, &upstream_id, &h.call.params_json) else {
+        let Some(line) =
+            tasks::upstream_call(&h.line, &upstream_id, &h.call.params_json, ask.flavor)
+        else {
             let why = Refused::because(ReasonCode::BindingMismatch.as_str());
             out.send(self.refusal(&h, "", why));
             return;
@@ -55,7 +60,7 @@ impl Interposer {
         };
         out.send(self.waits(&h, &approval_id, expires_at.as_deref()));
         let (stop, stopped) = oneshot::channel();
-        let (task_id, frame) = self.new_task(&h, &approval_id, expires_at.as_deref(), ttl, stop);
+        let (task_id, frame) = self.new_task(&h, &approval_id, expires_at.as_deref(), ask, stop);
         // From here on `h` is the call the driver forwards: its own id, no `task`, and the
         // task's stop signal in place of the client's request (answered now).
         let client_id = std::mem::replace(&mut h.id, Value::from(upstream_id));
@@ -83,7 +88,7 @@ impl Interposer {
         h: &Held,
         approval_id: &str,
         expires_at: Option<&str>,
-        ttl: Option<u64>,
+        ask: tasks::Ask,
         stop: oneshot::Sender<()>,
     ) -> (String, Value) {
         let ticket = self.ticket(h, approval_id, expires_at);
@@ -92,27 +97,34 @@ impl Interposer {
             .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
             .map(|t| (t - OffsetDateTime::now_utc()).unsigned_abs());
         let task = Task::new(
+            ask.flavor,
             approval_id.to_owned(),
             h.op_hash.clone(),
             message.clone(),
-            tasks::ttl_ms(ttl, left),
+            tasks::ttl_ms(ask.ttl, left),
             now_rfc3339(),
             stop,
         );
-        let task_id = self.shared.new_id(tasks::TASK_ID_PREFIX);
+        let task_id = self.shared.new_secret_id(tasks::TASK_ID_PREFIX);
         let view = task.view(&task_id);
         self.session().tasks.insert(task_id.clone(), task);
-        let frame = json!({
-            "jsonrpc": "2.0",
-            "id": h.id,
-            "result": {
-                "task": view,
-                "_meta": {
-                    answer::APPROVAL_KEY: ticket.block(),
-                    "io.modelcontextprotocol/model-immediate-response": message,
-                },
-            },
+        let meta = json!({
+            answer::APPROVAL_KEY: ticket.block(),
+            "io.modelcontextprotocol/model-immediate-response": message,
         });
+        let result = match ask.flavor {
+            // 2026-07-28 extension: `CreateTaskResult` is the task itself, marked `"task"`.
+            tasks::Flavor::Extension => {
+                let mut result = view;
+                if let Some(r) = result.as_object_mut() {
+                    r.insert("resultType".into(), json!("task"));
+                    r.insert("_meta".into(), meta);
+                }
+                result
+            }
+            tasks::Flavor::Legacy => json!({"task": view, "_meta": meta}),
+        };
+        let frame = json!({"jsonrpc": "2.0", "id": h.id, "result": result});
         (task_id, frame)
     }
 
@@ -144,6 +156,12 @@ impl Interposer {
             let mut s = self.session();
             if let Some(t) = s.tasks.get_mut(&task_id) {
                 t.update("Approved: running the call.".into(), now_rfc3339());
+                t.approved = Some(tasks::Approved {
+                    line: h.line.clone(),
+                    tool: h.call.tool_name.clone(),
+                    arguments: h.call.params_json.clone(),
+                    rule: h.rule,
+                });
             }
             // Before the forward: the upstream may answer at once.
             s.tasks.running(&task_id, upstream_key.clone());
@@ -161,12 +179,105 @@ impl Interposer {
             && let Some(t) = s.tasks.get_mut(&task_id)
         {
             let message = summary(&frame).unwrap_or("Not run: refused.").to_owned();
-            t.end(
-                Status::Failed,
-                message,
-                Payload::of_response(&frame),
-                now_rfc3339(),
-            );
+            let payload = Payload::of_response(&frame);
+            // The extension keeps `failed` for JSON-RPC errors: a refusal answered as a tool
+            // error is a `completed` task whose result says it did not run (SEP-2663).
+            let status = match (t.flavor, &payload) {
+                (tasks::Flavor::Extension, Payload::Result(_)) => Status::Completed,
+                _ => Status::Failed,
+            };
+            t.end(status, message, payload, now_rfc3339());
+        }
+    }
+
+    /// `tasks/update` of extension task `task_id` with the client's `responses`: once every
+    /// request the upstream made is answered, the approved call goes on, sent again once with the
+    /// upstream's `requestState` and the answers, if the policy does not deny the tool now. Its
+    /// own intent line, and a `continued` outcome naming the approval, as for a client's own
+    /// continuation (docs/MCP.md, "When the upstream itself asks for input").
+    pub(super) fn update_task(
+        &self,
+        task_id: &str,
+        responses: &serde_json::Map<String, Value>,
+        out: &Outbox<'_>,
+    ) {
+        let (approved, approval_id, op_hash, state, answers) = {
+            let mut s = self.session();
+            let Some(t) = s.tasks.get_mut(task_id) else {
+                return;
+            };
+            let Some(approved) = t.approved.clone() else {
+                return;
+            };
+            let Some((state, answers)) = t.answer(responses, now_rfc3339()) else {
+                return;
+            };
+            (
+                approved,
+                t.approval_id.clone(),
+                t.op_hash.clone(),
+                state,
+                answers,
+            )
+        };
+        let upstream_id = self.shared.new_id(tasks::UPSTREAM_ID_PREFIX);
+        let line = tasks::continuation_call(
+            &approved.line,
+            &upstream_id,
+            &approved.arguments,
+            &state,
+            &answers,
+        );
+        let denied = self.rule_now(&approved.tool) == Rule::Deny;
+        let refused = if denied {
+            "Not continued: the policy now denies this tool."
+        } else {
+            "Not continued: the call could not be sent as approved."
+        };
+        let Some(line) = line.filter(|_| !denied) else {
+            let result = json!({"content": [{"type": "text", "text": refused}], "isError": true});
+            if let Some(t) = self.session().tasks.get_mut(task_id) {
+                t.end(
+                    Status::Completed,
+                    refused.into(),
+                    Payload::Result(result),
+                    now_rfc3339(),
+                );
+            }
+            return;
+        };
+        let call_id = self.shared.next_call_id();
+        let key = id_key(&Value::from(upstream_id));
+        out.send(Effect::Intent {
+            call_id: call_id.clone(),
+            tool: approved.tool.clone(),
+            op_hash: op_hash.clone(),
+            rule: approved.rule,
+        });
+        self.session().tasks.running(task_id, key.clone());
+        let forwarded = Forwarded {
+            call_id,
+            op_hash,
+            outcome: outcome::CONTINUED,
+            approval_ref: Some(approval_id),
+            bound: Some(Bound {
+                tool: approved.tool,
+                arguments: approved.arguments,
+            }),
+        };
+        let upstream = self.task_upstream();
+        let forward = Effect::ForwardOwn {
+            line,
+            key,
+            forwarded,
+        };
+        match upstream {
+            Some(lines) => {
+                Outbox::new(self, &lines, &lines).send(forward);
+            }
+            None => {
+                out.send(forward);
+            }
         }
     }
 
@@ -210,6 +321,13 @@ impl Interposer {
             return Some(line);
         };
         if let Some((_, task)) = s.tasks.answered(&key) {
+            // The upstream asks for input (extension tasks): the task waits for the client.
+            if frame.get("error").is_none()
+                && let Some(result) = frame.get("result")
+                && task.ask_input(result, now_rfc3339())
+            {
+                return None;
+            }
             let (status, message) = if frame.get("error").is_some() {
                 (
                     Status::Failed,

@@ -1,34 +1,59 @@
-//! Floor 8: `tasks/get`, `tasks/result` and `tasks/cancel` about a task the interposer issued
-//! (2025-11-25 tasks; the task itself is [`super::task`]'s).
+//! Floor 8: `tasks/get`, `tasks/result`, `tasks/update` and `tasks/cancel` about a task the
+//! interposer issued (2025-11-25 tasks, or the 2026-07-28 extension, as the task was made; the
+//! task itself is [`super::task`]'s).
 
 use super::client_reader::TaskMethod;
 use super::interposer::{Interposer, Lines};
 use super::outbox::{Effect, Outbox, rpc_error};
 use super::shared::now_rfc3339;
 use super::upstream_reader::id_key;
-use crate::tasks::{Payload, Status};
+use crate::tasks::{self, Flavor, Payload, Status};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
+/// A `tasks/*` request about a task id the interposer issued.
+pub(super) struct TaskAsk {
+    pub(super) method: TaskMethod,
+    pub(super) id: Value,
+    pub(super) task_id: String,
+    /// The request declares the 2026-07-28 tasks extension.
+    pub(super) declares: bool,
+    /// `params.inputResponses` (`tasks/update`).
+    pub(super) responses: Option<Value>,
+}
+
 impl Interposer {
-    /// `tasks/get`, `tasks/result` or `tasks/cancel` about task `task_id`, an id the interposer
-    /// issued (known to it or not).
+    /// `tasks/get`, `tasks/result`, `tasks/update` or `tasks/cancel` about task `task_id`, an id
+    /// the interposer issued (known to it or not).
     pub(super) fn task_request(
         self: Arc<Self>,
-        method: TaskMethod,
-        id: Value,
-        task_id: String,
+        ask: TaskAsk,
         to_client: &Lines,
         to_upstream: &Lines,
     ) {
         let out = Outbox::new(&self, to_client, to_upstream);
         let mut s = self.session();
-        let Some(task) = s.tasks.get_mut(&task_id) else {
+        let Some(task) = s.tasks.get_mut(&ask.task_id) else {
             drop(s);
-            out.send(Effect::Client(unknown_task(&id).to_string()));
+            out.send(Effect::Client(unknown_task(&ask.id).to_string()));
             return;
         };
+        if task.flavor == Flavor::Extension {
+            drop(s);
+            return self.clone().extension_request(ask, to_client, &out);
+        }
+        let TaskAsk {
+            method,
+            id,
+            task_id,
+            ..
+        } = ask;
         match method {
+            TaskMethod::Update => {
+                drop(s);
+                let error = rpc_error(&id, -32601, "tasks/update is not a 2025-11-25 method");
+                out.send(Effect::Client(error.to_string()));
+            }
             TaskMethod::Get => {
                 let frame = json!({"jsonrpc": "2.0", "id": id, "result": task.view(&task_id)});
                 drop(s);
@@ -56,14 +81,86 @@ impl Interposer {
             }
             TaskMethod::Cancel => {
                 drop(s);
-                self.clone().cancel_task(id, &task_id, to_client, &out);
+                self.clone()
+                    .cancel_task(id, &task_id, None, to_client, &out);
             }
         }
     }
 
+    /// A `tasks/*` request about a task of the 2026-07-28 extension (SEP-2663): only from a
+    /// request that declares the extension (`-32021` otherwise); `tasks/get` answers the
+    /// `DetailedTask`; `tasks/update` and `tasks/cancel` answer an empty acknowledgement;
+    /// `tasks/result` is no method of the extension.
+    fn extension_request(self: Arc<Self>, ask: TaskAsk, to_client: &Lines, out: &Outbox<'_>) {
+        let TaskAsk {
+            method,
+            id,
+            task_id,
+            declares,
+            responses,
+        } = ask;
+        let task_id = task_id.as_str();
+        if method == TaskMethod::Result {
+            let error = rpc_error(
+                &id,
+                -32601,
+                "tasks/result is not a method of the tasks extension: read the result with tasks/get",
+            );
+            out.send(Effect::Client(error.to_string()));
+            return;
+        }
+        if !declares {
+            let error = json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "error": {
+                    "code": tasks::MISSING_CAPABILITY,
+                    "message": "Missing required client capability: the request does not declare the tasks extension",
+                    "data": {"requiredCapabilities": {"extensions": {tasks::EXTENSION: {}}}},
+                },
+            });
+            out.send(Effect::Client(error.to_string()));
+            return;
+        }
+        let ack = json!({"jsonrpc": "2.0", "id": id, "result": {"resultType": "complete"}});
+        match method {
+            TaskMethod::Get => {
+                let detailed = self
+                    .session()
+                    .tasks
+                    .get_mut(task_id)
+                    .map(|t| t.detailed(task_id));
+                let frame = match detailed {
+                    Some(task) => json!({"jsonrpc": "2.0", "id": id, "result": task}),
+                    None => unknown_task(&id),
+                };
+                out.send(Effect::Client(frame.to_string()));
+            }
+            // Answers to what the approved call's upstream asked; the approval itself never
+            // asks the client (a person decides it elsewhere, with a key).
+            TaskMethod::Update => {
+                let responses = responses.as_ref().and_then(Value::as_object);
+                if let Some(responses) = responses {
+                    self.update_task(task_id, responses, out);
+                }
+                out.send(Effect::Client(ack.to_string()));
+            }
+            TaskMethod::Result => {}
+            TaskMethod::Cancel => self.cancel_task(id, task_id, Some(ack), to_client, out),
+        }
+    }
+
     /// `tasks/cancel`: a task still waiting is ended and its approval withdrawn (answered once
-    /// the service settled it); one whose call already runs asks the upstream to stop it.
-    fn cancel_task(self: Arc<Self>, id: Value, task_id: &str, to_client: &Lines, out: &Outbox<'_>) {
+    /// the service settled it); one whose call already runs asks the upstream to stop it. The
+    /// answer is `ack` when given (the extension's), else the task as it ended.
+    fn cancel_task(
+        self: Arc<Self>,
+        id: Value,
+        task_id: &str,
+        ack: Option<Value>,
+        to_client: &Lines,
+        out: &Outbox<'_>,
+    ) {
         let mut s = self.session();
         let Some(task) = s.tasks.get_mut(task_id) else {
             // Gone since the request was read (it expired meanwhile): as for any unknown task.
@@ -71,6 +168,12 @@ impl Interposer {
             out.send(Effect::Client(unknown_task(&id).to_string()));
             return;
         };
+        if let (Some(ack), true) = (&ack, task.status.is_terminal()) {
+            // The extension acknowledges a cancel whatever comes of it.
+            drop(s);
+            out.send(Effect::Client(ack.to_string()));
+            return;
+        }
         if task.status.is_terminal() {
             let message = format!("the task is already {}", task.status.as_str());
             drop(s);
@@ -94,7 +197,8 @@ impl Interposer {
             Payload::Result(not_run),
             now_rfc3339(),
         );
-        let answer = json!({"jsonrpc": "2.0", "id": id, "result": task.view(task_id)});
+        let answer = ack
+            .unwrap_or_else(|| json!({"jsonrpc": "2.0", "id": id, "result": task.view(task_id)}));
         drop(s);
         if let Some(running) = running {
             // Too late to withdraw: ask the upstream to stop, as the client would have.

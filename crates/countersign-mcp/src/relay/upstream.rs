@@ -58,7 +58,10 @@ impl Interposer {
         let id_at = crate::splice::range_of(&line, raw.get());
         let (client, forwarded) = {
             let mut s = self.session();
-            if s.initialize_ids.contains(&key) || s.list_ids.contains(&key) {
+            if s.initialize_ids.contains(&key)
+                || s.list_ids.contains(&key)
+                || s.discover_ids.contains(&key)
+            {
                 drop(s);
                 return self.upstream_frame_general(line);
             }
@@ -119,6 +122,17 @@ impl Interposer {
                 && let Some(result) = frame.get_mut("result")
             {
                 tasks::add_capability(result);
+                return back.rewritten(frame);
+            }
+            return back.unchanged(line);
+        }
+        if let Some(at) = s.discover_ids.iter().position(|i| *i == key) {
+            s.discover_ids.swap_remove(at);
+            drop(s);
+            if self.config().tasks
+                && let Some(result) = frame.get_mut("result")
+            {
+                tasks::add_extension(result);
                 return back.rewritten(frame);
             }
             return back.unchanged(line);

@@ -93,7 +93,11 @@ async fn up_post(State(up): State<Arc<Upstream>>, headers: HeaderMap, body: Stri
     let v: Value = serde_json::from_str(&body).unwrap_or_default();
     let method = v["method"].as_str().map(str::to_owned);
     let session = headers.get("mcp-session-id").map(|h| h.to_str().unwrap());
-    if method.as_deref() != Some("initialize") && session != Some(UP_SESSION) {
+    // 2026-07-28 has no sessions: such a request is served without one.
+    let stateless = headers
+        .get("mcp-protocol-version")
+        .is_some_and(|v| v == "2026-07-28");
+    if method.as_deref() != Some("initialize") && session != Some(UP_SESSION) && !stateless {
         return (StatusCode::BAD_REQUEST, "no or unknown session").into_response();
     }
     let (Some(id), Some(method)) = (v.get("id").cloned(), method) else {
@@ -866,11 +870,7 @@ impl HttpRig {
         body: &str,
     ) -> reqwest::Response {
         let mut r = self
-            .http
-            .post(&self.url)
-            .bearer_auth(TOKEN_A)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
+            .post_as_a()
             .header("mcp-session-id", session)
             .body(body.to_owned());
         for (name, value) in headers {
@@ -1096,4 +1096,88 @@ async fn http_a_request_id_in_flight_is_not_taken_twice() {
     let v: Value = serde_json::from_str(&sent[0]).unwrap();
     assert!(v["id"].as_str().unwrap().starts_with("cs-"), "{}", sent[0]);
     rig.stop().await;
+}
+
+impl HttpRig {
+    /// `tasks/get` (2026-07-28, routed by `Mcp-Name`) until the task leaves `working` (bounded
+    /// only against a hang).
+    async fn settled_2026(&self, task_id: &str, meta: &str) -> Value {
+        for n in 100..700 {
+            let params = format!(r#"{{"taskId":"{task_id}","_meta":{meta}}}"#);
+            let get =
+                format!(r#"{{"jsonrpc":"2.0","id":{n},"method":"tasks/get","params":{params}}}"#);
+            let answer = self.post_2026("tasks/get", Some(task_id), &get).await;
+            if answer["result"]["status"] != "working" {
+                return answer;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("task {task_id} never settled");
+    }
+
+    /// A POST to the relay as agent A, a JSON body, either answer form accepted.
+    fn post_as_a(&self) -> reqwest::RequestBuilder {
+        self.http
+            .post(&self.url)
+            .bearer_auth(TOKEN_A)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+    }
+
+    /// A 2026-07-28 POST as agent A: no session, the revision in its header, the routing headers
+    /// the revision asks for (`Mcp-Method`, and `Mcp-Name` when given); the JSON answer.
+    async fn post_2026(&self, method: &str, name: Option<&str>, body: &str) -> Value {
+        let mut r = self
+            .post_as_a()
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method)
+            .body(body.to_owned());
+        if let Some(name) = name {
+            r = r.header("mcp-name", name);
+        }
+        let r = r.send().await.unwrap();
+        assert_eq!(r.status(), 200, "{method}");
+        r.json().await.unwrap()
+    }
+}
+
+/// The tasks extension over Streamable HTTP with no session: the task is the agent's, its
+/// `tasks/get` routes by `Mcp-Name: <taskId>` as SEP-2663 asks, and the approved call runs once.
+#[tokio::test]
+async fn http_a_2026_07_28_client_gets_a_task_handle_without_a_session() {
+    let rig = http_rig("http-task-ext").await;
+    let meta = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
+    let args = r#"{"path":"/x"}"#;
+    let body = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"name\":\"write_file\",\"arguments\":{args},\"_meta\":{meta}}}}}"
+    );
+    let created = rig.post_2026("tools/call", Some("write_file"), &body).await;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let task_id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let id = crate::support::approval_id(&created);
+    rig.alice.decide(&rig.svc, &id, Decision::Approved).await;
+    let status = rig.settled_2026(&task_id, meta).await;
+    assert_eq!(status["result"]["status"], "completed", "{status}");
+    assert_eq!(
+        status["result"]["result"]["content"][0]["text"],
+        "ran write_file"
+    );
+    let sent = rig.upstream.calls_of("write_file");
+    assert_eq!(sent.len(), 1, "executed exactly once");
+    assert!(
+        sent[0].contains(args) && !sent[0].contains("io.modelcontextprotocol/tasks"),
+        "{}",
+        sent[0]
+    );
+    assert_eq!(
+        rig.upstream.header_of_last("POST", "mcp-name").as_deref(),
+        Some("write_file"),
+        "the task's call carries the 2026-07-28 routing headers"
+    );
+    let bytes = rig.stop().await;
+    let executed = String::from_utf8_lossy(&bytes)
+        .lines()
+        .filter(|l| l.contains("\"executed\""))
+        .count();
+    assert_eq!(executed, 1);
 }

@@ -15,3 +15,4 @@ mod mrtr;
 mod stdio;
 mod support;
 mod tasks;
+mod tasks_ext;

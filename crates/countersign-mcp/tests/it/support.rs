@@ -482,3 +482,27 @@ pub(crate) async fn task_end(client: &mut Client, task_id: &str) -> Value {
     }
     panic!("task {task_id} never ended");
 }
+
+/// The interposer's audit log `bytes` (at `audit`) verify under its key, and `lines` hold exactly
+/// one `executed` outcome, which names `approval`.
+pub(crate) fn executed_once_and_verified(
+    lines: &[Value],
+    bytes: &[u8],
+    audit: &std::path::Path,
+    approval: &str,
+) {
+    let executed: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["outcome"] == "executed")
+        .collect();
+    assert_eq!(executed.len(), 1, "{executed:?}");
+    assert_eq!(executed[0]["approval_ref"], approval);
+    verified(bytes, audit);
+}
+
+/// The interposer's audit log `bytes` (at `audit`) verify under the key beside it.
+pub(crate) fn verified(bytes: &[u8], audit: &std::path::Path) {
+    let key = AuditSealer::load_or_create(&audit.with_extension("key")).unwrap();
+    let report = countersign_audit::verify_log(bytes, &key.public_key());
+    assert!(report.issues.is_empty(), "{report:?}");
+}
