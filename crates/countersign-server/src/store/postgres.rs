@@ -39,7 +39,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 /// Schema migrations, applied in order on start; a version is applied once, under an advisory
 /// lock so replicas starting together do not race. Never edit a published entry: append one.
-const MIGRATIONS: &[&str] = &[
+pub(super) const MIGRATIONS: &[&str] = &[
     "
 CREATE TABLE approvals (
     id TEXT PRIMARY KEY,
