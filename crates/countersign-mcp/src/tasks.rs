@@ -480,8 +480,12 @@ fn without_extension(params: &str) -> Option<String> {
 
 /// Whether request `params` declare the tasks extension in their own `_meta`.
 pub(crate) fn declares_extension(params: &Value) -> bool {
-    params
-        .pointer("/_meta/io.modelcontextprotocol~1clientCapabilities/extensions")
+    params.get("_meta").is_some_and(meta_declares_extension)
+}
+
+/// [`declares_extension`] given the request's `_meta` itself.
+pub(crate) fn meta_declares_extension(meta: &Value) -> bool {
+    meta.pointer("/io.modelcontextprotocol~1clientCapabilities/extensions")
         .and_then(|e| e.get(EXTENSION))
         .is_some_and(Value::is_object)
 }

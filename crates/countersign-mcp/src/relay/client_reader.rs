@@ -119,11 +119,7 @@ impl CallFrame {
             .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
             .and_then(Value::as_str)
             .map(str::to_owned);
-        let tasks_extension = meta
-            .and_then(|m| m.get("io.modelcontextprotocol/clientCapabilities"))
-            .and_then(|c| c.get("extensions"))
-            .and_then(|e| e.get(tasks::EXTENSION))
-            .is_some_and(Value::is_object);
+        let tasks_extension = meta.is_some_and(tasks::meta_declares_extension);
         let own_response = wire
             .input_responses
             .as_ref()
